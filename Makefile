@@ -1,0 +1,30 @@
+# loom — the two set-up-and-go commands: `make demo` and `make test`.
+BUILD ?= build
+JOBS ?= $(shell nproc)
+
+.PHONY: all setup configure build demo test gpu-test clean
+
+all: build
+
+setup:
+	@bash scripts/setup.sh
+
+$(BUILD)/build.ninja: CMakeLists.txt
+	@cmake -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Release > $(BUILD).configure.log 2>&1 || (cat $(BUILD).configure.log; exit 1)
+
+configure: setup $(BUILD)/build.ninja
+
+build: configure
+	@cmake --build $(BUILD) -j $(JOBS)
+
+demo: build
+	@bash scripts/demo.sh $(BUILD)
+
+test: build
+	@bash scripts/run-tests.sh $(BUILD)
+
+gpu-test: build
+	@LOOM_GPU_TESTS=1 bash scripts/run-tests.sh $(BUILD)
+
+clean:
+	rm -rf $(BUILD) $(BUILD).configure.log

@@ -1,0 +1,49 @@
+//===- Executor.h - Running a Program on a backend ------------------------===//
+//
+// Part of loom, under the Apache License v2.0.
+//
+// The narrow boundary between a loaded Program and the device that runs it.
+// A backend owns the arena (one allocation sized by the compiler) and runs the
+// instruction list in order. The CPU backend is the reference; the CUDA
+// backend implements the same interface.
+//===----------------------------------------------------------------------===//
+#ifndef LOOM_RUNTIME_EXECUTOR_H
+#define LOOM_RUNTIME_EXECUTOR_H
+
+#include "loom/runtime/Program.h"
+
+#include <memory>
+#include <string>
+
+namespace loom::rt {
+
+class Executor {
+public:
+  virtual ~Executor() = default;
+
+  /// Copies `bytes` bytes into input `index` (Program::inputs order). The
+  /// byte count must equal the buffer's size. Returns false with `err` set.
+  virtual bool setInput(size_t index, const void *data, size_t bytes,
+                        std::string &err) = 0;
+  /// Runs every instruction once. Returns false with `err` set on failure.
+  virtual bool run(std::string &err) = 0;
+  /// Copies output `index` (Program::outputs order) into `data`.
+  virtual bool getOutput(size_t index, void *data, size_t bytes,
+                         std::string &err) = 0;
+
+  const Program &program() const { return *program_; }
+
+protected:
+  explicit Executor(std::shared_ptr<const Program> p) : program_(std::move(p)) {}
+  std::shared_ptr<const Program> program_;
+};
+
+/// Creates an executor for `backend` ("cpu"; "cuda" when built with CUDA).
+/// `threads` <= 0 means one per hardware thread.
+std::unique_ptr<Executor> createExecutor(std::shared_ptr<const Program> p,
+                                         const std::string &backend,
+                                         int threads, std::string &err);
+
+} // namespace loom::rt
+
+#endif

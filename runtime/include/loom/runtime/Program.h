@@ -1,0 +1,141 @@
+//===- Program.h - The runtime program: buffers and a flat list of calls --===//
+//
+// Part of loom, under the Apache License v2.0.
+//
+// A Program is what the compiler hands the runtime: a table of buffers with
+// static shapes, a blob of constant data, and a flat list of kernel calls.
+// It has no MLIR dependency; codegen builds it, the artifact file stores it
+// (see Artifact.h and docs/artifact-format.md), and backends execute it.
+//
+// Memory model: every non-constant buffer lives at a fixed byte offset inside
+// one arena whose size the compiler planned with liveness-based reuse, so a
+// backend allocates exactly one block per run (no per-call allocation).
+// Constants live in the program's constant blob.
+//===----------------------------------------------------------------------===//
+#ifndef LOOM_RUNTIME_PROGRAM_H
+#define LOOM_RUNTIME_PROGRAM_H
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace loom::rt {
+
+/// Element types. Values are stable: they are written into artifacts.
+enum class DType : uint8_t { F32 = 1, F64 = 2, BF16 = 3, I64 = 4, I32 = 5, Bool = 6 };
+
+/// Size in bytes of one element (Bool is one byte).
+size_t dtypeSize(DType t);
+const char *dtypeName(DType t);
+
+/// What a buffer is for. Values are stable.
+enum class BufferKind : uint8_t {
+  Input = 1,    // written by the caller before a run (token ids, ...)
+  Output = 2,   // read by the caller after a run (logits, loss, ...)
+  Constant = 3, // data in Program::constants, read-only
+  Temp = 4,     // intermediate, lives in the arena at `offset`
+};
+
+struct BufferDesc {
+  std::string name;           // diagnostic name (ONNX value or weight name)
+  DType dtype = DType::F32;
+  std::vector<int64_t> shape; // static; rank 0 is a scalar
+  BufferKind kind = BufferKind::Temp;
+  uint64_t offset = 0;        // arena offset (Input/Output/Temp) or offset in
+                              // Program::constants (Constant)
+  uint64_t bytes = 0;         // numElements * dtypeSize
+
+  int64_t numElements() const {
+    int64_t n = 1;
+    for (int64_t d : shape) n *= d;
+    return n;
+  }
+};
+
+/// Kernel opcodes. Values are stable: they are written into artifacts.
+/// For each: inputs (`in`), outputs (`out`), integer attributes (`ints`) and
+/// float attributes (`floats`). Shapes and dtypes come from the buffer table.
+/// Broadcasting follows NumPy/ONNX rules (right-aligned, size-1 dims stretch).
+enum class OpCode : uint16_t {
+  // in: table[V,D], ids[...] (I64) -> out[..., D]. Row gather.
+  Embedding = 1,
+  // in: a[..., M, K], b[..., K, N] (each may be transposed in its last two
+  // dims) -> out[..., M, N]; batch dims broadcast. ints: [transA, transB].
+  MatMul = 2,
+  // Elementwise binary with broadcasting: in: a, b -> out.
+  Add = 10, Sub = 11, Mul = 12, Div = 13, Pow = 14, Max = 15, Min = 16,
+  // in: cond (Bool), a, b -> out = cond ? a : b, broadcasting.
+  Where = 17,
+  // Elementwise unary: in: x -> out (same shape).
+  Neg = 30, Sqrt = 31, Rsqrt = 32, Reciprocal = 33, Exp = 34, Tanh = 35,
+  Sigmoid = 36, Silu = 37,
+  GeluTanh = 38, // 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))
+  GeluErf = 39,  // 0.5 x (1 + erf(x / sqrt(2)))
+  Cos = 40, Sin = 41, Log = 42,
+  // Copy with dtype conversion (also a plain copy when dtypes match); the
+  // element count of in and out is equal (used for Reshape too).
+  Cast = 43,
+  // in: x -> out. ints: [kind (0 sum, 1 mean, 2 max), axis0, axis1, ...];
+  // out has x's rank with reduced dims set to 1, or fewer dims (keepdims
+  // off): either way its element order matches.
+  Reduce = 50,
+  // in: x -> out, softmax along ints[0] (a non-negative axis).
+  Softmax = 51,
+  // in: x[..., D], w[D] -> out. floats: [eps].
+  // y = x / sqrt(mean(x^2) + eps) * w.
+  RmsNorm = 52,
+  // in: x[..., D], w[D], b[D] (b optional: 2 or 3 inputs) -> out.
+  // floats: [eps]. y = (x - mean) / sqrt(var + eps) * w + b.
+  LayerNorm = 53,
+  // in: x[..., T, D], cos, sin (broadcastable to x) -> out.
+  // out = x * cos + rotate_half(x) * sin, where
+  // rotate_half(x) = concat(-x[..., D/2:], x[..., :D/2]).
+  Rotary = 54,
+  // in: q[B, Hq, T, D], k[B, Hkv, S, D], v[B, Hkv, S, D] -> out[B, Hq, T, D].
+  // Hq % Hkv == 0; query head h reads kv head h / (Hq / Hkv).
+  // ints: [causal]; floats: [scale]. softmax(scale q k^T + mask) v, where the
+  // causal mask hides key j > query i (+ S - T offset when S > T).
+  Attention = 55,
+  // in: x -> out. ints: perm (out dim i is x dim perm[i]).
+  Transpose = 60,
+  // in: x -> out. ints: [start_0, step_0, start_1, step_1, ...] for every
+  // dim of x; out's shape gives the count per dim. Steps may be negative.
+  Slice = 61,
+  // in: x0, x1, ... -> out, joined along ints[0].
+  Concat = 62,
+  // in: x -> out0, out1, ... split along ints[0]; sizes from out shapes.
+  Split = 63,
+  // in: x -> out, broadcast to out's shape.
+  Expand = 64,
+  // in: logits[N, V], targets[N] (I64) -> out[] (scalar):
+  // mean over N of logsumexp(logits[n]) - logits[n, targets[n]].
+  CrossEntropy = 70,
+};
+
+const char *opcodeName(OpCode op);
+
+struct Instr {
+  OpCode op = OpCode::Add;
+  std::vector<uint32_t> in;  // buffer ids
+  std::vector<uint32_t> out; // buffer ids
+  std::vector<int64_t> ints;
+  std::vector<double> floats;
+};
+
+struct Program {
+  std::vector<BufferDesc> buffers;
+  std::vector<uint8_t> constants; // blob for Constant buffers, 64-byte aligned
+  uint64_t arenaBytes = 0;        // size of the arena for non-constants
+  std::vector<Instr> instrs;      // executed in order
+  std::vector<uint32_t> inputs;   // buffer ids of inputs, in calling order
+  std::vector<uint32_t> outputs;  // buffer ids of outputs, in calling order
+
+  /// Checks internal consistency (ids in range, sizes, offsets inside the
+  /// arena or constant blob, arity of each opcode). Returns an empty string
+  /// when valid, else a one-line description of the first problem.
+  std::string validate() const;
+};
+
+} // namespace loom::rt
+
+#endif // LOOM_RUNTIME_PROGRAM_H
