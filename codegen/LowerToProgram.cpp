@@ -1,0 +1,266 @@
+//===- LowerToProgram.cpp - loom IR to a runtime program ------------------===//
+//
+// Part of loom, under the Apache License v2.0.
+//
+//===----------------------------------------------------------------------===//
+#include "codegen/LowerToProgram.h"
+#include "codegen/ArenaPlanner.h"
+#include "ir/LoomOps.h"
+
+#include "mlir/IR/BuiltinAttributes.h"
+#include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/TypeSwitch.h"
+
+#include <cstring>
+
+using namespace mlir;
+
+namespace loom {
+namespace {
+
+constexpr uint64_t kAlignment = 64;
+
+bool dtypeOf(Type t, rt::DType &out) {
+  if (t.isF32()) out = rt::DType::F32;
+  else if (t.isF64()) out = rt::DType::F64;
+  else if (t.isBF16()) out = rt::DType::BF16;
+  else if (t.isInteger(64)) out = rt::DType::I64;
+  else if (t.isInteger(32)) out = rt::DType::I32;
+  else if (t.isInteger(1)) out = rt::DType::Bool;
+  else return false;
+  return true;
+}
+
+std::string opName(Operation *op) {
+  std::string s = op->getName().getStringRef().str();
+  if (auto loc = dyn_cast<NameLoc>(op->getLoc()))
+    s += " ('" + loc.getName().str() + "')";
+  return s;
+}
+
+class ProgramBuilder {
+public:
+  explicit ProgramBuilder(rt::Program &p) : p(p) {}
+
+  bool build(func::FuncOp func, std::string &err);
+
+private:
+  uint32_t newBuffer(Value v, rt::BufferKind kind, const std::string &name);
+  bool constantBuffer(ConstantOp op, std::string &err);
+  bool lowerOp(Operation *op, std::string &err);
+  void emit(rt::OpCode code, Operation *op, std::vector<int64_t> ints = {},
+            std::vector<double> floats = {});
+  uint32_t idOf(Value v) { return ids.lookup(v); }
+
+  rt::Program &p;
+  llvm::DenseMap<Value, uint32_t> ids;
+  std::string lastError;
+};
+
+uint32_t ProgramBuilder::newBuffer(Value v, rt::BufferKind kind, const std::string &name) {
+  auto t = cast<RankedTensorType>(v.getType());
+  rt::BufferDesc d;
+  d.name = name;
+  dtypeOf(t.getElementType(), d.dtype);
+  d.shape.assign(t.getShape().begin(), t.getShape().end());
+  d.kind = kind;
+  d.bytes = uint64_t(d.numElements()) * rt::dtypeSize(d.dtype);
+  p.buffers.push_back(d);
+  uint32_t id = uint32_t(p.buffers.size() - 1);
+  if (v)
+    ids[v] = id;
+  return id;
+}
+
+bool ProgramBuilder::constantBuffer(ConstantOp op, std::string &err) {
+  auto dense = dyn_cast<DenseElementsAttr>(op.getValue());
+  if (!dense) {
+    err = "constant " + opName(op) + " is not dense";
+    return false;
+  }
+  std::string name = op.getName() ? op.getName()->str() : "const";
+  uint32_t id = newBuffer(op.getResult(), rt::BufferKind::Constant, name);
+  rt::BufferDesc &d = p.buffers[id];
+  uint64_t at = (p.constants.size() + kAlignment - 1) / kAlignment * kAlignment;
+  p.constants.resize(at + d.bytes);
+  d.offset = at;
+  char *dst = reinterpret_cast<char *>(p.constants.data() + at);
+  int64_t n = d.numElements();
+  size_t es = rt::dtypeSize(d.dtype);
+  if (d.dtype == rt::DType::Bool) {
+    int64_t k = 0;
+    for (bool b : dense.getValues<bool>()) dst[k++] = b;
+  } else if (!dense.isSplat()) {
+    ArrayRef<char> raw = dense.getRawData();
+    std::memcpy(dst, raw.data(), d.bytes);
+  } else {
+    // A splat stores one element; replicate it.
+    ArrayRef<char> raw = dense.getRawData();
+    for (int64_t k = 0; k < n; ++k) std::memcpy(dst + k * es, raw.data(), es);
+  }
+  return true;
+}
+
+void ProgramBuilder::emit(rt::OpCode code, Operation *op, std::vector<int64_t> ints,
+                          std::vector<double> floats) {
+  rt::Instr in;
+  in.op = code;
+  for (Value v : op->getOperands()) in.in.push_back(idOf(v));
+  for (Value r : op->getResults()) in.out.push_back(newBuffer(r, rt::BufferKind::Temp, ""));
+  in.ints = std::move(ints);
+  in.floats = std::move(floats);
+  p.instrs.push_back(std::move(in));
+}
+
+bool ProgramBuilder::lowerOp(Operation *op, std::string &err) {
+  using rt::OpCode;
+  bool ok = true;
+  llvm::TypeSwitch<Operation *>(op)
+      .Case<ConstantOp>([&](auto c) { ok = constantBuffer(c, err); })
+      .Case<EmbeddingOp>([&](auto) { emit(OpCode::Embedding, op); })
+      .Case<MatmulOp>([&](MatmulOp m) {
+        emit(OpCode::MatMul, op, {m.getTransposeLhs(), m.getTransposeRhs()});
+      })
+      .Case<AddOp>([&](auto) { emit(OpCode::Add, op); })
+      .Case<SubOp>([&](auto) { emit(OpCode::Sub, op); })
+      .Case<MulOp>([&](auto) { emit(OpCode::Mul, op); })
+      .Case<DivOp>([&](auto) { emit(OpCode::Div, op); })
+      .Case<PowOp>([&](auto) { emit(OpCode::Pow, op); })
+      .Case<MaxOp>([&](auto) { emit(OpCode::Max, op); })
+      .Case<MinOp>([&](auto) { emit(OpCode::Min, op); })
+      .Case<WhereOp>([&](auto) { emit(OpCode::Where, op); })
+      .Case<NegOp>([&](auto) { emit(OpCode::Neg, op); })
+      .Case<SqrtOp>([&](auto) { emit(OpCode::Sqrt, op); })
+      .Case<RsqrtOp>([&](auto) { emit(OpCode::Rsqrt, op); })
+      .Case<ReciprocalOp>([&](auto) { emit(OpCode::Reciprocal, op); })
+      .Case<ExpOp>([&](auto) { emit(OpCode::Exp, op); })
+      .Case<LogOp>([&](auto) { emit(OpCode::Log, op); })
+      .Case<TanhOp>([&](auto) { emit(OpCode::Tanh, op); })
+      .Case<SigmoidOp>([&](auto) { emit(OpCode::Sigmoid, op); })
+      .Case<SiluOp>([&](auto) { emit(OpCode::Silu, op); })
+      .Case<CosOp>([&](auto) { emit(OpCode::Cos, op); })
+      .Case<SinOp>([&](auto) { emit(OpCode::Sin, op); })
+      .Case<GeluOp>([&](GeluOp g) {
+        emit(g.getApproximation() == GeluApproximation::tanh ? OpCode::GeluTanh
+                                                             : OpCode::GeluErf,
+             op);
+      })
+      .Case<CastOp, ReshapeOp>([&](auto) { emit(OpCode::Cast, op); })
+      .Case<ReduceOp>([&](ReduceOp r) {
+        std::vector<int64_t> ints = {int64_t(r.getKind())};
+        for (int64_t a : r.getAxes()) ints.push_back(a);
+        emit(OpCode::Reduce, op, ints);
+      })
+      .Case<SoftmaxOp>([&](SoftmaxOp s) { emit(OpCode::Softmax, op, {s.getAxis()}); })
+      .Case<RmsNormOp>([&](RmsNormOp n) {
+        emit(OpCode::RmsNorm, op, {}, {n.getEpsilon().convertToDouble()});
+      })
+      .Case<LayerNormOp>([&](LayerNormOp n) {
+        emit(OpCode::LayerNorm, op, {}, {n.getEpsilon().convertToDouble()});
+      })
+      .Case<RotaryOp>([&](auto) { emit(OpCode::Rotary, op); })
+      .Case<AttentionOp>([&](AttentionOp a) {
+        emit(OpCode::Attention, op, {a.getCausal()}, {a.getScale().convertToDouble()});
+      })
+      .Case<CrossEntropyOp>([&](auto) { emit(OpCode::CrossEntropy, op); })
+      .Case<TransposeOp>([&](TransposeOp t) {
+        emit(OpCode::Transpose, op, std::vector<int64_t>(t.getPermutation().begin(),
+                                                         t.getPermutation().end()));
+      })
+      .Case<SliceOp>([&](SliceOp s) {
+        std::vector<int64_t> ints;
+        for (auto [start, step] : llvm::zip(s.getStarts(), s.getSteps())) {
+          ints.push_back(start);
+          ints.push_back(step);
+        }
+        emit(OpCode::Slice, op, ints);
+      })
+      .Case<ConcatOp>([&](ConcatOp c) { emit(OpCode::Concat, op, {c.getAxis()}); })
+      .Case<SplitOp>([&](SplitOp s) { emit(OpCode::Split, op, {s.getAxis()}); })
+      .Case<ExpandOp>([&](auto) { emit(OpCode::Expand, op); })
+      .Default([&](Operation *) {
+        err = "codegen does not handle " + opName(op);
+        ok = false;
+      });
+  return ok;
+}
+
+bool ProgramBuilder::build(func::FuncOp func, std::string &err) {
+  if (!func.getBody().hasOneBlock()) {
+    err = "function @" + func.getName().str() + " must have one block";
+    return false;
+  }
+  Block &body = func.getBody().front();
+  for (BlockArgument arg : body.getArguments()) {
+    auto name = func.getArgAttrOfType<StringAttr>(arg.getArgNumber(), "loom.name");
+    rt::DType dt;
+    auto t = dyn_cast<RankedTensorType>(arg.getType());
+    if (!t || !t.hasStaticShape() || !dtypeOf(t.getElementType(), dt)) {
+      err = "argument " + std::to_string(arg.getArgNumber()) + " is not a static tensor";
+      return false;
+    }
+    p.inputs.push_back(newBuffer(arg, rt::BufferKind::Input,
+                                 name ? name.str() : "arg" + std::to_string(arg.getArgNumber())));
+  }
+  for (Operation &op : body.without_terminator())
+    if (!lowerOp(&op, err))
+      return false;
+  auto ret = cast<func::ReturnOp>(body.getTerminator());
+  for (auto [k, v] : llvm::enumerate(ret.getOperands())) {
+    uint32_t id = idOf(v);
+    auto name = func.getResultAttrOfType<StringAttr>(k, "loom.name");
+    // A result must own its buffer: copy inputs, constants and repeats.
+    if (p.buffers[id].kind != rt::BufferKind::Temp) {
+      rt::Instr copy;
+      copy.op = rt::OpCode::Cast;
+      copy.in = {id};
+      copy.out = {newBuffer(Value(), rt::BufferKind::Temp, "")};
+      p.buffers[copy.out[0]].shape = p.buffers[id].shape;
+      p.buffers[copy.out[0]].dtype = p.buffers[id].dtype;
+      p.buffers[copy.out[0]].bytes = p.buffers[id].bytes;
+      p.instrs.push_back(copy);
+      id = copy.out[0];
+    }
+    p.buffers[id].kind = rt::BufferKind::Output;
+    p.buffers[id].name = name ? name.str() : "result" + std::to_string(k);
+    p.outputs.push_back(id);
+  }
+  // Lifetimes: inputs live from the start, outputs to the end; everything
+  // else from its defining instruction to its last reader.
+  int64_t end = int64_t(p.instrs.size());
+  std::vector<int64_t> first(p.buffers.size(), -1), last(p.buffers.size(), -1);
+  for (int64_t i = 0; i < end; ++i) {
+    for (uint32_t id : p.instrs[i].out) first[id] = i;
+    for (uint32_t id : p.instrs[i].in) last[id] = i;
+  }
+  std::vector<Lifetime> lifetimes;
+  std::vector<uint32_t> placed;
+  for (uint32_t id = 0; id < p.buffers.size(); ++id) {
+    rt::BufferDesc &d = p.buffers[id];
+    if (d.kind == rt::BufferKind::Constant)
+      continue;
+    Lifetime l{d.bytes, d.kind == rt::BufferKind::Input ? -1 : first[id],
+               d.kind == rt::BufferKind::Output || d.kind == rt::BufferKind::Input
+                   ? end
+                   : std::max(last[id], first[id])};
+    lifetimes.push_back(l);
+    placed.push_back(id);
+  }
+  std::vector<uint64_t> offsets = planArena(lifetimes, kAlignment, p.arenaBytes);
+  for (size_t k = 0; k < placed.size(); ++k) p.buffers[placed[k]].offset = offsets[k];
+  std::string invalid = p.validate();
+  if (!invalid.empty()) {
+    err = "generated program is invalid: " + invalid;
+    return false;
+  }
+  return true;
+}
+
+} // namespace
+
+bool lowerToProgram(func::FuncOp func, rt::Program &program, std::string &err) {
+  program = rt::Program();
+  return ProgramBuilder(program).build(func, err);
+}
+
+} // namespace loom

@@ -1,0 +1,590 @@
+//===- ConstantFolder.cpp - ONNX op semantics on known values -------------===//
+//
+// Part of loom, under the Apache License v2.0.
+//
+// One rule per ONNX op, written from the operator spec (opset 13-21 forms:
+// axes and shapes as inputs). Values are small (shapes, masks, rotary
+// tables), so clarity wins over speed here.
+//===----------------------------------------------------------------------===//
+#include "frontends/onnx/ConstantFolder.h"
+#include "frontends/onnx/NodeAttributes.h"
+#include "frontends/onnx/ShapeRules.h"
+#include "frontends/onnx/TensorData.h"
+
+#include <cmath>
+#include <functional>
+#include <map>
+#include <optional>
+
+namespace loom::onnx_import {
+namespace {
+
+using Inputs = std::vector<const HostTensor *>;
+using Rule = std::function<std::string(const onnx::NodeProto &, const Inputs &,
+                                       std::vector<HostTensor> &)>;
+
+const HostTensor &need(const Inputs &in, size_t k) {
+  static const HostTensor empty;
+  return k < in.size() && in[k] ? *in[k] : empty;
+}
+bool has(const Inputs &in, size_t k) { return k < in.size() && in[k]; }
+
+/// Calls fn(outIndex, offsets per input) for every element of `outShape`,
+/// with each input broadcast NumPy-style.
+void forEachBroadcast(const Shape &outShape, const std::vector<Shape> &ins,
+                      const std::function<void(int64_t,
+                                               const std::vector<int64_t> &)> &fn) {
+  size_t rank = outShape.size();
+  std::vector<std::vector<int64_t>> bstrides;
+  for (const Shape &s : ins) {
+    std::vector<int64_t> st = stridesOf(s), b(rank, 0);
+    for (size_t d = 0; d < s.size(); ++d)
+      if (s[d] != 1)
+        b[rank - s.size() + d] = st[d];
+    bstrides.push_back(b);
+  }
+  int64_t n = 1;
+  for (int64_t d : outShape) n *= d;
+  std::vector<int64_t> idx(rank, 0), offs(ins.size(), 0);
+  for (int64_t k = 0; k < n; ++k) {
+    for (size_t j = 0; j < ins.size(); ++j) {
+      offs[j] = 0;
+      for (size_t d = 0; d < rank; ++d) offs[j] += idx[d] * bstrides[j][d];
+    }
+    fn(k, offs);
+    for (int64_t d = int64_t(rank) - 1; d >= 0; --d) {
+      if (++idx[d] < outShape[d]) break;
+      idx[d] = 0;
+    }
+  }
+}
+
+/// Elementwise rule over any number of inputs with broadcasting. The result
+/// type is `resultType` or, when unset, the first input's type.
+std::string elementwise(const Inputs &in, std::vector<HostTensor> &out,
+                        const std::function<double(const std::vector<double> &)> &f,
+                        std::optional<ElemType> resultType = std::nullopt) {
+  Shape shape;
+  std::vector<Shape> shapes;
+  for (const HostTensor *t : in) {
+    Shape b;
+    if (std::string e = broadcastShape(shape, t->shape, b); !e.empty())
+      return e;
+    shape = b;
+    shapes.push_back(t->shape);
+  }
+  ElemType type = resultType ? *resultType : in[0]->type;
+  HostTensor r = HostTensor::zeros(type, shape);
+  std::vector<double> args(in.size());
+  forEachBroadcast(shape, shapes, [&](int64_t k, const std::vector<int64_t> &o) {
+    for (size_t j = 0; j < in.size(); ++j) args[j] = in[j]->at(o[j]);
+    double v = f(args);
+    if (r.isFloat())
+      r.f[k] = type == ElemType::Float ? double(float(v)) : v;
+    else
+      r.i[k] = int64_t(v);
+  });
+  out.push_back(std::move(r));
+  return "";
+}
+
+/// Integer arithmetic must stay exact (shape values can exceed 2^53 as
+/// INT64_MAX sentinels), so integer binaries get their own loop.
+std::string intBinary(const Inputs &in, std::vector<HostTensor> &out,
+                      const std::function<int64_t(int64_t, int64_t)> &f) {
+  Shape shape;
+  if (std::string e = broadcastShape(in[0]->shape, in[1]->shape, shape); !e.empty())
+    return e;
+  HostTensor r = HostTensor::zeros(in[0]->type, shape);
+  forEachBroadcast(shape, {in[0]->shape, in[1]->shape},
+                   [&](int64_t k, const std::vector<int64_t> &o) {
+                     r.i[k] = f(in[0]->i[o[0]], in[1]->i[o[1]]);
+                   });
+  out.push_back(std::move(r));
+  return "";
+}
+
+Rule arith(std::function<double(double, double)> f,
+           std::function<int64_t(int64_t, int64_t)> fi) {
+  return [f, fi](const onnx::NodeProto &, const Inputs &in,
+                 std::vector<HostTensor> &out) -> std::string {
+    if (in.size() < 2)
+      return "needs two inputs";
+    if (!in[0]->isFloat() && !in[1]->isFloat() && fi)
+      return intBinary(in, out, fi);
+    return elementwise(in, out, [f](const std::vector<double> &a) {
+      return f(a[0], a[1]);
+    });
+  };
+}
+
+Rule compare(std::function<bool(double, double)> f) {
+  return [f](const onnx::NodeProto &, const Inputs &in,
+             std::vector<HostTensor> &out) {
+    return elementwise(in, out, [f](const std::vector<double> &a) {
+      return double(f(a[0], a[1]));
+    }, ElemType::Bool);
+  };
+}
+
+Rule unary(std::function<double(double)> f) {
+  return [f](const onnx::NodeProto &, const Inputs &in,
+             std::vector<HostTensor> &out) {
+    return elementwise({in[0]}, out, [f](const std::vector<double> &a) {
+      return f(a[0]);
+    });
+  };
+}
+
+/// Copies `src` elements picked by index map `pick(outIndex) -> srcIndex`.
+HostTensor gatherBy(const HostTensor &src, Shape shape,
+                    const std::function<int64_t(int64_t)> &pick) {
+  HostTensor r = HostTensor::zeros(src.type, std::move(shape));
+  int64_t n = r.numElements();
+  for (int64_t k = 0; k < n; ++k) {
+    int64_t s = pick(k);
+    if (r.isFloat()) r.f[k] = src.f[s];
+    else r.i[k] = src.i[s];
+  }
+  return r;
+}
+
+/// Decomposes a flat index into a multi-index of `shape`.
+std::vector<int64_t> unflatten(int64_t k, const Shape &shape) {
+  std::vector<int64_t> idx(shape.size());
+  for (int64_t d = int64_t(shape.size()) - 1; d >= 0; --d) {
+    idx[d] = shape[d] ? k % shape[d] : 0;
+    k = shape[d] ? k / shape[d] : 0;
+  }
+  return idx;
+}
+
+std::string foldReshape(const onnx::NodeProto &node, const Inputs &in,
+                        std::vector<HostTensor> &out) {
+  HostTensor r = need(in, 0);
+  Shape shape;
+  if (std::string e = reshapeShape(r.shape, need(in, 1).toInts(),
+                                   attrInt(node, "allowzero", 0), shape);
+      !e.empty())
+    return e;
+  r.shape = shape;
+  out.push_back(std::move(r));
+  return "";
+}
+
+std::string foldUnsqueeze(const onnx::NodeProto &node, const Inputs &in,
+                          std::vector<HostTensor> &out) {
+  HostTensor r = need(in, 0);
+  std::vector<int64_t> axes = has(in, 1) ? in[1]->toInts() : attrInts(node, "axes");
+  Shape shape;
+  if (std::string e = unsqueezeShape(r.shape, axes, shape); !e.empty())
+    return e;
+  r.shape = shape;
+  out.push_back(std::move(r));
+  return "";
+}
+
+std::string foldSqueeze(const onnx::NodeProto &node, const Inputs &in,
+                        std::vector<HostTensor> &out) {
+  HostTensor r = need(in, 0);
+  std::vector<int64_t> axes = has(in, 1) ? in[1]->toInts() : attrInts(node, "axes");
+  Shape shape;
+  if (std::string e = squeezeShape(r.shape, axes, shape); !e.empty())
+    return e;
+  r.shape = shape;
+  out.push_back(std::move(r));
+  return "";
+}
+
+std::string foldConcat(const onnx::NodeProto &node, const Inputs &in,
+                       std::vector<HostTensor> &out) {
+  const HostTensor &first = need(in, 0);
+  int64_t axis = attrInt(node, "axis", 0);
+  if (!normalizeAxis(axis, int64_t(first.shape.size())))
+    return "concat axis out of range";
+  Shape shape = first.shape;
+  shape[axis] = 0;
+  for (const HostTensor *t : in) {
+    if (t->shape.size() != first.shape.size())
+      return "concat inputs differ in rank";
+    for (size_t d = 0; d < shape.size(); ++d)
+      if (int64_t(d) != axis && t->shape[d] != first.shape[d])
+        return "concat inputs differ in dim " + std::to_string(d);
+    shape[axis] += t->shape[axis];
+  }
+  HostTensor r = HostTensor::zeros(first.type, shape);
+  int64_t outer = 1, inner = 1;
+  for (int64_t d = 0; d < axis; ++d) outer *= shape[d];
+  for (size_t d = axis + 1; d < shape.size(); ++d) inner *= shape[d];
+  int64_t pos = 0;
+  for (int64_t o = 0; o < outer; ++o)
+    for (const HostTensor *t : in) {
+      HostTensor c = t->castTo(first.type);
+      int64_t chunk = t->shape[axis] * inner;
+      for (int64_t k = 0; k < chunk; ++k, ++pos) {
+        if (r.isFloat()) r.f[pos] = c.f[o * chunk + k];
+        else r.i[pos] = c.i[o * chunk + k];
+      }
+    }
+  out.push_back(std::move(r));
+  return "";
+}
+
+std::string foldSlice(const onnx::NodeProto &, const Inputs &in,
+                      std::vector<HostTensor> &out) {
+  const HostTensor &x = need(in, 0);
+  std::vector<SliceDim> dims;
+  if (std::string e = sliceDims(x.shape, need(in, 1).toInts(), need(in, 2).toInts(),
+                                has(in, 3) ? in[3]->toInts() : std::vector<int64_t>{},
+                                has(in, 4) ? in[4]->toInts() : std::vector<int64_t>{},
+                                dims);
+      !e.empty())
+    return e;
+  Shape shape;
+  for (const SliceDim &d : dims) shape.push_back(d.count);
+  std::vector<int64_t> st = stridesOf(x.shape);
+  out.push_back(gatherBy(x, shape, [&](int64_t k) {
+    std::vector<int64_t> idx = unflatten(k, shape);
+    int64_t s = 0;
+    for (size_t d = 0; d < idx.size(); ++d)
+      s += (dims[d].start + idx[d] * dims[d].step) * st[d];
+    return s;
+  }));
+  return "";
+}
+
+std::string foldGather(const onnx::NodeProto &node, const Inputs &in,
+                       std::vector<HostTensor> &out) {
+  const HostTensor &data = need(in, 0), &indices = need(in, 1);
+  int64_t axis = attrInt(node, "axis", 0);
+  if (!normalizeAxis(axis, int64_t(data.shape.size())))
+    return "gather axis out of range";
+  Shape shape(data.shape.begin(), data.shape.begin() + axis);
+  shape.insert(shape.end(), indices.shape.begin(), indices.shape.end());
+  shape.insert(shape.end(), data.shape.begin() + axis + 1, data.shape.end());
+  std::vector<int64_t> ids = indices.toInts();
+  int64_t dim = data.shape[axis];
+  for (int64_t &id : ids) {
+    if (id < -dim || id >= dim)
+      return "gather index " + std::to_string(id) + " out of range for dim " +
+             std::to_string(dim);
+    if (id < 0) id += dim;
+  }
+  int64_t inner = 1;
+  for (size_t d = axis + 1; d < data.shape.size(); ++d) inner *= data.shape[d];
+  int64_t nIdx = int64_t(ids.size());
+  out.push_back(gatherBy(data, shape, [&](int64_t k) {
+    int64_t i = k % inner, rest = k / inner;
+    int64_t j = rest % nIdx, o = rest / nIdx;
+    return (o * dim + ids[j]) * inner + i;
+  }));
+  return "";
+}
+
+std::string foldGatherND(const onnx::NodeProto &node, const Inputs &in,
+                         std::vector<HostTensor> &out) {
+  const HostTensor &data = need(in, 0), &indices = need(in, 1);
+  if (attrInt(node, "batch_dims", 0) != 0)
+    return "GatherND with batch_dims != 0 is not supported";
+  if (indices.shape.empty())
+    return "GatherND indices must have rank >= 1";
+  int64_t depth = indices.shape.back();
+  if (depth > int64_t(data.shape.size()))
+    return "GatherND index depth exceeds data rank";
+  Shape shape(indices.shape.begin(), indices.shape.end() - 1);
+  shape.insert(shape.end(), data.shape.begin() + depth, data.shape.end());
+  int64_t inner = 1;
+  for (size_t d = depth; d < data.shape.size(); ++d) inner *= data.shape[d];
+  std::vector<int64_t> st = stridesOf(data.shape), ids = indices.toInts();
+  std::string err;
+  HostTensor r = gatherBy(data, shape, [&](int64_t k) {
+    int64_t tuple = k / inner, s = k % inner;
+    for (int64_t d = 0; d < depth; ++d) {
+      int64_t id = ids[tuple * depth + d], dim = data.shape[d];
+      if (id < 0) id += dim;
+      if (id < 0 || id >= dim) { err = "GatherND index out of range"; return int64_t(0); }
+      s += id * st[d];
+    }
+    return s;
+  });
+  if (!err.empty())
+    return err;
+  out.push_back(std::move(r));
+  return "";
+}
+
+std::string foldExpand(const onnx::NodeProto &, const Inputs &in,
+                       std::vector<HostTensor> &out) {
+  const HostTensor &x = need(in, 0);
+  Shape shape;
+  if (std::string e = broadcastShape(x.shape, need(in, 1).toInts(), shape); !e.empty())
+    return e;
+  HostTensor r = HostTensor::zeros(x.type, shape);
+  forEachBroadcast(shape, {x.shape}, [&](int64_t k, const std::vector<int64_t> &o) {
+    if (r.isFloat()) r.f[k] = x.f[o[0]];
+    else r.i[k] = x.i[o[0]];
+  });
+  out.push_back(std::move(r));
+  return "";
+}
+
+std::string foldRange(const onnx::NodeProto &, const Inputs &in,
+                      std::vector<HostTensor> &out) {
+  const HostTensor &start = need(in, 0), &limit = need(in, 1), &delta = need(in, 2);
+  if (start.numElements() != 1 || limit.numElements() != 1 || delta.numElements() != 1)
+    return "Range needs scalar inputs";
+  if (delta.at(0) == 0)
+    return "Range delta is 0";
+  double count = std::ceil((limit.at(0) - start.at(0)) / delta.at(0));
+  int64_t n = std::max<int64_t>(int64_t(count), 0);
+  HostTensor r = HostTensor::zeros(start.type, {n});
+  for (int64_t k = 0; k < n; ++k) {
+    if (r.isFloat()) r.f[k] = start.at(0) + double(k) * delta.at(0);
+    else r.i[k] = start.i[0] + k * delta.i[0];
+  }
+  out.push_back(std::move(r));
+  return "";
+}
+
+std::string foldCumSum(const onnx::NodeProto &node, const Inputs &in,
+                       std::vector<HostTensor> &out) {
+  HostTensor r = need(in, 0);
+  int64_t axis = need(in, 1).intAt(0);
+  if (!normalizeAxis(axis, int64_t(r.shape.size())))
+    return "CumSum axis out of range";
+  bool exclusive = attrInt(node, "exclusive", 0), reverse = attrInt(node, "reverse", 0);
+  int64_t dim = r.shape[axis], inner = 1, outer = 1;
+  for (size_t d = axis + 1; d < r.shape.size(); ++d) inner *= r.shape[d];
+  for (int64_t d = 0; d < axis; ++d) outer *= r.shape[d];
+  const HostTensor &x = need(in, 0);
+  for (int64_t o = 0; o < outer; ++o)
+    for (int64_t i = 0; i < inner; ++i) {
+      double acc = 0;
+      int64_t iacc = 0;
+      for (int64_t s = 0; s < dim; ++s) {
+        int64_t j = reverse ? dim - 1 - s : s;
+        int64_t k = (o * dim + j) * inner + i;
+        if (r.isFloat()) {
+          double v = x.f[k];
+          r.f[k] = exclusive ? acc : acc + v;
+          acc += v;
+        } else {
+          int64_t v = x.i[k];
+          r.i[k] = exclusive ? iacc : iacc + v;
+          iacc += v;
+        }
+      }
+    }
+  out.push_back(std::move(r));
+  return "";
+}
+
+std::string foldTranspose(const onnx::NodeProto &node, const Inputs &in,
+                          std::vector<HostTensor> &out) {
+  const HostTensor &x = need(in, 0);
+  std::vector<int64_t> perm = attrInts(node, "perm");
+  int64_t rank = int64_t(x.shape.size());
+  if (perm.empty())
+    for (int64_t d = rank - 1; d >= 0; --d) perm.push_back(d);
+  if (int64_t(perm.size()) != rank)
+    return "perm size differs from rank";
+  Shape shape;
+  for (int64_t p : perm) {
+    if (p < 0 || p >= rank) return "perm entry out of range";
+    shape.push_back(x.shape[p]);
+  }
+  std::vector<int64_t> st = stridesOf(x.shape);
+  out.push_back(gatherBy(x, shape, [&](int64_t k) {
+    std::vector<int64_t> idx = unflatten(k, shape);
+    int64_t s = 0;
+    for (int64_t d = 0; d < rank; ++d) s += idx[d] * st[perm[d]];
+    return s;
+  }));
+  return "";
+}
+
+std::string foldMatMul(const onnx::NodeProto &, const Inputs &in,
+                       std::vector<HostTensor> &out) {
+  const HostTensor &a = need(in, 0), &b = need(in, 1);
+  if (a.shape.size() < 2 || b.shape.size() < 2)
+    return "MatMul folding needs rank >= 2 operands";
+  int64_t m = a.shape[a.shape.size() - 2], k = a.shape.back();
+  int64_t k2 = b.shape[b.shape.size() - 2], n = b.shape.back();
+  if (k != k2)
+    return "MatMul contracting dims differ";
+  Shape ab(a.shape.begin(), a.shape.end() - 2), bb(b.shape.begin(), b.shape.end() - 2), batch;
+  if (std::string e = broadcastShape(ab, bb, batch); !e.empty())
+    return e;
+  Shape shape = batch;
+  shape.push_back(m);
+  shape.push_back(n);
+  HostTensor r = HostTensor::zeros(a.type, shape);
+  HostTensor fa = a.castTo(ElemType::Double), fb = b.castTo(ElemType::Double);
+  int64_t nb = 0;
+  forEachBroadcast(batch, {ab, bb}, [&](int64_t bi, const std::vector<int64_t> &o) {
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t j = 0; j < n; ++j) {
+        double acc = 0;
+        for (int64_t p = 0; p < k; ++p)
+          acc += fa.f[(o[0] * m + i) * k + p] * fb.f[(o[1] * k + p) * n + j];
+        int64_t idx = (bi * m + i) * n + j;
+        if (r.isFloat()) r.f[idx] = a.type == ElemType::Float ? double(float(acc)) : acc;
+        else r.i[idx] = int64_t(acc);
+      }
+    ++nb;
+  });
+  out.push_back(std::move(r));
+  return "";
+}
+
+std::string foldSplit(const onnx::NodeProto &node, const Inputs &in,
+                      std::vector<HostTensor> &out) {
+  const HostTensor &x = need(in, 0);
+  int64_t axis = attrInt(node, "axis", 0);
+  if (!normalizeAxis(axis, int64_t(x.shape.size())))
+    return "split axis out of range";
+  std::vector<int64_t> sizes = has(in, 1) ? in[1]->toInts() : attrInts(node, "split");
+  int64_t parts = node.output_size(), dim = x.shape[axis];
+  if (sizes.empty()) {
+    int64_t each = (dim + parts - 1) / parts;
+    for (int64_t p = 0; p < parts; ++p)
+      sizes.push_back(std::min(each, dim - p * each));
+  }
+  int64_t offset = 0;
+  for (int64_t size : sizes) {
+    std::vector<int64_t> starts(x.shape.size(), 0), ends = x.shape;
+    starts[axis] = offset;
+    ends[axis] = offset + size;
+    HostTensor s = HostTensor::ints(starts), e = HostTensor::ints(ends);
+    if (std::string err = foldSlice(node, {&x, &s, &e}, out); !err.empty())
+      return err;
+    offset += size;
+  }
+  return offset == dim ? "" : "split sizes do not add up to the dim";
+}
+
+std::string foldWhere(const onnx::NodeProto &, const Inputs &in,
+                      std::vector<HostTensor> &out) {
+  if (in.size() != 3)
+    return "Where needs three inputs";
+  return elementwise({in[0], in[1], in[2]}, out,
+                     [](const std::vector<double> &a) { return a[0] != 0 ? a[1] : a[2]; },
+                     in[1]->type);
+}
+
+std::string foldCast(const onnx::NodeProto &node, const Inputs &in,
+                     std::vector<HostTensor> &out) {
+  int64_t to = attrInt(node, "to", 1);
+  out.push_back(need(in, 0).castTo(ElemType(to)));
+  return "";
+}
+
+std::string foldConstantOfShape(const onnx::NodeProto &node, const Inputs &in,
+                                std::vector<HostTensor> &out) {
+  HostTensor value = HostTensor::zeros(ElemType::Float, {1});
+  if (const auto *a = findAttr(node, "value")) {
+    std::string err;
+    if (!tensorFromProto(a->t(), "", value, err))
+      return err;
+  }
+  Shape shape = need(in, 0).toInts();
+  int64_t n;
+  if (!checkedNumElements(shape, n))
+    return "ConstantOfShape dims overflow";
+  HostTensor r = HostTensor::zeros(value.type, shape);
+  for (int64_t k = 0; k < n; ++k) {
+    if (r.isFloat()) r.f[k] = value.f[0];
+    else r.i[k] = value.i[0];
+  }
+  out.push_back(std::move(r));
+  return "";
+}
+
+const std::map<std::string, Rule> &rules() {
+  static const std::map<std::string, Rule> table = {
+      {"Add", arith([](double a, double b) { return a + b; },
+                    [](int64_t a, int64_t b) { return a + b; })},
+      {"Sub", arith([](double a, double b) { return a - b; },
+                    [](int64_t a, int64_t b) { return a - b; })},
+      {"Mul", arith([](double a, double b) { return a * b; },
+                    [](int64_t a, int64_t b) { return a * b; })},
+      {"Div", arith([](double a, double b) { return a / b; },
+                    [](int64_t a, int64_t b) { return b ? a / b : 0; })},
+      {"Pow", arith([](double a, double b) { return std::pow(a, b); }, nullptr)},
+      {"Max", arith([](double a, double b) { return std::max(a, b); },
+                    [](int64_t a, int64_t b) { return std::max(a, b); })},
+      {"Min", arith([](double a, double b) { return std::min(a, b); },
+                    [](int64_t a, int64_t b) { return std::min(a, b); })},
+      {"Equal", compare([](double a, double b) { return a == b; })},
+      {"Less", compare([](double a, double b) { return a < b; })},
+      {"LessOrEqual", compare([](double a, double b) { return a <= b; })},
+      {"Greater", compare([](double a, double b) { return a > b; })},
+      {"GreaterOrEqual", compare([](double a, double b) { return a >= b; })},
+      {"And", compare([](double a, double b) { return a != 0 && b != 0; })},
+      {"Or", compare([](double a, double b) { return a != 0 || b != 0; })},
+      {"Xor", compare([](double a, double b) { return (a != 0) != (b != 0); })},
+      {"Not", [](const onnx::NodeProto &, const Inputs &in, std::vector<HostTensor> &out) {
+         return elementwise({in[0]}, out, [](const std::vector<double> &a) {
+           return double(a[0] == 0);
+         }, ElemType::Bool);
+       }},
+      {"Neg", unary([](double x) { return -x; })},
+      {"Abs", unary([](double x) { return std::fabs(x); })},
+      {"Sqrt", unary([](double x) { return std::sqrt(x); })},
+      {"Reciprocal", unary([](double x) { return 1.0 / x; })},
+      {"Exp", unary([](double x) { return std::exp(x); })},
+      {"Log", unary([](double x) { return std::log(x); })},
+      {"Cos", unary([](double x) { return std::cos(x); })},
+      {"Sin", unary([](double x) { return std::sin(x); })},
+      {"Tanh", unary([](double x) { return std::tanh(x); })},
+      {"Sigmoid", unary([](double x) { return 1.0 / (1.0 + std::exp(-x)); })},
+      {"Floor", unary([](double x) { return std::floor(x); })},
+      {"Ceil", unary([](double x) { return std::ceil(x); })},
+      {"Identity", [](const onnx::NodeProto &, const Inputs &in, std::vector<HostTensor> &out) {
+         out.push_back(need(in, 0));
+         return std::string();
+       }},
+      {"Cast", foldCast},
+      {"CastLike", [](const onnx::NodeProto &, const Inputs &in, std::vector<HostTensor> &out) {
+         out.push_back(need(in, 0).castTo(need(in, 1).type));
+         return std::string();
+       }},
+      {"Reshape", foldReshape},
+      {"Unsqueeze", foldUnsqueeze},
+      {"Squeeze", foldSqueeze},
+      {"Concat", foldConcat},
+      {"Slice", foldSlice},
+      {"Gather", foldGather},
+      {"GatherND", foldGatherND},
+      {"Expand", foldExpand},
+      {"Range", foldRange},
+      {"CumSum", foldCumSum},
+      {"Transpose", foldTranspose},
+      {"MatMul", foldMatMul},
+      {"Split", foldSplit},
+      {"Where", foldWhere},
+      {"ConstantOfShape", foldConstantOfShape},
+  };
+  return table;
+}
+
+} // namespace
+
+bool hasFoldingRule(const std::string &opType) {
+  return rules().count(opType) != 0;
+}
+
+FoldStatus foldNode(const onnx::NodeProto &node, const Inputs &inputs,
+                    std::vector<HostTensor> &outputs, std::string &err) {
+  auto it = rules().find(node.op_type());
+  if (it == rules().end() || !node.domain().empty())
+    return FoldStatus::NotFoldable;
+  for (size_t k = 0; k < inputs.size(); ++k)
+    if (!inputs[k] && k == 0)
+      return FoldStatus::NotFoldable;
+  outputs.clear();
+  err = it->second(node, inputs, outputs);
+  return err.empty() ? FoldStatus::Folded : FoldStatus::Error;
+}
+
+} // namespace loom::onnx_import

@@ -1,0 +1,98 @@
+//===- GraphImporter.h - Walks an ONNX graph, folding or emitting -*- C++ -*-===//
+//
+// Part of loom, under the Apache License v2.0.
+//
+// Each ONNX value is either known (a HostTensor: folded, or a small
+// initializer), an initializer kept as a named weight, or an SSA value of
+// the loom function being built. Nodes whose inputs are all known fold in
+// the ConstantFolder; the rest are emitted as loom ops by OpEmitters.cpp.
+//===----------------------------------------------------------------------===//
+#ifndef LOOM_FRONTENDS_ONNX_GRAPHIMPORTER_H
+#define LOOM_FRONTENDS_ONNX_GRAPHIMPORTER_H
+
+#include "frontends/onnx/HostTensor.h"
+#include "frontends/onnx/OnnxImporter.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/Value.h"
+
+#include <onnx/onnx_pb.h>
+
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace loom::onnx_import {
+
+/// Thrown inside the importer to abort with a one-line message; caught at
+/// the entry point, so callers only ever see an error string.
+struct ImportError {
+  std::string message;
+};
+
+class GraphImporter {
+public:
+  GraphImporter(mlir::OpBuilder &builder, std::string modelDir, int64_t opset)
+      : b(builder), modelDir(std::move(modelDir)), opset(opset) {}
+
+  void addInitializer(const onnx::TensorProto &t);
+  void bindValue(const std::string &name, mlir::Value v) { entries[name].value = v; }
+  void importNode(const onnx::NodeProto &node);
+  mlir::Value valueOf(const std::string &name);
+
+  // --- used by the op emitters ---------------------------------------------
+  mlir::OpBuilder &b;
+  mlir::Location loc() const { return curLoc; }
+  const onnx::NodeProto &node() const { return *curNode; }
+  /// The known value of input `k`, if any (omitted inputs: nullopt).
+  const HostTensor *known(size_t k);
+  /// Input `k` as an SSA value (constants are materialized).
+  mlir::Value input(size_t k);
+  bool hasInput(size_t k) const;
+  /// Binds output `k` of the current node.
+  void setOutput(size_t k, mlir::Value v);
+  void setSequenceOutput(size_t k, std::vector<mlir::Value> values);
+  const std::vector<mlir::Value> &sequenceInput(size_t k);
+  /// Builds op `name` with `operands` and attributes, inferring result types
+  /// through InferTypeOpInterface; a shape error becomes an ImportError
+  /// naming the node.
+  mlir::Operation *create(llvm::StringRef name, mlir::ValueRange operands,
+                          llvm::ArrayRef<mlir::NamedAttribute> attrs = {},
+                          unsigned numResults = 1);
+  /// Builds op `name` whose result type is given (reshape, expand, cast).
+  mlir::Value createTyped(llvm::StringRef name, mlir::Value operand,
+                          mlir::Type resultType);
+  mlir::Value constant(const HostTensor &t, llvm::StringRef name = "");
+  [[noreturn]] void fail(const std::string &msg) const;
+  int64_t opsetVersion() const { return opset; }
+
+private:
+  struct Entry {
+    std::optional<HostTensor> host;
+    const onnx::TensorProto *init = nullptr;
+    bool weight = false; // float matrix initializer: never folded
+    mlir::Value value;
+    std::vector<mlir::Value> sequence;
+  };
+  Entry &entry(const std::string &name);
+  const HostTensor *knownValue(const std::string &name);
+  bool tryFold(const onnx::NodeProto &node);
+  mlir::Value weightConstant(const onnx::TensorProto &t);
+
+  std::string modelDir;
+  int64_t opset;
+  std::map<std::string, Entry> entries;
+  const onnx::NodeProto *curNode = nullptr;
+  mlir::Location curLoc = mlir::UnknownLoc::get(b.getContext());
+};
+
+/// Element type of an ONNX element type number; null when unsupported.
+mlir::Type elementTypeFor(mlir::MLIRContext *ctx, int32_t onnxType);
+
+/// Emits loom ops for `node`; false when the op has no emitter.
+bool emitNode(GraphImporter &g, const onnx::NodeProto &node);
+
+} // namespace loom::onnx_import
+
+#endif

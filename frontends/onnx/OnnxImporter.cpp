@@ -1,0 +1,184 @@
+//===- OnnxImporter.cpp - Loading a model and specializing its inputs -----===//
+//
+// Part of loom, under the Apache License v2.0.
+//
+//===----------------------------------------------------------------------===//
+#include "frontends/onnx/OnnxImporter.h"
+#include "frontends/onnx/GraphImporter.h"
+#include "frontends/onnx/ShapeRules.h"
+#include "ir/LoomDialect.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Verifier.h"
+
+#include <google/protobuf/io/coded_stream.h>
+#include <google/protobuf/io/zero_copy_stream_impl.h>
+#include <google/protobuf/text_format.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+using namespace mlir;
+namespace fs = std::filesystem;
+
+namespace loom {
+using namespace onnx_import;
+
+namespace {
+
+constexpr int64_t kMinOpset = 13, kMaxOpset = 23;
+
+bool endsWith(const std::string &s, const std::string &suffix) {
+  return s.size() >= suffix.size() &&
+         s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+bool loadModel(const std::string &path, onnx::ModelProto &model,
+               std::string &err) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    err = "cannot open '" + path + "'";
+    return false;
+  }
+  std::stringstream buf;
+  buf << in.rdbuf();
+  std::string data = buf.str();
+  bool ok;
+  if (endsWith(path, ".onnxtxt") || endsWith(path, ".textproto")) {
+    ok = google::protobuf::TextFormat::ParseFromString(data, &model);
+  } else {
+    google::protobuf::io::CodedInputStream stream(
+        reinterpret_cast<const uint8_t *>(data.data()), int(data.size()));
+    stream.SetRecursionLimit(256);
+    ok = model.ParseFromCodedStream(&stream) && stream.ConsumedEntireMessage();
+  }
+  if (!ok || !model.has_graph()) {
+    err = path + ": not a valid ONNX model (truncated or corrupt protobuf)";
+    return false;
+  }
+  return true;
+}
+
+/// The input's type with dynamic dims specialized: an input's first dynamic
+/// dim takes --batch, its second --seq.
+RankedTensorType specializeInput(MLIRContext &ctx, const onnx::ValueInfoProto &vi,
+                                 const OnnxImportOptions &opts) {
+  const auto &tt = vi.type().tensor_type();
+  Type elem = elementTypeFor(&ctx, tt.elem_type());
+  if (!vi.type().has_tensor_type() || !elem)
+    throw ImportError{"graph input '" + vi.name() + "' is not a tensor of a "
+                      "supported element type"};
+  if (!tt.has_shape())
+    throw ImportError{"graph input '" + vi.name() + "' has no shape"};
+  std::vector<int64_t> shape;
+  int dynamicSeen = 0;
+  for (int d = 0; d < tt.shape().dim_size(); ++d) {
+    const auto &dim = tt.shape().dim(d);
+    int64_t given = dynamicSeen == 0 ? opts.batch : opts.seq;
+    const char *flag = dynamicSeen == 0 ? "--batch" : "--seq";
+    if (dim.has_dim_value()) {
+      if (dim.dim_value() <= 0)
+        throw ImportError{"graph input '" + vi.name() + "' dim " + std::to_string(d) +
+                          " is " + std::to_string(dim.dim_value())};
+      shape.push_back(dim.dim_value());
+      continue;
+    }
+    if (dynamicSeen >= 2)
+      throw ImportError{"graph input '" + vi.name() + "' has more than two dynamic dims"};
+    if (given <= 0)
+      throw ImportError{"graph input '" + vi.name() + "' dim " + std::to_string(d) +
+                        " ('" + dim.dim_param() + "') is dynamic: pass " + flag};
+    shape.push_back(given);
+    ++dynamicSeen;
+  }
+  int64_t n;
+  if (!checkedNumElements(shape, n))
+    throw ImportError{"graph input '" + vi.name() + "' dims overflow"};
+  // A static model given a conflicting --batch/--seq is a user mistake.
+  if (dynamicSeen == 0 && shape.size() == 2 &&
+      ((opts.batch > 0 && opts.batch != shape[0]) || (opts.seq > 0 && opts.seq != shape[1])))
+    throw ImportError{"graph input '" + vi.name() + "' is static " +
+                      shapeToString(shape) + " but --batch/--seq ask for [" +
+                      std::to_string(opts.batch) + "," + std::to_string(opts.seq) + "]"};
+  return RankedTensorType::get(shape, elem);
+}
+
+} // namespace
+
+OwningOpRef<ModuleOp> importOnnxModel(MLIRContext &ctx, const std::string &path,
+                                      const OnnxImportOptions &opts,
+                                      std::string &err) {
+  ctx.loadDialect<LoomDialect, func::FuncDialect>();
+  onnx::ModelProto model;
+  if (!loadModel(path, model, err))
+    return nullptr;
+  int64_t opset = -1;
+  for (const auto &o : model.opset_import())
+    if (o.domain().empty() || o.domain() == "ai.onnx")
+      opset = o.version();
+  if (opset < kMinOpset || opset > kMaxOpset) {
+    err = path + ": opset " + std::to_string(opset) + " is not supported (loom imports opset " +
+          std::to_string(kMinOpset) + "-" + std::to_string(kMaxOpset) + ")";
+    return nullptr;
+  }
+  const onnx::GraphProto &graph = model.graph();
+  std::string dir = fs::path(path).parent_path().string();
+  if (dir.empty())
+    dir = ".";
+
+  OpBuilder b(&ctx);
+  auto loc = FileLineColLoc::get(&ctx, path, 0, 0);
+  OwningOpRef<ModuleOp> module = ModuleOp::create(loc);
+  try {
+    GraphImporter g(b, dir, opset);
+    std::set<std::string> initNames;
+    for (const auto &t : graph.initializer()) {
+      g.addInitializer(t);
+      initNames.insert(t.name());
+    }
+    SmallVector<Type> argTypes;
+    std::vector<const onnx::ValueInfoProto *> args;
+    for (const auto &vi : graph.input()) {
+      if (initNames.count(vi.name()))
+        continue;
+      argTypes.push_back(specializeInput(ctx, vi, opts));
+      args.push_back(&vi);
+    }
+    b.setInsertionPointToEnd(module->getBody());
+    auto func = b.create<func::FuncOp>(loc, "forward", b.getFunctionType(argTypes, {}));
+    Block *body = func.addEntryBlock();
+    for (size_t k = 0; k < args.size(); ++k) {
+      func.setArgAttr(k, "loom.name", b.getStringAttr(args[k]->name()));
+      g.bindValue(args[k]->name(), body->getArgument(k));
+    }
+    b.setInsertionPointToEnd(body);
+    for (const auto &node : graph.node())
+      g.importNode(node);
+    SmallVector<Value> results;
+    SmallVector<Type> resultTypes;
+    for (const auto &out : graph.output()) {
+      results.push_back(g.valueOf(out.name()));
+      resultTypes.push_back(results.back().getType());
+    }
+    b.create<func::ReturnOp>(loc, results);
+    func.setType(b.getFunctionType(argTypes, resultTypes));
+    for (size_t k = 0; k < results.size(); ++k)
+      func.setResultAttr(k, "loom.name", b.getStringAttr(graph.output(k).name()));
+  } catch (const ImportError &e) {
+    err = path + ": " + e.message;
+    return nullptr;
+  }
+  std::string diag;
+  ScopedDiagnosticHandler handler(&ctx, [&](Diagnostic &d) {
+    if (diag.empty()) diag = d.str();
+    return success();
+  });
+  if (failed(verify(*module))) {
+    err = path + ": imported IR does not verify: " + diag;
+    return nullptr;
+  }
+  return module;
+}
+
+} // namespace loom

@@ -1,0 +1,412 @@
+//===- OpEmitters.cpp - ONNX ops that become loom ops ---------------------===//
+//
+// Part of loom, under the Apache License v2.0.
+//
+// One emitter per ONNX op that survives folding. Each maps the op's spec
+// onto loom ops one-to-one where possible; fused forms (rms_norm,
+// attention, rotary, silu, gelu) are recovered later by passes, so the
+// importer stays a faithful translation.
+//===----------------------------------------------------------------------===//
+#include "frontends/onnx/GraphImporter.h"
+#include "frontends/onnx/NodeAttributes.h"
+#include "frontends/onnx/ShapeRules.h"
+#include "ir/LoomOps.h"
+
+#include <functional>
+#include <map>
+
+using namespace mlir;
+
+namespace loom::onnx_import {
+namespace {
+
+using Emitter = std::function<void(GraphImporter &)>;
+
+RankedTensorType typeOf(Value v) { return cast<RankedTensorType>(v.getType()); }
+
+/// Input `k` as an SSA value of element type `elem` (known values are
+/// converted before materializing, so `x ** 2` with an integer 2 works).
+Value inputAs(GraphImporter &g, size_t k, Type elem) {
+  if (const HostTensor *h = g.known(k)) {
+    ElemType want = elem.isF32() ? ElemType::Float
+                    : elem.isF64() ? ElemType::Double
+                    : elem.isBF16() ? ElemType::BFloat16
+                    : elem.isInteger(1) ? ElemType::Bool
+                    : elem.isInteger(32) ? ElemType::Int32 : ElemType::Int64;
+    if (h->type != want)
+      return g.constant(h->castTo(want));
+  }
+  return g.input(k);
+}
+
+/// The element type the node computes in: that of its first input that is
+/// not a known value, else of input 0.
+Type computeType(GraphImporter &g, size_t first, size_t count) {
+  for (size_t k = first; k < first + count; ++k)
+    if (g.hasInput(k) && !g.known(k))
+      return typeOf(g.input(k)).getElementType();
+  return typeOf(g.input(first)).getElementType();
+}
+
+std::vector<int64_t> knownInts(GraphImporter &g, size_t k, const char *what) {
+  const HostTensor *h = g.known(k);
+  if (!h)
+    g.fail(std::string(what) + " is not a constant after specializing shapes "
+           "(pass --batch and --seq for dynamic models)");
+  return h->toInts();
+}
+
+/// A known float scalar as a constant of element type `elem`.
+Value inputAsConst(GraphImporter &g, const HostTensor &t, Type elem) {
+  ElemType want = elem.isF64() ? ElemType::Double
+                  : elem.isBF16() ? ElemType::BFloat16 : ElemType::Float;
+  return g.constant(t.castTo(want));
+}
+
+Emitter binary(StringRef opName) {
+  return [opName](GraphImporter &g) {
+    Type elem = computeType(g, 0, 2);
+    Value lhs = inputAs(g, 0, elem), rhs = inputAs(g, 1, elem);
+    g.setOutput(0, g.create(opName, {lhs, rhs})->getResult(0));
+  };
+}
+
+Emitter unary(StringRef opName) {
+  return [opName](GraphImporter &g) {
+    g.setOutput(0, g.create(opName, {g.input(0)})->getResult(0));
+  };
+}
+
+Value reshapeTo(GraphImporter &g, Value v, ArrayRef<int64_t> shape) {
+  auto t = typeOf(v);
+  if (t.getShape() == shape)
+    return v;
+  return g.createTyped(ReshapeOp::getOperationName(), v,
+                       RankedTensorType::get(shape, t.getElementType()));
+}
+
+void emitMatMul(GraphImporter &g) {
+  Value a = g.input(0), b = g.input(1);
+  if (typeOf(a).getRank() < 2 || typeOf(b).getRank() < 2)
+    g.fail("MatMul with a rank-1 operand is not supported");
+  g.setOutput(0, g.create(MatmulOp::getOperationName(), {a, b})->getResult(0));
+}
+
+void emitGemm(GraphImporter &g) {
+  Value a = g.input(0), b = g.input(1);
+  const onnx::NodeProto &n = g.node();
+  SmallVector<NamedAttribute> attrs = {
+      g.b.getNamedAttr("transpose_lhs", g.b.getBoolAttr(attrInt(n, "transA", 0))),
+      g.b.getNamedAttr("transpose_rhs", g.b.getBoolAttr(attrInt(n, "transB", 0)))};
+  Value y = g.create(MatmulOp::getOperationName(), {a, b}, attrs)->getResult(0);
+  Type elem = typeOf(y).getElementType();
+  auto scalar = [&](double v) {
+    HostTensor t = HostTensor::zeros(ElemType::Float, {});
+    t.f[0] = v;
+    return inputAsConst(g, t, elem);
+  };
+  float alpha = attrFloat(n, "alpha", 1.0f), beta = attrFloat(n, "beta", 1.0f);
+  if (alpha != 1.0f)
+    y = g.create(MulOp::getOperationName(), {y, scalar(alpha)})->getResult(0);
+  if (g.hasInput(2)) {
+    Value c = inputAs(g, 2, elem);
+    if (beta != 1.0f)
+      c = g.create(MulOp::getOperationName(), {c, scalar(beta)})->getResult(0);
+    y = g.create(AddOp::getOperationName(), {y, c})->getResult(0);
+  }
+  g.setOutput(0, y);
+}
+
+void emitSoftmax(GraphImporter &g) {
+  Value x = g.input(0);
+  int64_t axis = attrInt(g.node(), "axis", -1);
+  if (!normalizeAxis(axis, typeOf(x).getRank()))
+    g.fail("softmax axis out of range");
+  g.setOutput(0, g.create(SoftmaxOp::getOperationName(), {x},
+                          {g.b.getNamedAttr("axis", g.b.getI64IntegerAttr(axis))})
+                     ->getResult(0));
+}
+
+Emitter reduce(ReduceKind kind) {
+  return [kind](GraphImporter &g) {
+    Value x = g.input(0);
+    int64_t rank = typeOf(x).getRank();
+    std::vector<int64_t> axes = g.hasInput(1) ? knownInts(g, 1, "reduction axes")
+                                              : attrInts(g.node(), "axes");
+    if (axes.empty()) {
+      if (attrInt(g.node(), "noop_with_empty_axes", 0)) {
+        g.setOutput(0, x);
+        return;
+      }
+      for (int64_t d = 0; d < rank; ++d) axes.push_back(d);
+    }
+    for (int64_t &a : axes)
+      if (!normalizeAxis(a, rank))
+        g.fail("reduction axis out of range");
+    std::sort(axes.begin(), axes.end());
+    bool keep = attrInt(g.node(), "keepdims", 1);
+    g.setOutput(0, g.create(ReduceOp::getOperationName(), {x},
+                            {g.b.getNamedAttr("kind", ReduceKindAttr::get(g.b.getContext(), kind)),
+                             g.b.getNamedAttr("axes", g.b.getDenseI64ArrayAttr(axes)),
+                             g.b.getNamedAttr("keepdim", g.b.getBoolAttr(keep))})
+                       ->getResult(0));
+  };
+}
+
+void emitLayerNorm(GraphImporter &g) {
+  Value x = g.input(0), w = g.input(1);
+  int64_t axis = attrInt(g.node(), "axis", -1);
+  if (!normalizeAxis(axis, typeOf(x).getRank()) || axis != typeOf(x).getRank() - 1)
+    g.fail("LayerNormalization over more than the last dim is not supported");
+  for (int k = 1; k < g.node().output_size(); ++k)
+    if (!g.node().output(k).empty())
+      g.fail("LayerNormalization's mean/inv-std outputs are not supported");
+  SmallVector<Value> operands = {x, w};
+  bool hasBias = g.hasInput(2);
+  if (hasBias)
+    operands.push_back(g.input(2));
+  auto eps = g.b.getF64FloatAttr(attrFloat(g.node(), "epsilon", 1e-5f));
+  g.setOutput(0, g.create(LayerNormOp::getOperationName(), operands,
+                          {g.b.getNamedAttr("epsilon", eps)})
+                     ->getResult(0));
+}
+
+void emitGather(GraphImporter &g) {
+  Value data = g.input(0);
+  int64_t axis = attrInt(g.node(), "axis", 0);
+  if (axis != 0 || typeOf(data).getRank() != 2)
+    g.fail("Gather is supported as an embedding lookup (axis 0 of a 2-D table)");
+  Value ids = g.input(1);
+  g.setOutput(0, g.create(EmbeddingOp::getOperationName(), {data, ids})->getResult(0));
+}
+
+void emitTranspose(GraphImporter &g) {
+  Value x = g.input(0);
+  std::vector<int64_t> perm = attrInts(g.node(), "perm");
+  if (perm.empty())
+    for (int64_t d = typeOf(x).getRank() - 1; d >= 0; --d) perm.push_back(d);
+  g.setOutput(0, g.create(TransposeOp::getOperationName(), {x},
+                          {g.b.getNamedAttr("permutation", g.b.getDenseI64ArrayAttr(perm))})
+                     ->getResult(0));
+}
+
+void emitReshape(GraphImporter &g) {
+  Value x = g.input(0);
+  Shape out;
+  std::string err = reshapeShape(Shape(typeOf(x).getShape()), knownInts(g, 1, "Reshape's shape"),
+                                 attrInt(g.node(), "allowzero", 0), out);
+  if (!err.empty())
+    g.fail(err);
+  g.setOutput(0, reshapeTo(g, x, out));
+}
+
+void emitUnsqueezeOrSqueeze(GraphImporter &g, bool unsqueeze) {
+  Value x = g.input(0);
+  std::vector<int64_t> axes = g.hasInput(1) ? knownInts(g, 1, "axes")
+                                            : attrInts(g.node(), "axes");
+  Shape out, in(typeOf(x).getShape());
+  std::string err = unsqueeze ? unsqueezeShape(in, axes, out) : squeezeShape(in, axes, out);
+  if (!err.empty())
+    g.fail(err);
+  g.setOutput(0, reshapeTo(g, x, out));
+}
+
+void emitExpand(GraphImporter &g) {
+  Value x = g.input(0);
+  Shape out;
+  std::string err = broadcastShape(Shape(typeOf(x).getShape()),
+                                   knownInts(g, 1, "Expand's shape"), out);
+  if (!err.empty())
+    g.fail(err);
+  if (ArrayRef<int64_t>(out) == typeOf(x).getShape()) {
+    g.setOutput(0, x);
+    return;
+  }
+  g.setOutput(0, g.createTyped(ExpandOp::getOperationName(), x,
+                               RankedTensorType::get(out, typeOf(x).getElementType())));
+}
+
+Value slice(GraphImporter &g, Value x, const std::vector<SliceDim> &dims) {
+  SmallVector<int64_t> starts, sizes, steps;
+  for (const SliceDim &d : dims) {
+    starts.push_back(d.count ? d.start : 0);
+    sizes.push_back(d.count);
+    steps.push_back(d.step);
+  }
+  return g.create(SliceOp::getOperationName(), {x},
+                  {g.b.getNamedAttr("starts", g.b.getDenseI64ArrayAttr(starts)),
+                   g.b.getNamedAttr("sizes", g.b.getDenseI64ArrayAttr(sizes)),
+                   g.b.getNamedAttr("steps", g.b.getDenseI64ArrayAttr(steps))})
+      ->getResult(0);
+}
+
+void emitSlice(GraphImporter &g) {
+  Value x = g.input(0);
+  std::vector<SliceDim> dims;
+  std::string err = sliceDims(
+      Shape(typeOf(x).getShape()), knownInts(g, 1, "Slice starts"),
+      knownInts(g, 2, "Slice ends"),
+      g.hasInput(3) ? knownInts(g, 3, "Slice axes") : std::vector<int64_t>{},
+      g.hasInput(4) ? knownInts(g, 4, "Slice steps") : std::vector<int64_t>{}, dims);
+  if (!err.empty())
+    g.fail(err);
+  g.setOutput(0, slice(g, x, dims));
+}
+
+void emitConcat(GraphImporter &g) {
+  Type elem = computeType(g, 0, g.node().input_size());
+  SmallVector<Value> inputs;
+  for (int k = 0; k < g.node().input_size(); ++k)
+    inputs.push_back(inputAs(g, k, elem));
+  int64_t axis = attrInt(g.node(), "axis", 0);
+  if (!normalizeAxis(axis, typeOf(inputs[0]).getRank()))
+    g.fail("concat axis out of range");
+  g.setOutput(0, g.create(ConcatOp::getOperationName(), inputs,
+                          {g.b.getNamedAttr("axis", g.b.getI64IntegerAttr(axis))})
+                     ->getResult(0));
+}
+
+/// Sizes for Split/SplitToSequence: explicit, or `parts` near-equal pieces.
+std::vector<int64_t> splitSizes(GraphImporter &g, Value x, int64_t axis,
+                                size_t splitInput, int64_t parts) {
+  std::vector<int64_t> sizes;
+  if (g.hasInput(splitInput)) {
+    sizes = knownInts(g, splitInput, "split sizes");
+    if (sizes.size() == 1 && parts != 1) { // scalar split: chunks of that size
+      int64_t chunk = sizes[0], dim = typeOf(x).getDimSize(axis);
+      sizes.clear();
+      for (int64_t at = 0; at < dim; at += chunk) sizes.push_back(std::min(chunk, dim - at));
+    }
+  } else {
+    sizes = attrInts(g.node(), "split");
+  }
+  if (sizes.empty()) {
+    int64_t dim = typeOf(x).getDimSize(axis), each = (dim + parts - 1) / parts;
+    for (int64_t p = 0; p < parts; ++p) sizes.push_back(std::min(each, dim - p * each));
+  }
+  return sizes;
+}
+
+std::vector<Value> split(GraphImporter &g, Value x, int64_t axis,
+                         const std::vector<int64_t> &sizes) {
+  Operation *op = g.create(SplitOp::getOperationName(), {x},
+                           {g.b.getNamedAttr("axis", g.b.getI64IntegerAttr(axis)),
+                            g.b.getNamedAttr("sizes", g.b.getDenseI64ArrayAttr(sizes))},
+                           sizes.size());
+  return std::vector<Value>(op->result_begin(), op->result_end());
+}
+
+void emitSplit(GraphImporter &g) {
+  Value x = g.input(0);
+  int64_t axis = attrInt(g.node(), "axis", 0);
+  if (!normalizeAxis(axis, typeOf(x).getRank()))
+    g.fail("split axis out of range");
+  auto parts = split(g, x, axis, splitSizes(g, x, axis, 1, g.node().output_size()));
+  for (size_t k = 0; k < parts.size(); ++k) g.setOutput(k, parts[k]);
+}
+
+void emitSplitToSequence(GraphImporter &g) {
+  Value x = g.input(0);
+  int64_t axis = attrInt(g.node(), "axis", 0);
+  if (!normalizeAxis(axis, typeOf(x).getRank()))
+    g.fail("split axis out of range");
+  bool explicitSplit = g.hasInput(1);
+  std::vector<int64_t> sizes =
+      splitSizes(g, x, axis, 1, explicitSplit ? 0 : typeOf(x).getDimSize(axis));
+  std::vector<Value> parts = split(g, x, axis, sizes);
+  if (!explicitSplit && !attrInt(g.node(), "keepdims", 1))
+    for (Value &p : parts) {
+      Shape s(typeOf(p).getShape());
+      s.erase(s.begin() + axis);
+      p = reshapeTo(g, p, s);
+    }
+  g.setSequenceOutput(0, parts);
+}
+
+void emitSequenceAt(GraphImporter &g) {
+  const std::vector<Value> &seq = g.sequenceInput(0);
+  int64_t pos = knownInts(g, 1, "SequenceAt position").at(0);
+  if (pos < 0) pos += int64_t(seq.size());
+  if (pos < 0 || pos >= int64_t(seq.size()))
+    g.fail("SequenceAt position out of range");
+  g.setOutput(0, seq[pos]);
+}
+
+void emitCastTo(GraphImporter &g, Type elem) {
+  Value x = g.input(0);
+  if (typeOf(x).getElementType() == elem) {
+    g.setOutput(0, x);
+    return;
+  }
+  g.setOutput(0, g.createTyped(CastOp::getOperationName(), x,
+                               RankedTensorType::get(typeOf(x).getShape(), elem)));
+}
+
+void emitWhere(GraphImporter &g) {
+  Type elem = computeType(g, 1, 2);
+  Value c = g.input(0), a = inputAs(g, 1, elem), b = inputAs(g, 2, elem);
+  g.setOutput(0, g.create(WhereOp::getOperationName(), {c, a, b})->getResult(0));
+}
+
+const std::map<std::string, Emitter> &emitters() {
+  static const std::map<std::string, Emitter> table = {
+      {"MatMul", emitMatMul},
+      {"Gemm", emitGemm},
+      {"Add", binary(AddOp::getOperationName())},
+      {"Sub", binary(SubOp::getOperationName())},
+      {"Mul", binary(MulOp::getOperationName())},
+      {"Div", binary(DivOp::getOperationName())},
+      {"Pow", binary(PowOp::getOperationName())},
+      {"Max", binary(MaxOp::getOperationName())},
+      {"Min", binary(MinOp::getOperationName())},
+      {"Where", emitWhere},
+      {"Neg", unary(NegOp::getOperationName())},
+      {"Sqrt", unary(SqrtOp::getOperationName())},
+      {"Reciprocal", unary(ReciprocalOp::getOperationName())},
+      {"Exp", unary(ExpOp::getOperationName())},
+      {"Log", unary(LogOp::getOperationName())},
+      {"Tanh", unary(TanhOp::getOperationName())},
+      {"Sigmoid", unary(SigmoidOp::getOperationName())},
+      {"Cos", unary(CosOp::getOperationName())},
+      {"Sin", unary(SinOp::getOperationName())},
+      {"Softmax", emitSoftmax},
+      {"ReduceMean", reduce(ReduceKind::mean)},
+      {"ReduceSum", reduce(ReduceKind::sum)},
+      {"ReduceMax", reduce(ReduceKind::max)},
+      {"LayerNormalization", emitLayerNorm},
+      {"Gather", emitGather},
+      {"Transpose", emitTranspose},
+      {"Reshape", emitReshape},
+      {"Unsqueeze", [](GraphImporter &g) { emitUnsqueezeOrSqueeze(g, true); }},
+      {"Squeeze", [](GraphImporter &g) { emitUnsqueezeOrSqueeze(g, false); }},
+      {"Expand", emitExpand},
+      {"Slice", emitSlice},
+      {"Concat", emitConcat},
+      {"Split", emitSplit},
+      {"SplitToSequence", emitSplitToSequence},
+      {"SequenceAt", emitSequenceAt},
+      {"Identity", [](GraphImporter &g) { g.setOutput(0, g.input(0)); }},
+      {"Cast", [](GraphImporter &g) {
+         Type elem = elementTypeFor(g.b.getContext(), attrInt(g.node(), "to", 1));
+         if (!elem)
+           g.fail("Cast to an unsupported element type");
+         emitCastTo(g, elem);
+       }},
+      {"CastLike", [](GraphImporter &g) {
+         emitCastTo(g, typeOf(g.input(1)).getElementType());
+       }},
+  };
+  return table;
+}
+
+} // namespace
+
+bool emitNode(GraphImporter &g, const onnx::NodeProto &node) {
+  auto it = emitters().find(node.op_type());
+  if (it == emitters().end())
+    return false;
+  it->second(g);
+  return true;
+}
+
+} // namespace loom::onnx_import

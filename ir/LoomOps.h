@@ -1,0 +1,32 @@
+//===- LoomOps.h - loom ops --------------------------------------*- C++ -*-===//
+//
+// Part of loom, under the Apache License v2.0.
+//
+//===----------------------------------------------------------------------===//
+#ifndef LOOM_IR_LOOMOPS_H
+#define LOOM_IR_LOOMOPS_H
+
+#include "ir/LoomDialect.h"
+#include "mlir/Bytecode/BytecodeOpInterface.h"
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/BuiltinTypes.h"
+#include "mlir/IR/OpDefinition.h"
+#include "mlir/IR/OpImplementation.h"
+#include "mlir/Interfaces/InferTypeOpInterface.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
+
+#include "ir/LoomEnums.h.inc"
+
+#define GET_ATTRDEF_CLASSES
+#include "ir/LoomAttrs.h.inc"
+
+#define GET_OP_CLASSES
+#include "ir/LoomOps.h.inc"
+
+namespace loom {
+/// NumPy broadcast of two static shapes; failure when incompatible.
+mlir::FailureOr<llvm::SmallVector<int64_t>>
+broadcastShapes(llvm::ArrayRef<int64_t> a, llvm::ArrayRef<int64_t> b);
+} // namespace loom
+
+#endif

@@ -1,0 +1,104 @@
+//===- FuseActivations.cpp - silu and tanh-gelu fusion --------------------===//
+//
+// Part of loom, under the Apache License v2.0.
+//
+//===----------------------------------------------------------------------===//
+#include "passes/PatternUtils.h"
+#include "passes/Passes.h"
+
+#include "mlir/IR/PatternMatch.h"
+#include "mlir/Transforms/GreedyPatternRewriteDriver.h"
+
+#include <cmath>
+
+using namespace mlir;
+
+namespace loom {
+#define GEN_PASS_DEF_FUSEACTIVATIONS
+#include "passes/Passes.h.inc"
+
+namespace {
+
+/// x * sigmoid(x) -> silu(x).
+struct FuseSilu : OpRewritePattern<MulOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(MulOp op, PatternRewriter &rewriter) const override {
+    Value x;
+    bool matched = matchEitherOrder(op, [&](Value a, Value b) {
+      auto sig = b.getDefiningOp<SigmoidOp>();
+      if (!sig || sig.getInput() != a)
+        return false;
+      x = a;
+      return true;
+    });
+    if (!matched || x.getType() != op.getType())
+      return failure();
+    rewriter.replaceOpWithNewOp<SiluOp>(op, x);
+    return success();
+  }
+};
+
+/// (x * 0.5) * (1 + tanh(sqrt(2/pi) * (x + 0.044715 * x^3))) -> gelu(x, tanh).
+struct FuseGeluTanh : OpRewritePattern<MulOp> {
+  using OpRewritePattern::OpRewritePattern;
+
+  /// Whether `v` is sqrt(2/pi) * (x + 0.044715 * x^3) for the given x.
+  static bool isInner(Value v, Value x) {
+    Value sum;
+    if (!matchMulByConstant(v, std::sqrt(2.0 / M_PI), sum))
+      return false;
+    auto add = sum.getDefiningOp<AddOp>();
+    if (!add)
+      return false;
+    return matchEitherOrder(add, [&](Value a, Value b) {
+      Value cube;
+      if (a != x || !matchMulByConstant(b, 0.044715, cube))
+        return false;
+      auto pow = cube.getDefiningOp<PowOp>();
+      if (pow)
+        return pow.getLhs() == x && isConstantNear(pow.getRhs(), 3.0);
+      auto mul = cube.getDefiningOp<MulOp>(); // x * x * x
+      if (!mul)
+        return false;
+      return matchEitherOrder(mul, [&](Value p, Value q) {
+        auto sq = q.getDefiningOp<MulOp>();
+        return p == x && sq && sq.getLhs() == x && sq.getRhs() == x;
+      });
+    });
+  }
+
+  LogicalResult matchAndRewrite(MulOp op, PatternRewriter &rewriter) const override {
+    Value x;
+    bool matched = matchEitherOrder(op, [&](Value half, Value onePlus) {
+      Value candidate;
+      if (!matchMulByConstant(half, 0.5, candidate))
+        return false;
+      auto add = onePlus.getDefiningOp<AddOp>();
+      if (!add)
+        return false;
+      return matchEitherOrder(add, [&](Value t, Value one) {
+        auto tanh = t.getDefiningOp<TanhOp>();
+        if (!tanh || !isConstantNear(one, 1.0) || !isInner(tanh.getInput(), candidate))
+          return false;
+        x = candidate;
+        return true;
+      });
+    });
+    if (!matched || x.getType() != op.getType())
+      return failure();
+    rewriter.replaceOpWithNewOp<GeluOp>(op, x, GeluApproximation::tanh);
+    return success();
+  }
+};
+
+struct FuseActivationsPass : impl::FuseActivationsBase<FuseActivationsPass> {
+  void runOnOperation() override {
+    RewritePatternSet patterns(&getContext());
+    patterns.add<FuseSilu, FuseGeluTanh>(&getContext());
+    if (failed(applyPatternsGreedily(getOperation(), std::move(patterns))))
+      signalPassFailure();
+  }
+};
+
+} // namespace
+} // namespace loom

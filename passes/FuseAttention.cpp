@@ -1,0 +1,176 @@
+//===- FuseAttention.cpp - eager attention to loom.attention --------------===//
+//
+// Part of loom, under the Apache License v2.0.
+//
+// Exporters emit attention as two matmuls around a softmax, with the scale
+// as a multiply, the causal mask as an added constant (after the mask
+// subgraph folds), and grouped-query heads as an unsqueeze/expand/reshape
+// of k and v (HF's repeat_kv). This pass recognizes that shape and builds
+// one attention op, which later lowers to a flash-style kernel.
+//===----------------------------------------------------------------------===//
+#include "passes/PatternUtils.h"
+#include "passes/Passes.h"
+
+#include "mlir/IR/PatternMatch.h"
+#include "mlir/Transforms/GreedyPatternRewriteDriver.h"
+
+#include <cmath>
+
+using namespace mlir;
+
+namespace loom {
+#define GEN_PASS_DEF_FUSEATTENTION
+#include "passes/Passes.h.inc"
+
+namespace {
+
+/// Undoes repeat_kv: reshape([B, H*rep, T, D]) of expand([B, H, rep, T, D])
+/// of reshape([B, H, 1, T, D]) of x [B, H, T, D] gives x; anything else is
+/// returned unchanged.
+Value peelRepeatKv(Value v) {
+  auto outer = v.getDefiningOp<ReshapeOp>();
+  if (!outer)
+    return v;
+  auto expand = outer.getInput().getDefiningOp<ExpandOp>();
+  if (!expand)
+    return v;
+  auto inner = expand.getInput().getDefiningOp<ReshapeOp>();
+  if (!inner)
+    return v;
+  Value x = inner.getInput();
+  ArrayRef<int64_t> xs = tensorType(x).getShape(), in = tensorType(inner).getShape(),
+                    ex = tensorType(expand).getShape(), out = tensorType(v).getShape();
+  if (xs.size() != 4 || in.size() != 5 || ex.size() != 5 || out.size() != 4)
+    return v;
+  int64_t rep = ex[2];
+  bool ok = in[0] == xs[0] && in[1] == xs[1] && in[2] == 1 && in[3] == xs[2] &&
+            in[4] == xs[3] && ex[0] == xs[0] && ex[1] == xs[1] && ex[3] == xs[2] &&
+            ex[4] == xs[3] && out[0] == xs[0] && out[1] == xs[1] * rep &&
+            out[2] == xs[2] && out[3] == xs[3];
+  return ok ? x : v;
+}
+
+/// Whether the constant `mask`, broadcast over [B, H, T, S], is 0 where key
+/// j <= query i + (S - T) and very negative (<= -1e30 or -inf) elsewhere.
+bool isCausalMask(Value mask, int64_t t, int64_t s) {
+  auto c = mask.getDefiningOp<ConstantOp>();
+  if (!c)
+    return false;
+  auto dense = dyn_cast<DenseElementsAttr>(c.getValue());
+  auto type = tensorType(mask);
+  if (!dense || type.getRank() < 2 || type.getRank() > 4)
+    return false;
+  ArrayRef<int64_t> shape = type.getShape();
+  if (shape[shape.size() - 2] != t || shape.back() != s)
+    return false;
+  int64_t k = 0;
+  for (APFloat f : dense.getValues<APFloat>()) {
+    int64_t j = k % s, i = (k / s) % t;
+    double v = f.convertToDouble();
+    bool visible = j <= i + (s - t);
+    if (visible ? v != 0.0 : !(v <= -1e30))
+      return false;
+    ++k;
+  }
+  return true;
+}
+
+/// The key [B, H, S, D] of scores = matmul(q, rhs): rhs itself when the
+/// matmul transposes it, else the value whose last-two-dims transpose rhs
+/// is (rebuilt as a transpose when needed).
+Value keyOf(MatmulOp scores, PatternRewriter &rewriter) {
+  Value rhs = scores.getRhs();
+  if (scores.getTransposeRhs())
+    return rhs;
+  auto tr = rhs.getDefiningOp<TransposeOp>();
+  if (!tr || tr.getPermutation().size() != 4)
+    return {};
+  SmallVector<int64_t> perm(tr.getPermutation());
+  std::swap(perm[2], perm[3]);
+  if (perm == SmallVector<int64_t>{0, 1, 2, 3})
+    return tr.getInput();
+  return rewriter.create<TransposeOp>(scores.getLoc(), tr.getInput(),
+                                      rewriter.getDenseI64ArrayAttr(perm));
+}
+
+/// matmul(softmax(scale * q k^T [+ causal mask]), v) -> attention(q, k, v).
+struct FuseAttentionPattern : OpRewritePattern<MatmulOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(MatmulOp pv, PatternRewriter &rewriter) const override {
+    if (pv.getTransposeLhs() || pv.getTransposeRhs())
+      return failure();
+    auto softmax = pv.getLhs().getDefiningOp<SoftmaxOp>();
+    if (!softmax || softmax.getAxis() != tensorType(softmax).getRank() - 1 ||
+        tensorType(softmax).getRank() != 4)
+      return failure();
+    int64_t t = tensorType(softmax).getDimSize(2), s = tensorType(softmax).getDimSize(3);
+    Value logits = softmax.getInput();
+    bool causal = false;
+    if (auto add = logits.getDefiningOp<AddOp>()) {
+      Value scaled;
+      bool masked = matchEitherOrder(add, [&](Value a, Value m) {
+        if (!isCausalMask(m, t, s))
+          return false;
+        scaled = a;
+        return true;
+      });
+      if (!masked)
+        return failure(); // a mask we cannot prove causal stays unfused
+      causal = true;
+      logits = scaled;
+    }
+    double scale = 1.0;
+    if (auto mul = logits.getDefiningOp<MulOp>()) {
+      Value inner;
+      bool scaledMul = matchEitherOrder(mul, [&](Value a, Value c) {
+        std::optional<double> v = splatValue(c);
+        if (!v || tensorType(c).getNumElements() != 1)
+          return false;
+        scale = *v;
+        inner = a;
+        return true;
+      });
+      if (!scaledMul)
+        return failure();
+      logits = inner;
+    } else if (auto div = logits.getDefiningOp<DivOp>()) {
+      std::optional<double> v = splatValue(div.getRhs());
+      if (!v || tensorType(div.getRhs()).getNumElements() != 1 || *v == 0)
+        return failure();
+      scale = 1.0 / *v;
+      logits = div.getLhs();
+    }
+    auto scores = logits.getDefiningOp<MatmulOp>();
+    if (!scores || scores.getTransposeLhs())
+      return failure();
+    Value q = scores.getLhs();
+    if (tensorType(q).getRank() != 4)
+      return failure();
+    Value k = keyOf(scores, rewriter);
+    if (!k || tensorType(k).getRank() != 4)
+      return failure();
+    k = peelRepeatKv(k);
+    Value v = peelRepeatKv(pv.getRhs());
+    auto qs = tensorType(q).getShape(), ks = tensorType(k).getShape(),
+         vs = tensorType(v).getShape();
+    if (vs.size() != 4 || ks[1] != vs[1] || ks[2] != vs[2] || qs[1] % ks[1] != 0 ||
+        ks[3] != qs[3] || ks[0] != qs[0] || vs[0] != qs[0])
+      return failure();
+    rewriter.replaceOpWithNewOp<AttentionOp>(pv, q, k, v,
+                                             rewriter.getF64FloatAttr(scale),
+                                             rewriter.getBoolAttr(causal));
+    return success();
+  }
+};
+
+struct FuseAttentionPass : impl::FuseAttentionBase<FuseAttentionPass> {
+  void runOnOperation() override {
+    RewritePatternSet patterns(&getContext());
+    patterns.add<FuseAttentionPattern>(&getContext());
+    if (failed(applyPatternsGreedily(getOperation(), std::move(patterns))))
+      signalPassFailure();
+  }
+};
+
+} // namespace
+} // namespace loom

@@ -1,0 +1,35 @@
+//===- Passes.h - loom passes ------------------------------------*- C++ -*-===//
+//
+// Part of loom, under the Apache License v2.0.
+//
+//===----------------------------------------------------------------------===//
+#ifndef LOOM_PASSES_PASSES_H
+#define LOOM_PASSES_PASSES_H
+
+#include "ir/LoomDialect.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Pass/Pass.h"
+#include "mlir/Pass/PassManager.h"
+
+namespace loom {
+
+#define GEN_PASS_DECL
+#include "passes/Passes.h.inc"
+
+#define GEN_PASS_REGISTRATION
+#include "passes/Passes.h.inc"
+
+/// The import-to-codegen pipeline: canonicalize, fuse, clean up. Shared by
+/// `loom compile` and `loom-opt --loom-fusion-pipeline`.
+void buildFusionPipeline(mlir::OpPassManager &pm);
+void registerFusionPipeline();
+
+/// Every loom pass and pipeline, for loom-opt.
+inline void registerAllLoomPasses() {
+  registerLoomPasses();
+  registerFusionPipeline();
+}
+
+} // namespace loom
+
+#endif

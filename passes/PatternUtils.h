@@ -1,0 +1,37 @@
+//===- PatternUtils.h - Matching helpers for the fusion passes --*- C++ -*-===//
+//
+// Part of loom, under the Apache License v2.0.
+//
+//===----------------------------------------------------------------------===//
+#ifndef LOOM_PASSES_PATTERNUTILS_H
+#define LOOM_PASSES_PATTERNUTILS_H
+
+#include "ir/LoomOps.h"
+
+#include <optional>
+
+namespace loom {
+
+/// The value of a constant whose elements are all equal (any shape).
+std::optional<double> splatValue(mlir::Value v);
+
+/// Whether `v` is a constant equal to `expected` within `tol` relative.
+bool isConstantNear(mlir::Value v, double expected, double tol = 1e-6);
+
+/// For a commutative binary op, tries (lhs, rhs) then (rhs, lhs): calls
+/// `match(first, second)` and returns true on the first success.
+template <typename OpTy, typename Fn>
+bool matchEitherOrder(OpTy op, Fn &&match) {
+  return match(op.getLhs(), op.getRhs()) || match(op.getRhs(), op.getLhs());
+}
+
+/// `v` as `x * c` (either order) with c a scalar constant near `c`; sets x.
+bool matchMulByConstant(mlir::Value v, double c, mlir::Value &x);
+
+inline mlir::RankedTensorType tensorType(mlir::Value v) {
+  return mlir::cast<mlir::RankedTensorType>(v.getType());
+}
+
+} // namespace loom
+
+#endif

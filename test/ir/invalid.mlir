@@ -1,0 +1,63 @@
+// RUN: loom-opt %s -split-input-file -verify-diagnostics
+
+func.func @matmul_mismatch(%a: tensor<2x3xf32>, %b: tensor<4x5xf32>) {
+  // expected-error@+1 {{contracting dims differ (3 vs 4)}}
+  %c = loom.matmul %a, %b : tensor<2x3xf32>, tensor<4x5xf32>
+  return
+}
+
+// -----
+
+func.func @broadcast_mismatch(%a: tensor<2x3xf32>, %b: tensor<4xf32>) {
+  // expected-error@+1 {{do not broadcast}}
+  %c = loom.add %a, %b : tensor<2x3xf32>, tensor<4xf32>
+  return
+}
+
+// -----
+
+func.func @gqa_heads(%q: tensor<1x3x4x8xf32>, %k: tensor<1x2x4x8xf32>) {
+  // expected-error@+1 {{3 query heads are not a multiple of 2 kv heads}}
+  %o = loom.attention %q, %k, %k {causal = true, scale = 1.0 : f64} : tensor<1x3x4x8xf32>, tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>
+  return
+}
+
+// -----
+
+func.func @reshape_count(%a: tensor<2x3xf32>) {
+  // expected-error@+1 {{cannot reshape [2,3] (6 elements) to [4]}}
+  %c = loom.reshape %a : tensor<2x3xf32> -> tensor<4xf32>
+  return
+}
+
+// -----
+
+func.func @rms_weight(%x: tensor<2x8xf32>, %w: tensor<4xf32>) {
+  // expected-error@+1 {{weight [4] does not match the last dim of [2,8]}}
+  %c = loom.rms_norm %x, %w {epsilon = 1.0e-6 : f64} : tensor<2x8xf32>, tensor<4xf32>
+  return
+}
+
+// -----
+
+func.func @slice_bounds(%x: tensor<4xf32>) {
+  // expected-error@+1 {{dim 0 window (start 2, size 3, step 1) leaves [0, 4)}}
+  %c = loom.slice %x {sizes = array<i64: 3>, starts = array<i64: 2>, steps = array<i64: 1>} : tensor<4xf32>
+  return
+}
+
+// -----
+
+func.func @expand_bad(%x: tensor<3xf32>) {
+  // expected-error@+1 {{cannot broadcast [3] to [2,4]}}
+  %c = loom.expand %x : tensor<3xf32> -> tensor<2x4xf32>
+  return
+}
+
+// -----
+
+func.func @split_sizes(%x: tensor<6xf32>) {
+  // expected-error@+1 {{sizes add up to 5, not 6}}
+  %a:2 = loom.split %x {axis = 0 : i64, sizes = array<i64: 2, 3>} : tensor<6xf32>
+  return
+}

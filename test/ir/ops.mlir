@@ -1,0 +1,32 @@
+// RUN: loom-opt %s | loom-opt | FileCheck %s
+// Every op prints and parses back with its inferred types.
+
+// CHECK-LABEL: func.func @roundtrip
+func.func @roundtrip(%ids: tensor<2x4xi64>, %table: tensor<16x8xf32>, %w: tensor<8xf32>,
+                     %cos: tensor<4x8xf32>, %t: tensor<8xi64>) -> tensor<f32> {
+  // CHECK: loom.embedding %{{.*}}, %{{.*}} : tensor<16x8xf32>, tensor<2x4xi64>
+  %x = loom.embedding %table, %ids : tensor<16x8xf32>, tensor<2x4xi64>
+  // CHECK: loom.rms_norm
+  %n = loom.rms_norm %x, %w {epsilon = 1.0e-6 : f64} : tensor<2x4x8xf32>, tensor<8xf32>
+  // CHECK: loom.layer_norm %{{.*}}, %{{.*}}, %{{.*}} {epsilon
+  %l = loom.layer_norm %n, %w, %w {epsilon = 1.0e-5 : f64} : tensor<2x4x8xf32>, tensor<8xf32>, tensor<8xf32>
+  // CHECK: loom.gelu %{{.*}} tanh
+  %g = loom.gelu %l tanh : tensor<2x4x8xf32>
+  %h = loom.reshape %g : tensor<2x4x8xf32> -> tensor<2x1x4x8xf32>
+  // CHECK: loom.rotary
+  %r = loom.rotary %h, %cos, %cos : tensor<2x1x4x8xf32>, tensor<4x8xf32>, tensor<4x8xf32>
+  // CHECK: loom.attention {{.*}} {causal = true, scale = 5.000000e-01 : f64}
+  %a = loom.attention %r, %r, %r {causal = true, scale = 0.5 : f64} : tensor<2x1x4x8xf32>, tensor<2x1x4x8xf32>, tensor<2x1x4x8xf32>
+  %f = loom.reshape %a : tensor<2x1x4x8xf32> -> tensor<8x8xf32>
+  // CHECK: loom.matmul {{.*}} {transpose_rhs = true} : tensor<8x8xf32>, tensor<16x8xf32>
+  %logits = loom.matmul %f, %table {transpose_rhs = true} : tensor<8x8xf32>, tensor<16x8xf32>
+  // CHECK: loom.reduce max {{.*}} {axes = array<i64: 1>, keepdim = false}
+  %m = loom.reduce max %logits {axes = array<i64: 1>, keepdim = false} : tensor<8x16xf32>
+  // CHECK: loom.split {{.*}} {axis = 1 : i64, sizes = array<i64: 10, 6>}
+  %p:2 = loom.split %logits {axis = 1 : i64, sizes = array<i64: 10, 6>} : tensor<8x16xf32>
+  // CHECK: loom.concat
+  %c = loom.concat %p#1, %p#0 {axis = 1 : i64} : tensor<8x6xf32>, tensor<8x10xf32>
+  // CHECK: loom.cross_entropy {{.*}} : tensor<8x16xf32>, tensor<8xi64>
+  %loss = loom.cross_entropy %c, %t : tensor<8x16xf32>, tensor<8xi64>
+  return %loss : tensor<f32>
+}

@@ -1,0 +1,64 @@
+// RUN: loom-opt %s --loom-fuse-attention | FileCheck %s
+
+// Eager GQA attention as HF Llama exports it: repeat_kv on k and v, k
+// transposed, scaled, causal mask added, softmax, times v.
+// CHECK-LABEL: func.func @gqa_causal
+// CHECK: %[[R:.*]] = loom.attention %arg0, %arg1, %arg2 {causal = true, scale = 2.500000e-01 : f64} : tensor<1x4x3x16xf32>, tensor<1x2x3x16xf32>, tensor<1x2x3x16xf32>
+// CHECK-NEXT: return %[[R]]
+func.func @gqa_causal(%q: tensor<1x4x3x16xf32>, %k: tensor<1x2x3x16xf32>, %v: tensor<1x2x3x16xf32>) -> tensor<1x4x3x16xf32> {
+  %mask = loom.constant dense<[[[[0.0, -3.40282347E+38, -3.40282347E+38], [0.0, 0.0, -3.40282347E+38], [0.0, 0.0, 0.0]]]]> : tensor<1x1x3x3xf32>
+  %scale = loom.constant dense<0.25> : tensor<f32>
+  %k1 = loom.reshape %k : tensor<1x2x3x16xf32> -> tensor<1x2x1x3x16xf32>
+  %k2 = loom.expand %k1 : tensor<1x2x1x3x16xf32> -> tensor<1x2x2x3x16xf32>
+  %k3 = loom.reshape %k2 : tensor<1x2x2x3x16xf32> -> tensor<1x4x3x16xf32>
+  %v1 = loom.reshape %v : tensor<1x2x3x16xf32> -> tensor<1x2x1x3x16xf32>
+  %v2 = loom.expand %v1 : tensor<1x2x1x3x16xf32> -> tensor<1x2x2x3x16xf32>
+  %v3 = loom.reshape %v2 : tensor<1x2x2x3x16xf32> -> tensor<1x4x3x16xf32>
+  %kt = loom.transpose %k3 [0, 1, 3, 2] : tensor<1x4x3x16xf32>
+  %s = loom.matmul %q, %kt : tensor<1x4x3x16xf32>, tensor<1x4x16x3xf32>
+  %ss = loom.mul %s, %scale : tensor<1x4x3x3xf32>, tensor<f32>
+  %sm = loom.add %ss, %mask : tensor<1x4x3x3xf32>, tensor<1x1x3x3xf32>
+  %p = loom.softmax %sm {axis = 3 : i64} : tensor<1x4x3x3xf32>
+  %o = loom.matmul %p, %v3 : tensor<1x4x3x3xf32>, tensor<1x4x3x16xf32>
+  return %o : tensor<1x4x3x16xf32>
+}
+
+// GPT-2 style: k^T straight from [B, T, H, D] by one transpose, scale by
+// division, no GQA; the fused op reads k through a [0, 2, 1, 3] transpose.
+// CHECK-LABEL: func.func @gpt2_style
+// CHECK: %[[K:.*]] = loom.transpose %arg1 [0, 2, 1, 3]
+// CHECK: loom.attention %arg0, %[[K]], %arg2 {causal = true, scale = 2.500000e-01 : f64}
+func.func @gpt2_style(%q: tensor<1x2x2x16xf32>, %kbthd: tensor<1x2x2x16xf32>, %v: tensor<1x2x2x16xf32>) -> tensor<1x2x2x16xf32> {
+  %mask = loom.constant dense<[[[[0.0, 0xFF800000], [0.0, 0.0]]]]> : tensor<1x1x2x2xf32>
+  %d = loom.constant dense<4.0> : tensor<f32>
+  %kt = loom.transpose %kbthd [0, 2, 3, 1] : tensor<1x2x2x16xf32>
+  %s = loom.matmul %q, %kt : tensor<1x2x2x16xf32>, tensor<1x2x16x2xf32>
+  %ss = loom.div %s, %d : tensor<1x2x2x2xf32>, tensor<f32>
+  %sm = loom.add %mask, %ss : tensor<1x1x2x2xf32>, tensor<1x2x2x2xf32>
+  %p = loom.softmax %sm {axis = 3 : i64} : tensor<1x2x2x2xf32>
+  %o = loom.matmul %p, %v : tensor<1x2x2x2xf32>, tensor<1x2x2x16xf32>
+  return %o : tensor<1x2x2x16xf32>
+}
+
+// Without a mask the attention is bidirectional.
+// CHECK-LABEL: func.func @no_mask
+// CHECK: loom.attention %arg0, %arg1, %arg2 {causal = false, scale = 1.000000e+00 : f64}
+func.func @no_mask(%q: tensor<1x1x2x4xf32>, %k: tensor<1x1x2x4xf32>, %v: tensor<1x1x2x4xf32>) -> tensor<1x1x2x4xf32> {
+  %s = loom.matmul %q, %k {transpose_rhs = true} : tensor<1x1x2x4xf32>, tensor<1x1x2x4xf32>
+  %p = loom.softmax %s {axis = 3 : i64} : tensor<1x1x2x2xf32>
+  %o = loom.matmul %p, %v : tensor<1x1x2x2xf32>, tensor<1x1x2x4xf32>
+  return %o : tensor<1x1x2x4xf32>
+}
+
+// A mask that is not causal (here: hides the diagonal) stays unfused.
+// CHECK-LABEL: func.func @other_mask
+// CHECK-NOT: loom.attention
+// CHECK: loom.softmax
+func.func @other_mask(%q: tensor<1x1x2x4xf32>, %k: tensor<1x1x2x4xf32>, %v: tensor<1x1x2x4xf32>) -> tensor<1x1x2x4xf32> {
+  %mask = loom.constant dense<[[[[-3.40282347E+38, -3.40282347E+38], [0.0, -3.40282347E+38]]]]> : tensor<1x1x2x2xf32>
+  %s = loom.matmul %q, %k {transpose_rhs = true} : tensor<1x1x2x4xf32>, tensor<1x1x2x4xf32>
+  %sm = loom.add %s, %mask : tensor<1x1x2x2xf32>, tensor<1x1x2x2xf32>
+  %p = loom.softmax %sm {axis = 3 : i64} : tensor<1x1x2x2xf32>
+  %o = loom.matmul %p, %v : tensor<1x1x2x2xf32>, tensor<1x1x2x4xf32>
+  return %o : tensor<1x1x2x4xf32>
+}

@@ -1,0 +1,37 @@
+//===- TokenData.h - Token files and the batching rule ----------*- C++ -*-===//
+//
+// Part of loom, under the Apache License v2.0.
+//
+// A token file is a flat little-endian array of uint16 or uint32 ids.
+// Batches follow the fixtures' rule (shared/fixtures/reference.json): batch
+// `step` holds B windows of T+1 tokens; window i starts at
+// ((step * B + i) * 997) mod (len - T - 1); inputs are the first T tokens,
+// targets the last T.
+//===----------------------------------------------------------------------===//
+#ifndef LOOM_TOOLS_TOKENDATA_H
+#define LOOM_TOOLS_TOKENDATA_H
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace loom::tools {
+
+struct TokenFile {
+  std::vector<int64_t> tokens;
+  /// Reads `path`; width 2 or 4 bytes per token (".u32.bin" means 4).
+  bool load(const std::string &path, std::string &err);
+};
+
+struct Batch {
+  std::vector<int64_t> inputs;  // [B, T]
+  std::vector<int64_t> targets; // [B, T]
+};
+
+/// Batch `step` by the rule above; false when the file is too short.
+bool makeBatch(const TokenFile &f, int64_t step, int64_t batch, int64_t seq,
+               Batch &out, std::string &err);
+
+} // namespace loom::tools
+
+#endif

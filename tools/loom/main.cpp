@@ -1,0 +1,34 @@
+//===- main.cpp - The loom driver -----------------------------------------===//
+//
+// Part of loom, under the Apache License v2.0.
+//
+//===----------------------------------------------------------------------===//
+#include "Commands.h"
+
+#include <cstdio>
+#include <cstring>
+#include <string>
+
+static void usage() {
+  std::printf(
+      "loom: plan, compile and run training of decoder language models\n\n"
+      "USAGE: loom COMMAND [OPTIONS]\n\n"
+      "COMMANDS:\n"
+      "  import   MODEL.onnx            print the model as loom IR\n"
+      "  compile  MODEL.onnx -o ART     compile to a runtime artifact\n"
+      "  eval     MODEL.onnx|ART        run the forward pass: logits and loss\n\n"
+      "Run 'loom COMMAND --help' for a command's options.\n");
+}
+
+int main(int argc, char **argv) {
+  if (argc < 2 || !std::strcmp(argv[1], "--help") || !std::strcmp(argv[1], "-h")) {
+    usage();
+    return argc < 2 ? 1 : 0;
+  }
+  std::string cmd = argv[1];
+  if (cmd == "import") return loom::tools::runImport(argc, argv);
+  if (cmd == "compile") return loom::tools::runCompile(argc, argv);
+  if (cmd == "eval") return loom::tools::runEval(argc, argv);
+  std::fprintf(stderr, "loom: error: unknown command '%s' (see loom --help)\n", cmd.c_str());
+  return 1;
+}
