@@ -1,0 +1,68 @@
+//===- AttentionKernel.cpp - Causal grouped-query attention ---------------===//
+//
+// Part of loom, under the Apache License v2.0.
+//
+// q[B, Hq, T, D], k[B, Hkv, S, D], v[B, Hkv, S, Dv] -> o[B, Hq, T, Dv].
+// For batch b, query head h and query position i, with kv head
+// g = h / (Hq / Hkv) (consecutive query heads share one kv head):
+//   s_j = scale * <q[b,h,i], k[b,g,j]>            for visible keys j
+//   p_j = exp(s_j - max_j s_j) / sum_j exp(s_j - max_j s_j)
+//   o[b,h,i] = sum_j p_j v[b,g,j]
+// Key j is visible to query i unless causal and j > i + (S - T) (the offset
+// applies when S > T: the queries are the last T of S positions).
+// Subtracting the max keeps exp() <= 1. Dot products, the softmax and the
+// weighted sum of values all accumulate in double.
+// Work is split over (b, h, i) rows; causal rows differ in length, which
+// the pool's dynamic chunks balance.
+//===----------------------------------------------------------------------===//
+#include "cpu/Kernels.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace loom::rt {
+
+bool runAttention(const KernelCall &c, ThreadPool &pool, std::string &) {
+  const std::vector<int64_t> &qs = c.in[0].shape(), &ks = c.in[1].shape(), &vs = c.in[2].shape();
+  int64_t B = qs[0], Hq = qs[1], T = qs[2], D = qs[3];
+  int64_t Hkv = ks[1], S = ks[2], Dv = vs[3];
+  int64_t group = Hq / Hkv;
+  bool causal = c.instr->ints[0] != 0;
+  double scale = c.instr->floats[0];
+  int64_t offset = S > T ? S - T : 0;
+  const float *q = c.in[0].as<float>(), *k = c.in[1].as<float>(), *v = c.in[2].as<float>();
+  float *o = c.out[0].as<float>();
+
+  pool.parallelFor(B * Hq * T, 1, [&](int64_t begin, int64_t end) {
+    std::vector<double> p(static_cast<size_t>(S)), acc(static_cast<size_t>(Dv));
+    for (int64_t row = begin; row < end; ++row) {
+      int64_t i = row % T, bh = row / T, b = bh / Hq, h = bh % Hq;
+      int64_t g = b * Hkv + h / group;
+      const float *qi = q + row * D, *kg = k + g * S * D, *vg = v + g * S * Dv;
+      int64_t visible = causal ? std::min(S, i + offset + 1) : S;
+
+      double mx = -INFINITY;
+      for (int64_t j = 0; j < visible; ++j) {
+        const float *kj = kg + j * D;
+        double dot = 0;
+        for (int64_t d = 0; d < D; ++d) dot += double(qi[d]) * kj[d];
+        p[j] = scale * dot;
+        mx = std::max(mx, p[j]);
+      }
+      double sum = 0;
+      for (int64_t j = 0; j < visible; ++j) sum += p[j] = std::exp(p[j] - mx);
+
+      std::fill(acc.begin(), acc.end(), 0.0);
+      for (int64_t j = 0; j < visible; ++j) {
+        const float *vj = vg + j * Dv;
+        for (int64_t d = 0; d < Dv; ++d) acc[d] += p[j] * vj[d];
+      }
+      // No visible key (S == 0): an empty softmax; write zeros, not 0/0.
+      double inv = visible ? 1.0 / sum : 0.0;
+      for (int64_t d = 0; d < Dv; ++d) o[row * Dv + d] = float(acc[d] * inv);
+    }
+  });
+  return true;
+}
+
+} // namespace loom::rt

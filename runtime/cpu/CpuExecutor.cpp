@@ -1,0 +1,195 @@
+//===- CpuExecutor.cpp - The CPU reference backend ------------------------===//
+//
+// Part of loom, under the Apache License v2.0.
+//
+// Memory: one 64-byte aligned arena of Program::arenaBytes, allocated when
+// the executor is created; Input, Output and Temp buffers sit at their
+// planned offsets in it and Constant buffers point into the program's
+// constant blob, so a run allocates no tensor memory. The arena starts
+// filled with 0xff bytes (NaN as f32/f64/bf16, -1 as integers), so a kernel
+// that leaves an output element unwritten produces NaN rather than a
+// plausible zero.
+//
+// Every check that does not depend on data happens at creation (validate()
+// and the dtype coverage below); run() then only fails on bad data such as
+// an out-of-range token id.
+//===----------------------------------------------------------------------===//
+#include "cpu/CpuExecutor.h"
+#include "cpu/Kernels.h"
+#include "lib/Diagnostics.h"
+
+#include <cstdlib>
+#include <cstring>
+
+namespace loom::rt {
+
+namespace {
+
+bool isOneOf(DType t, std::initializer_list<DType> ts) {
+  for (DType u : ts)
+    if (t == u)
+      return true;
+  return false;
+}
+
+} // namespace
+
+std::string cpuSupports(const Program &p, const Instr &I) {
+  auto dt = [&](uint32_t id) { return p.buffers[id].dtype; };
+  auto need = [&](uint32_t id, std::initializer_list<DType> ts, const char *which) -> std::string {
+    if (isOneOf(dt(id), ts))
+      return "";
+    std::string names;
+    for (DType t : ts) names += std::string(names.empty() ? "" : "/") + dtypeName(t);
+    return cat("the cpu backend supports ", which, " of ", names, ", not ", dtypeName(dt(id)));
+  };
+  switch (I.op) {
+  case OpCode::Add: case OpCode::Sub: case OpCode::Mul: case OpCode::Div:
+  case OpCode::Pow: case OpCode::Max: case OpCode::Min:
+    return need(I.out[0], {DType::F32, DType::F64, DType::I64, DType::I32}, "operands");
+  case OpCode::Neg: case OpCode::Sqrt: case OpCode::Rsqrt: case OpCode::Reciprocal:
+  case OpCode::Exp: case OpCode::Tanh: case OpCode::Sigmoid: case OpCode::Silu:
+  case OpCode::GeluTanh: case OpCode::GeluErf: case OpCode::Cos: case OpCode::Sin:
+  case OpCode::Log:
+    return need(I.out[0], {DType::F32, DType::F64}, "operands");
+  case OpCode::MatMul: case OpCode::Reduce: case OpCode::Softmax: case OpCode::RmsNorm:
+  case OpCode::LayerNorm: case OpCode::Rotary: case OpCode::Attention:
+    return need(I.in[0], {DType::F32}, "operands");
+  case OpCode::CrossEntropy:
+    return need(I.in[0], {DType::F32}, "logits");
+  // Data movement and conversion handle every dtype.
+  case OpCode::Where: case OpCode::Cast: case OpCode::Embedding: case OpCode::Transpose:
+  case OpCode::Slice: case OpCode::Concat: case OpCode::Split: case OpCode::Expand:
+    return "";
+  }
+  return cat("unknown opcode ", int(I.op));
+}
+
+namespace {
+
+bool dispatch(const KernelCall &c, ThreadPool &pool, std::string &err) {
+  switch (c.instr->op) {
+  case OpCode::Add: case OpCode::Sub: case OpCode::Mul: case OpCode::Div:
+  case OpCode::Pow: case OpCode::Max: case OpCode::Min:
+    return runBinary(c, pool, err);
+  case OpCode::Neg: case OpCode::Sqrt: case OpCode::Rsqrt: case OpCode::Reciprocal:
+  case OpCode::Exp: case OpCode::Tanh: case OpCode::Sigmoid: case OpCode::Silu:
+  case OpCode::GeluTanh: case OpCode::GeluErf: case OpCode::Cos: case OpCode::Sin:
+  case OpCode::Log:
+    return runUnary(c, pool, err);
+  case OpCode::Where: return runWhere(c, pool, err);
+  case OpCode::Cast: return runCast(c, pool, err);
+  case OpCode::MatMul: return runMatMul(c, pool, err);
+  case OpCode::Reduce: return runReduce(c, pool, err);
+  case OpCode::Softmax: return runSoftmax(c, pool, err);
+  case OpCode::RmsNorm: return runRmsNorm(c, pool, err);
+  case OpCode::LayerNorm: return runLayerNorm(c, pool, err);
+  case OpCode::Attention: return runAttention(c, pool, err);
+  case OpCode::Embedding: return runEmbedding(c, pool, err);
+  case OpCode::Rotary: return runRotary(c, pool, err);
+  case OpCode::Transpose: return runTranspose(c, pool, err);
+  case OpCode::Slice: return runSlice(c, pool, err);
+  case OpCode::Concat: return runConcat(c, pool, err);
+  case OpCode::Split: return runSplit(c, pool, err);
+  case OpCode::Expand: return runExpand(c, pool, err);
+  case OpCode::CrossEntropy: return runCrossEntropy(c, pool, err);
+  }
+  err = cat("unknown opcode ", int(c.instr->op));
+  return false;
+}
+
+class CpuExecutor : public Executor {
+public:
+  CpuExecutor(std::shared_ptr<const Program> p, int threads, uint8_t *arena)
+      : Executor(std::move(p)), pool_(threads), arena_(arena) {
+    for (const Instr &I : program_->instrs) {
+      KernelCall call;
+      call.instr = &I;
+      for (uint32_t id : I.in) call.in.push_back(tensor(id));
+      for (uint32_t id : I.out) call.out.push_back(tensor(id));
+      calls_.push_back(std::move(call));
+    }
+  }
+  ~CpuExecutor() override { std::free(arena_); }
+
+  bool setInput(size_t index, const void *data, size_t bytes, std::string &err) override {
+    if (!checkIo(program_->inputs, "input", index, bytes, err))
+      return false;
+    std::memcpy(tensor(program_->inputs[index]).data, data, bytes);
+    return true;
+  }
+
+  bool getOutput(size_t index, void *data, size_t bytes, std::string &err) override {
+    if (!checkIo(program_->outputs, "output", index, bytes, err))
+      return false;
+    std::memcpy(data, tensor(program_->outputs[index]).data, bytes);
+    return true;
+  }
+
+  bool run(std::string &err) override {
+    for (size_t i = 0; i < calls_.size(); ++i) {
+      std::string why;
+      if (!dispatch(calls_[i], pool_, why)) {
+        err = cat("instr ", i, " (", opcodeName(calls_[i].instr->op), "): ", why);
+        return false;
+      }
+    }
+    return true;
+  }
+
+private:
+  Tensor tensor(uint32_t id) const {
+    const BufferDesc &b = program_->buffers[id];
+    // Constants are only ever inputs: kernels read them through this pointer.
+    void *data = b.kind == BufferKind::Constant
+                     ? const_cast<uint8_t *>(program_->constants.data()) + b.offset
+                     : arena_ + b.offset;
+    return Tensor{data, &b};
+  }
+
+  bool checkIo(const std::vector<uint32_t> &ids, const char *what, size_t index, size_t bytes,
+               std::string &err) const {
+    if (index >= ids.size()) {
+      err = cat(what, " index ", index, " out of range (the program has ", ids.size(), " ", what,
+                "s)");
+      return false;
+    }
+    const BufferDesc &b = program_->buffers[ids[index]];
+    if (bytes != b.bytes) {
+      err = cat(what, " ", index, " '", b.name, "' ", shapeStr(b.shape), " ", dtypeName(b.dtype),
+                " has ", b.bytes, " bytes, not ", bytes);
+      return false;
+    }
+    return true;
+  }
+
+  ThreadPool pool_;
+  uint8_t *arena_;
+  std::vector<KernelCall> calls_;
+};
+
+} // namespace
+
+std::unique_ptr<Executor> createCpuExecutor(std::shared_ptr<const Program> p, int threads,
+                                            std::string &err) {
+  if (std::string invalid = p->validate(); !invalid.empty()) {
+    err = "invalid program: " + invalid;
+    return nullptr;
+  }
+  for (size_t i = 0; i < p->instrs.size(); ++i)
+    if (std::string why = cpuSupports(*p, p->instrs[i]); !why.empty()) {
+      err = cat("instr ", i, " (", opcodeName(p->instrs[i].op), "): ", why);
+      return nullptr;
+    }
+  // aligned_alloc wants a size that is a multiple of the alignment.
+  uint64_t bytes = (p->arenaBytes + 63) / 64 * 64;
+  auto *arena = static_cast<uint8_t *>(std::aligned_alloc(64, bytes ? bytes : 64));
+  if (!arena) {
+    err = cat("cannot allocate the ", p->arenaBytes, "-byte arena");
+    return nullptr;
+  }
+  std::memset(arena, 0xff, bytes);
+  return std::make_unique<CpuExecutor>(std::move(p), threads, arena);
+}
+
+} // namespace loom::rt

@@ -1,0 +1,70 @@
+//===- Kernels.h - The CPU kernels, one entry point per opcode family -*- C++ -*-===//
+//
+// Part of loom, under the Apache License v2.0.
+//
+// Kernels run after Program::validate() and CpuExecutor's dtype check, so
+// they trust shapes, arity and dtypes and index memory directly. Outputs
+// never alias inputs (validate() guarantees it). A kernel returns false with
+// a one-line error only for problems in the data itself, such as a token id
+// out of range; the executor prefixes the instruction.
+//===----------------------------------------------------------------------===//
+#ifndef LOOM_RUNTIME_CPU_KERNELS_H
+#define LOOM_RUNTIME_CPU_KERNELS_H
+
+#include "cpu/ThreadPool.h"
+#include "loom/runtime/Program.h"
+
+#include <string>
+#include <vector>
+
+namespace loom::rt {
+
+/// A buffer as a kernel sees it: where its bytes are and what they hold.
+struct Tensor {
+  void *data = nullptr;
+  const BufferDesc *desc = nullptr;
+
+  template <typename T> T *as() const { return static_cast<T *>(data); }
+  const std::vector<int64_t> &shape() const { return desc->shape; }
+  int64_t numel() const { return desc->numElements(); }
+  DType dtype() const { return desc->dtype; }
+};
+
+/// One instruction, its operands resolved to memory.
+struct KernelCall {
+  const Instr *instr = nullptr;
+  std::vector<Tensor> in, out;
+};
+
+// ElementwiseKernels.cpp
+bool runBinary(const KernelCall &c, ThreadPool &pool, std::string &err);
+bool runUnary(const KernelCall &c, ThreadPool &pool, std::string &err);
+bool runWhere(const KernelCall &c, ThreadPool &pool, std::string &err);
+bool runCast(const KernelCall &c, ThreadPool &pool, std::string &err);
+// MatMulKernel.cpp
+bool runMatMul(const KernelCall &c, ThreadPool &pool, std::string &err);
+// NormKernels.cpp
+bool runRmsNorm(const KernelCall &c, ThreadPool &pool, std::string &err);
+bool runLayerNorm(const KernelCall &c, ThreadPool &pool, std::string &err);
+bool runSoftmax(const KernelCall &c, ThreadPool &pool, std::string &err);
+bool runReduce(const KernelCall &c, ThreadPool &pool, std::string &err);
+// AttentionKernel.cpp
+bool runAttention(const KernelCall &c, ThreadPool &pool, std::string &err);
+// MovementKernels.cpp
+bool runTranspose(const KernelCall &c, ThreadPool &pool, std::string &err);
+bool runSlice(const KernelCall &c, ThreadPool &pool, std::string &err);
+bool runConcat(const KernelCall &c, ThreadPool &pool, std::string &err);
+bool runSplit(const KernelCall &c, ThreadPool &pool, std::string &err);
+bool runExpand(const KernelCall &c, ThreadPool &pool, std::string &err);
+bool runEmbedding(const KernelCall &c, ThreadPool &pool, std::string &err);
+bool runRotary(const KernelCall &c, ThreadPool &pool, std::string &err);
+// LossKernels.cpp
+bool runCrossEntropy(const KernelCall &c, ThreadPool &pool, std::string &err);
+
+/// The dtypes the CPU kernels implement for `I` (shapes are validate()'s
+/// job). Returns "" when supported, else why not.
+std::string cpuSupports(const Program &p, const Instr &I);
+
+} // namespace loom::rt
+
+#endif

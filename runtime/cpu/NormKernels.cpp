@@ -1,0 +1,144 @@
+//===- NormKernels.cpp - RmsNorm, LayerNorm, Softmax, Reduce --------------===//
+//
+// Part of loom, under the Apache License v2.0.
+//
+// All f32 in and out; every sum accumulates in double, so the only f32
+// rounding is the final store and results match an fp64 reference to about
+// one ulp. Rows (or output elements) are spread over the pool.
+//===----------------------------------------------------------------------===//
+#include "cpu/Kernels.h"
+#include "cpu/Strided.h"
+
+#include <cmath>
+#include <limits>
+
+namespace loom::rt {
+namespace {
+
+/// Rows of length `d` per task such that a task covers ~16K elements.
+int64_t rowGrain(int64_t d) { return std::max<int64_t>(1, (int64_t(1) << 14) / std::max<int64_t>(1, d)); }
+
+} // namespace
+
+// y = x / sqrt(mean(x^2) + eps) * w, over the last dim.
+bool runRmsNorm(const KernelCall &c, ThreadPool &pool, std::string &) {
+  const float *x = c.in[0].as<float>(), *w = c.in[1].as<float>();
+  float *y = c.out[0].as<float>();
+  int64_t d = c.in[0].shape().back(), rows = d ? c.in[0].numel() / d : 0;
+  double eps = c.instr->floats[0];
+  pool.parallelFor(rows, rowGrain(d), [&](int64_t begin, int64_t end) {
+    for (int64_t r = begin; r < end; ++r) {
+      const float *xr = x + r * d;
+      double ss = 0;
+      for (int64_t i = 0; i < d; ++i) ss += double(xr[i]) * xr[i];
+      double inv = 1.0 / std::sqrt(ss / double(d) + eps);
+      for (int64_t i = 0; i < d; ++i) y[r * d + i] = float(xr[i] * inv * w[i]);
+    }
+  });
+  return true;
+}
+
+// y = (x - mean) / sqrt(var + eps) * w + b, over the last dim; var is the
+// biased variance mean((x - mean)^2), computed in a second pass so it does
+// not suffer the cancellation of mean(x^2) - mean^2.
+bool runLayerNorm(const KernelCall &c, ThreadPool &pool, std::string &) {
+  const float *x = c.in[0].as<float>(), *w = c.in[1].as<float>();
+  const float *b = c.in.size() > 2 ? c.in[2].as<float>() : nullptr;
+  float *y = c.out[0].as<float>();
+  int64_t d = c.in[0].shape().back(), rows = d ? c.in[0].numel() / d : 0;
+  double eps = c.instr->floats[0];
+  pool.parallelFor(rows, rowGrain(d), [&](int64_t begin, int64_t end) {
+    for (int64_t r = begin; r < end; ++r) {
+      const float *xr = x + r * d;
+      double sum = 0, sq = 0;
+      for (int64_t i = 0; i < d; ++i) sum += xr[i];
+      double mean = sum / double(d);
+      for (int64_t i = 0; i < d; ++i) sq += (xr[i] - mean) * (xr[i] - mean);
+      double inv = 1.0 / std::sqrt(sq / double(d) + eps);
+      for (int64_t i = 0; i < d; ++i)
+        y[r * d + i] = float((xr[i] - mean) * inv * w[i] + (b ? b[i] : 0.0));
+    }
+  });
+  return true;
+}
+
+// y_i = exp(x_i - max) / sum_j exp(x_j - max) along one axis. Subtracting the
+// max keeps every exponent <= 0, so nothing overflows. The tensor is viewed
+// as [outer, len, inner]; each (outer, inner) pair is one independent line.
+bool runSoftmax(const KernelCall &c, ThreadPool &pool, std::string &) {
+  const Shape &shape = c.in[0].shape();
+  size_t axis = size_t(c.instr->ints[0]);
+  int64_t outer = 1, len = shape[axis], inner = 1;
+  for (size_t d = 0; d < axis; ++d) outer *= shape[d];
+  for (size_t d = axis + 1; d < shape.size(); ++d) inner *= shape[d];
+  const float *x = c.in[0].as<float>();
+  float *y = c.out[0].as<float>();
+  pool.parallelFor(outer * inner, rowGrain(len), [&](int64_t begin, int64_t end) {
+    std::vector<double> e(static_cast<size_t>(len));
+    for (int64_t line = begin; line < end; ++line) {
+      int64_t base = (line / inner) * len * inner + line % inner;
+      double mx = -std::numeric_limits<double>::infinity();
+      for (int64_t i = 0; i < len; ++i) mx = std::max(mx, double(x[base + i * inner]));
+      double sum = 0;
+      for (int64_t i = 0; i < len; ++i) sum += e[i] = std::exp(x[base + i * inner] - mx);
+      for (int64_t i = 0; i < len; ++i) y[base + i * inner] = float(e[i] / sum);
+    }
+  });
+  return true;
+}
+
+// Sum, mean or max over a set of axes. The input's dims split into kept dims
+// (they index the output, in order) and reduced dims (summed over); adjacent
+// reduced dims are collapsed so the innermost loop is as long as possible.
+bool runReduce(const KernelCall &c, ThreadPool &pool, std::string &) {
+  const Shape &shape = c.in[0].shape();
+  Shape strides = contiguousStrides(shape);
+  std::vector<bool> reduced(shape.size(), false);
+  for (size_t k = 1; k < c.instr->ints.size(); ++k) reduced[size_t(c.instr->ints[k])] = true;
+  Shape keptShape, keptStrides, redShape, redStrides;
+  int64_t count = 1;
+  for (size_t d = 0; d < shape.size(); ++d) {
+    if (!reduced[d]) {
+      keptShape.push_back(shape[d]);
+      keptStrides.push_back(strides[d]);
+      continue;
+    }
+    count *= shape[d];
+    if (!redShape.empty() && reduced[d - 1]) { // contiguous with the previous reduced dim
+      redShape.back() *= shape[d];
+      redStrides.back() = strides[d];
+    } else {
+      redShape.push_back(shape[d]);
+      redStrides.push_back(strides[d]);
+    }
+  }
+  if (redShape.empty()) { // no axes: the reduction of one element is itself
+    redShape = {1};
+    redStrides = {0};
+  }
+  int kind = int(c.instr->ints[0]); // 0 sum, 1 mean, 2 max
+  const float *x = c.in[0].as<float>();
+  float *y = c.out[0].as<float>();
+  Shape outerRed(redShape.begin(), redShape.end() - 1), outerStrides(redStrides.begin(), redStrides.end() - 1);
+  int64_t innerLen = redShape.back(), innerStride = redStrides.back();
+  int64_t outerCount = innerLen ? count / innerLen : 0;
+  pool.parallelFor(c.out[0].numel(), rowGrain(count), [&](int64_t begin, int64_t end) {
+    for (int64_t o = begin; o < end; ++o) {
+      int64_t base = offsetOf(o, keptShape, keptStrides);
+      double sum = 0;
+      double mx = -std::numeric_limits<double>::infinity();
+      for (int64_t r = 0; r < outerCount; ++r) {
+        const float *p = x + base + offsetOf(r, outerRed, outerStrides);
+        for (int64_t i = 0; i < innerLen; ++i) {
+          double v = p[i * innerStride];
+          sum += v;
+          mx = v != v || v > mx ? v : mx; // NaN propagates, like NumPy's max
+        }
+      }
+      y[o] = float(kind == 2 ? mx : kind == 1 ? sum / double(count) : sum);
+    }
+  });
+  return true;
+}
+
+} // namespace loom::rt

@@ -1,0 +1,424 @@
+//===- OpShapes.cpp - Per-opcode arity, shape and dtype rules -------------===//
+//
+// Part of loom, under the Apache License v2.0.
+//
+// One check per opcode family, mirroring the comments in Program.h. Kernels
+// rely on these: after validate() they index memory without re-checking.
+//===----------------------------------------------------------------------===//
+#include "lib/OpShapes.h"
+#include "lib/Diagnostics.h"
+
+#include <algorithm>
+
+namespace loom::rt {
+
+bool broadcastShapes(const std::vector<int64_t> &a, const std::vector<int64_t> &b,
+                     std::vector<int64_t> &out) {
+  size_t rank = std::max(a.size(), b.size());
+  out.assign(rank, 1);
+  for (size_t i = 0; i < rank; ++i) {
+    // Right-aligned: dim i of out is dim i - (rank - a.size()) of a.
+    int64_t da = i + a.size() >= rank ? a[i + a.size() - rank] : 1;
+    int64_t db = i + b.size() >= rank ? b[i + b.size() - rank] : 1;
+    if (da != db && da != 1 && db != 1)
+      return false;
+    out[i] = da == 1 ? db : da;
+  }
+  return true;
+}
+
+namespace {
+
+using Shape = std::vector<int64_t>;
+
+bool isFloat(DType t) { return t == DType::F32 || t == DType::F64 || t == DType::BF16; }
+bool isIndex(DType t) { return t == DType::I64 || t == DType::I32; }
+
+/// The operands of one instruction, with the checks every rule needs.
+class OpView {
+public:
+  OpView(const Program &p, const Instr &I) : p_(p), I_(I) {}
+
+  const BufferDesc &in(size_t k) const { return p_.buffers[I_.in[k]]; }
+  const BufferDesc &out(size_t k = 0) const { return p_.buffers[I_.out[k]]; }
+
+  /// Counts of inputs, outputs, ints and floats. kAny accepts any count.
+  static constexpr size_t kAny = SIZE_MAX;
+  std::string arity(size_t minIn, size_t maxIn, size_t minOut, size_t maxOut,
+                    size_t ints, size_t floats) const {
+    if (I_.in.size() < minIn || I_.in.size() > maxIn)
+      return cat("takes ", range(minIn, maxIn), " inputs, got ", I_.in.size());
+    if (I_.out.size() < minOut || I_.out.size() > maxOut)
+      return cat("takes ", range(minOut, maxOut), " outputs, got ", I_.out.size());
+    if (ints != kAny && I_.ints.size() != ints)
+      return cat("takes ", ints, " int attributes, got ", I_.ints.size());
+    if (floats != kAny && I_.floats.size() != floats)
+      return cat("takes ", floats, " float attributes, got ", I_.floats.size());
+    return "";
+  }
+
+  /// Every listed buffer has the dtype of the first.
+  std::string sameDType(std::initializer_list<const BufferDesc *> bs) const {
+    DType t = (*bs.begin())->dtype;
+    for (const BufferDesc *b : bs)
+      if (b->dtype != t)
+        return cat("dtypes differ: ", dtypeName(t), " and ", dtypeName(b->dtype));
+    return "";
+  }
+
+  std::string floatDType(const BufferDesc &b, const char *what) const {
+    return isFloat(b.dtype) ? "" : cat(what, " must be a float type, got ", dtypeName(b.dtype));
+  }
+
+  std::string outShape(const Shape &expected, size_t k = 0) const {
+    if (out(k).shape == expected)
+      return "";
+    return cat("output ", k, " has shape ", shapeStr(out(k).shape), ", expected ",
+               shapeStr(expected));
+  }
+
+  std::string axisInRange(int64_t axis, size_t rank) const {
+    if (axis < 0 || axis >= int64_t(rank))
+      return cat("axis ", axis, " out of range for rank ", rank);
+    return "";
+  }
+
+private:
+  static std::string range(size_t lo, size_t hi) {
+    if (lo == hi)
+      return std::to_string(lo);
+    return hi == kAny ? cat(lo, " or more") : cat(lo, " to ", hi);
+  }
+  const Program &p_;
+  const Instr &I_;
+};
+
+// Each check returns "" or the first problem; `first` chains them.
+template <typename... Checks> std::string first(const Checks &...checks) {
+  std::string e;
+  ((e.empty() ? (void)(e = checks()) : (void)0), ...);
+  return e;
+}
+
+constexpr size_t kAny = OpView::kAny;
+
+std::string checkEmbedding(const OpView &v) {
+  if (std::string e = v.arity(2, 2, 1, 1, 0, 0); !e.empty())
+    return e;
+  const BufferDesc &table = v.in(0), &ids = v.in(1);
+  if (table.shape.size() != 2)
+    return cat("table must be [V, D], got ", shapeStr(table.shape));
+  if (!isIndex(ids.dtype))
+    return cat("ids must be i64 or i32, got ", dtypeName(ids.dtype));
+  Shape expected = ids.shape;
+  expected.push_back(table.shape[1]);
+  return first([&] { return v.sameDType({&table, &v.out()}); },
+               [&] { return v.outShape(expected); });
+}
+
+std::string checkMatMul(const OpView &v, const Instr &I) {
+  if (std::string e = v.arity(2, 2, 1, 1, 2, 0); !e.empty())
+    return e;
+  const BufferDesc &a = v.in(0), &b = v.in(1);
+  if (a.shape.size() < 2 || b.shape.size() < 2)
+    return cat("operands must have rank >= 2, got ", shapeStr(a.shape), " and ",
+               shapeStr(b.shape));
+  if (std::string e = first([&] { return v.sameDType({&a, &b, &v.out()}); },
+                            [&] { return v.floatDType(a, "operands"); });
+      !e.empty())
+    return e;
+  bool ta = I.ints[0] != 0, tb = I.ints[1] != 0;
+  size_t ra = a.shape.size(), rb = b.shape.size();
+  int64_t m = ta ? a.shape[ra - 1] : a.shape[ra - 2];
+  int64_t ka = ta ? a.shape[ra - 2] : a.shape[ra - 1];
+  int64_t kb = tb ? b.shape[rb - 1] : b.shape[rb - 2];
+  int64_t n = tb ? b.shape[rb - 2] : b.shape[rb - 1];
+  if (ka != kb)
+    return cat("inner dims differ: a ", shapeStr(a.shape), " b ", shapeStr(b.shape),
+               " (transA ", ta, ", transB ", tb, ")");
+  Shape batch;
+  if (!broadcastShapes(Shape(a.shape.begin(), a.shape.end() - 2),
+                       Shape(b.shape.begin(), b.shape.end() - 2), batch))
+    return cat("batch dims of ", shapeStr(a.shape), " and ", shapeStr(b.shape),
+               " do not broadcast");
+  batch.push_back(m);
+  batch.push_back(n);
+  return v.outShape(batch);
+}
+
+std::string checkBinary(const OpView &v) {
+  if (std::string e = v.arity(2, 2, 1, 1, 0, 0); !e.empty())
+    return e;
+  Shape s;
+  if (!broadcastShapes(v.in(0).shape, v.in(1).shape, s))
+    return cat("shapes ", shapeStr(v.in(0).shape), " and ", shapeStr(v.in(1).shape),
+               " do not broadcast");
+  return first([&] { return v.sameDType({&v.in(0), &v.in(1), &v.out()}); },
+               [&] { return v.outShape(s); });
+}
+
+std::string checkWhere(const OpView &v) {
+  if (std::string e = v.arity(3, 3, 1, 1, 0, 0); !e.empty())
+    return e;
+  if (v.in(0).dtype != DType::Bool)
+    return cat("condition must be bool, got ", dtypeName(v.in(0).dtype));
+  Shape ab, s;
+  if (!broadcastShapes(v.in(1).shape, v.in(2).shape, ab) ||
+      !broadcastShapes(v.in(0).shape, ab, s))
+    return cat("shapes ", shapeStr(v.in(0).shape), ", ", shapeStr(v.in(1).shape), " and ",
+               shapeStr(v.in(2).shape), " do not broadcast");
+  return first([&] { return v.sameDType({&v.in(1), &v.in(2), &v.out()}); },
+               [&] { return v.outShape(s); });
+}
+
+std::string checkUnary(const OpView &v) {
+  return first([&] { return v.arity(1, 1, 1, 1, 0, 0); },
+               [&] { return v.sameDType({&v.in(0), &v.out()}); },
+               [&] { return v.floatDType(v.in(0), "operand"); },
+               [&] { return v.outShape(v.in(0).shape); });
+}
+
+std::string checkCast(const OpView &v) {
+  if (std::string e = v.arity(1, 1, 1, 1, 0, 0); !e.empty())
+    return e;
+  if (v.in(0).numElements() != v.out().numElements())
+    return cat("element counts differ: ", shapeStr(v.in(0).shape), " and ",
+               shapeStr(v.out().shape));
+  return "";
+}
+
+std::string checkReduce(const OpView &v, const Instr &I) {
+  if (std::string e = v.arity(1, 1, 1, 1, kAny, 0); !e.empty())
+    return e;
+  if (I.ints.empty() || I.ints[0] < 0 || I.ints[0] > 2)
+    return "ints[0] must be the kind (0 sum, 1 mean, 2 max)";
+  const Shape &x = v.in(0).shape;
+  std::vector<bool> reduced(x.size(), false);
+  for (size_t k = 1; k < I.ints.size(); ++k) {
+    if (std::string e = v.axisInRange(I.ints[k], x.size()); !e.empty())
+      return e;
+    if (k > 1 && I.ints[k] <= I.ints[k - 1])
+      return "axes must be strictly increasing";
+    reduced[I.ints[k]] = true;
+  }
+  Shape keep, drop;
+  for (size_t d = 0; d < x.size(); ++d) {
+    keep.push_back(reduced[d] ? 1 : x[d]);
+    if (!reduced[d])
+      drop.push_back(x[d]);
+  }
+  if (v.out().shape != keep && v.out().shape != drop)
+    return cat("output has shape ", shapeStr(v.out().shape), ", expected ", shapeStr(keep),
+               " or ", shapeStr(drop));
+  return first([&] { return v.sameDType({&v.in(0), &v.out()}); },
+               [&] { return v.floatDType(v.in(0), "operand"); });
+}
+
+std::string checkSoftmax(const OpView &v, const Instr &I) {
+  return first([&] { return v.arity(1, 1, 1, 1, 1, 0); },
+               [&] { return v.axisInRange(I.ints[0], v.in(0).shape.size()); },
+               [&] { return v.sameDType({&v.in(0), &v.out()}); },
+               [&] { return v.floatDType(v.in(0), "operand"); },
+               [&] { return v.outShape(v.in(0).shape); });
+}
+
+/// RmsNorm and LayerNorm: x[..., D] with weight (and bias) [D].
+std::string checkNorm(const OpView &v, size_t maxIn, const Instr &I) {
+  if (std::string e = v.arity(2, maxIn, 1, 1, 0, 1); !e.empty())
+    return e;
+  const Shape &x = v.in(0).shape;
+  if (x.empty())
+    return "input must have rank >= 1";
+  for (size_t k = 1; k < I.in.size(); ++k)
+    if (v.in(k).shape != Shape{x.back()})
+      return cat("input ", k, " has shape ", shapeStr(v.in(k).shape), ", expected [",
+                 x.back(), "]");
+  for (size_t k = 1; k < I.in.size(); ++k)
+    if (std::string e = v.sameDType({&v.in(0), &v.in(k)}); !e.empty())
+      return e;
+  return first([&] { return v.sameDType({&v.in(0), &v.out()}); },
+               [&] { return v.floatDType(v.in(0), "operand"); },
+               [&] { return v.outShape(x); });
+}
+
+std::string checkRotary(const OpView &v) {
+  if (std::string e = v.arity(3, 3, 1, 1, 0, 0); !e.empty())
+    return e;
+  const Shape &x = v.in(0).shape;
+  if (x.empty() || x.back() % 2 != 0)
+    return cat("last dim of ", shapeStr(x), " must be even");
+  for (size_t k = 1; k < 3; ++k) {
+    Shape s;
+    if (!broadcastShapes(x, v.in(k).shape, s) || s != x)
+      return cat("table ", shapeStr(v.in(k).shape), " does not broadcast to ", shapeStr(x));
+  }
+  return first([&] { return v.sameDType({&v.in(0), &v.in(1), &v.in(2), &v.out()}); },
+               [&] { return v.floatDType(v.in(0), "operand"); },
+               [&] { return v.outShape(x); });
+}
+
+std::string checkAttention(const OpView &v) {
+  if (std::string e = v.arity(3, 3, 1, 1, 1, 1); !e.empty())
+    return e;
+  const Shape &q = v.in(0).shape, &k = v.in(1).shape, &val = v.in(2).shape;
+  if (q.size() != 4 || k.size() != 4 || val.size() != 4)
+    return "q, k, v must be [B, H, T, D]";
+  if (k[0] != q[0] || val[0] != q[0] || k[1] != val[1] || k[2] != val[2] || k[3] != q[3])
+    return cat("shapes q ", shapeStr(q), " k ", shapeStr(k), " v ", shapeStr(val),
+               " do not fit");
+  if (k[1] == 0 || q[1] % k[1] != 0)
+    return cat(q[1], " query heads are not a multiple of ", k[1], " kv heads");
+  return first([&] { return v.sameDType({&v.in(0), &v.in(1), &v.in(2), &v.out()}); },
+               [&] { return v.floatDType(v.in(0), "operands"); },
+               [&] { return v.outShape({q[0], q[1], q[2], val[3]}); });
+}
+
+std::string checkTranspose(const OpView &v, const Instr &I) {
+  if (std::string e = v.arity(1, 1, 1, 1, kAny, 0); !e.empty())
+    return e;
+  const Shape &x = v.in(0).shape;
+  if (I.ints.size() != x.size())
+    return cat("takes ", x.size(), " int attributes (a permutation), got ", I.ints.size());
+  std::vector<bool> seen(x.size(), false);
+  Shape expected;
+  for (int64_t d : I.ints) {
+    if (d < 0 || d >= int64_t(x.size()) || seen[d])
+      return cat("ints are not a permutation of ", x.size(), " dims");
+    seen[d] = true;
+    expected.push_back(x[d]);
+  }
+  return first([&] { return v.sameDType({&v.in(0), &v.out()}); },
+               [&] { return v.outShape(expected); });
+}
+
+std::string checkSlice(const OpView &v, const Instr &I) {
+  if (std::string e = v.arity(1, 1, 1, 1, kAny, 0); !e.empty())
+    return e;
+  const Shape &x = v.in(0).shape, &y = v.out().shape;
+  if (I.ints.size() != 2 * x.size())
+    return cat("takes ", 2 * x.size(), " int attributes (start, step per dim), got ",
+               I.ints.size());
+  if (y.size() != x.size())
+    return cat("output rank ", y.size(), " differs from input rank ", x.size());
+  for (size_t d = 0; d < x.size(); ++d) {
+    int64_t start = I.ints[2 * d], step = I.ints[2 * d + 1], count = y[d];
+    if (step == 0)
+      return cat("dim ", d, " has step 0");
+    if (count == 0)
+      continue;
+    // Element i of the window reads x index start + i * step; both ends of
+    // the window must lie in [0, x[d]).
+    int64_t last = start + (count - 1) * step;
+    if (start < 0 || start >= x[d] || last < 0 || last >= x[d])
+      return cat("dim ", d, " window (start ", start, ", count ", count, ", step ", step,
+                 ") leaves [0, ", x[d], ")");
+  }
+  return v.sameDType({&v.in(0), &v.out()});
+}
+
+std::string checkConcat(const OpView &v, const Instr &I) {
+  if (std::string e = v.arity(1, kAny, 1, 1, 1, 0); !e.empty())
+    return e;
+  Shape expected = v.in(0).shape;
+  if (std::string e = v.axisInRange(I.ints[0], expected.size()); !e.empty())
+    return e;
+  size_t axis = size_t(I.ints[0]);
+  expected[axis] = 0;
+  for (size_t k = 0; k < I.in.size(); ++k) {
+    const Shape &s = v.in(k).shape;
+    for (size_t d = 0; d < expected.size(); ++d)
+      if (s.size() != expected.size() || (d != axis && s[d] != expected[d]))
+        return cat("input ", k, " ", shapeStr(s), " does not fit ", shapeStr(v.in(0).shape),
+                   " along axis ", axis);
+    expected[axis] += s[axis];
+    if (std::string e = v.sameDType({&v.in(0), &v.in(k)}); !e.empty())
+      return e;
+  }
+  return first([&] { return v.sameDType({&v.in(0), &v.out()}); },
+               [&] { return v.outShape(expected); });
+}
+
+std::string checkSplit(const OpView &v, const Instr &I) {
+  if (std::string e = v.arity(1, 1, 1, kAny, 1, 0); !e.empty())
+    return e;
+  const Shape &x = v.in(0).shape;
+  if (std::string e = v.axisInRange(I.ints[0], x.size()); !e.empty())
+    return e;
+  size_t axis = size_t(I.ints[0]);
+  int64_t total = 0;
+  for (size_t k = 0; k < I.out.size(); ++k) {
+    const Shape &s = v.out(k).shape;
+    for (size_t d = 0; d < x.size(); ++d)
+      if (s.size() != x.size() || (d != axis && s[d] != x[d]))
+        return cat("output ", k, " ", shapeStr(s), " does not fit ", shapeStr(x),
+                   " along axis ", axis);
+    total += s[axis];
+    if (std::string e = v.sameDType({&v.in(0), &v.out(k)}); !e.empty())
+      return e;
+  }
+  if (total != x[axis])
+    return cat("output sizes along axis ", axis, " add up to ", total, ", not ", x[axis]);
+  return "";
+}
+
+std::string checkExpand(const OpView &v) {
+  if (std::string e = v.arity(1, 1, 1, 1, 0, 0); !e.empty())
+    return e;
+  Shape s;
+  if (!broadcastShapes(v.in(0).shape, v.out().shape, s) || s != v.out().shape)
+    return cat(shapeStr(v.in(0).shape), " does not broadcast to ", shapeStr(v.out().shape));
+  return v.sameDType({&v.in(0), &v.out()});
+}
+
+std::string checkCrossEntropy(const OpView &v) {
+  if (std::string e = v.arity(2, 2, 1, 1, 0, 0); !e.empty())
+    return e;
+  const Shape &logits = v.in(0).shape, &targets = v.in(1).shape;
+  if (logits.size() != 2 || targets.size() != 1 || targets[0] != logits[0])
+    return cat("logits ", shapeStr(logits), " and targets ", shapeStr(targets),
+               " must be [N, V] and [N]");
+  if (logits[0] == 0 || logits[1] == 0)
+    return cat("logits ", shapeStr(logits), " must have N > 0 rows of V > 0 classes");
+  if (!isIndex(v.in(1).dtype))
+    return cat("targets must be i64 or i32, got ", dtypeName(v.in(1).dtype));
+  if (v.out().dtype != DType::F32)
+    return cat("output must be f32, got ", dtypeName(v.out().dtype));
+  return first([&] { return v.floatDType(v.in(0), "logits"); },
+               [&] { return v.outShape({}); });
+}
+
+} // namespace
+
+std::string checkOpShapes(const Program &p, const Instr &I) {
+  OpView v(p, I);
+  // Arity comes first in every check, so operands can be indexed after it.
+  switch (I.op) {
+  case OpCode::Embedding: return checkEmbedding(v);
+  case OpCode::MatMul: return checkMatMul(v, I);
+  case OpCode::Add: case OpCode::Sub: case OpCode::Mul: case OpCode::Div:
+  case OpCode::Pow: case OpCode::Max: case OpCode::Min:
+    return checkBinary(v);
+  case OpCode::Where: return checkWhere(v);
+  case OpCode::Neg: case OpCode::Sqrt: case OpCode::Rsqrt: case OpCode::Reciprocal:
+  case OpCode::Exp: case OpCode::Tanh: case OpCode::Sigmoid: case OpCode::Silu:
+  case OpCode::GeluTanh: case OpCode::GeluErf: case OpCode::Cos: case OpCode::Sin:
+  case OpCode::Log:
+    return checkUnary(v);
+  case OpCode::Cast: return checkCast(v);
+  case OpCode::Reduce: return checkReduce(v, I);
+  case OpCode::Softmax: return checkSoftmax(v, I);
+  case OpCode::RmsNorm: return checkNorm(v, 2, I);
+  case OpCode::LayerNorm: return checkNorm(v, 3, I);
+  case OpCode::Rotary: return checkRotary(v);
+  case OpCode::Attention: return checkAttention(v);
+  case OpCode::Transpose: return checkTranspose(v, I);
+  case OpCode::Slice: return checkSlice(v, I);
+  case OpCode::Concat: return checkConcat(v, I);
+  case OpCode::Split: return checkSplit(v, I);
+  case OpCode::Expand: return checkExpand(v);
+  case OpCode::CrossEntropy: return checkCrossEntropy(v);
+  }
+  return cat("unknown opcode ", int(I.op));
+}
+
+} // namespace loom::rt

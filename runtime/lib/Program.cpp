@@ -1,0 +1,266 @@
+//===- Program.cpp - Names, sizes and the consistency check ---------------===//
+//
+// Part of loom, under the Apache License v2.0.
+//
+// validate() is the gate between untrusted bytes (an artifact file, a
+// codegen bug) and the kernels, which index memory without further checks.
+// It runs in three stages, each assuming the previous one passed:
+//   1. the buffer table: known dtypes and kinds, sizes that match shapes,
+//      byte ranges inside the arena or the constant blob;
+//   2. the calling lists and each instruction: ids in range, arity, shapes
+//      and dtypes per opcode (OpShapes.cpp), outputs disjoint from inputs;
+//   3. data flow in program order: nothing is read before it is written, and
+//      nothing is read after another buffer sharing its arena bytes has
+//      overwritten them (the arena planner's reuse must respect liveness).
+//===----------------------------------------------------------------------===//
+#include "loom/runtime/Program.h"
+#include "lib/Diagnostics.h"
+#include "lib/OpShapes.h"
+
+#include <algorithm>
+
+namespace loom::rt {
+
+size_t dtypeSize(DType t) {
+  switch (t) {
+  case DType::F32: return 4;
+  case DType::F64: return 8;
+  case DType::BF16: return 2;
+  case DType::I64: return 8;
+  case DType::I32: return 4;
+  case DType::Bool: return 1;
+  }
+  return 0; // not a DType value (a corrupt artifact); validate() rejects it
+}
+
+const char *dtypeName(DType t) {
+  switch (t) {
+  case DType::F32: return "f32";
+  case DType::F64: return "f64";
+  case DType::BF16: return "bf16";
+  case DType::I64: return "i64";
+  case DType::I32: return "i32";
+  case DType::Bool: return "bool";
+  }
+  return "unknown-dtype";
+}
+
+const char *opcodeName(OpCode op) {
+  switch (op) {
+  case OpCode::Embedding: return "embedding";
+  case OpCode::MatMul: return "matmul";
+  case OpCode::Add: return "add";
+  case OpCode::Sub: return "sub";
+  case OpCode::Mul: return "mul";
+  case OpCode::Div: return "div";
+  case OpCode::Pow: return "pow";
+  case OpCode::Max: return "max";
+  case OpCode::Min: return "min";
+  case OpCode::Where: return "where";
+  case OpCode::Neg: return "neg";
+  case OpCode::Sqrt: return "sqrt";
+  case OpCode::Rsqrt: return "rsqrt";
+  case OpCode::Reciprocal: return "reciprocal";
+  case OpCode::Exp: return "exp";
+  case OpCode::Tanh: return "tanh";
+  case OpCode::Sigmoid: return "sigmoid";
+  case OpCode::Silu: return "silu";
+  case OpCode::GeluTanh: return "gelu_tanh";
+  case OpCode::GeluErf: return "gelu_erf";
+  case OpCode::Cos: return "cos";
+  case OpCode::Sin: return "sin";
+  case OpCode::Log: return "log";
+  case OpCode::Cast: return "cast";
+  case OpCode::Reduce: return "reduce";
+  case OpCode::Softmax: return "softmax";
+  case OpCode::RmsNorm: return "rms_norm";
+  case OpCode::LayerNorm: return "layer_norm";
+  case OpCode::Rotary: return "rotary";
+  case OpCode::Attention: return "attention";
+  case OpCode::Transpose: return "transpose";
+  case OpCode::Slice: return "slice";
+  case OpCode::Concat: return "concat";
+  case OpCode::Split: return "split";
+  case OpCode::Expand: return "expand";
+  case OpCode::CrossEntropy: return "cross_entropy";
+  }
+  return "unknown-opcode";
+}
+
+namespace {
+
+std::string bufferLabel(const Program &p, uint32_t id) {
+  return cat("buffer ", id, " '", p.buffers[id].name, "'");
+}
+
+bool knownKind(BufferKind k) {
+  return k == BufferKind::Input || k == BufferKind::Output ||
+         k == BufferKind::Constant || k == BufferKind::Temp;
+}
+
+/// Stage 1: every buffer on its own.
+std::string checkBuffer(const Program &p, uint32_t id) {
+  const BufferDesc &b = p.buffers[id];
+  std::string label = bufferLabel(p, id);
+  size_t es = dtypeSize(b.dtype);
+  if (es == 0)
+    return cat(label, ": unknown dtype ", int(b.dtype));
+  if (!knownKind(b.kind))
+    return cat(label, ": unknown kind ", int(b.kind));
+  // Checked product: a corrupt shape must not wrap around to a small size.
+  uint64_t n = 1;
+  for (int64_t d : b.shape) {
+    if (d < 0)
+      return cat(label, ": negative dim in shape ", shapeStr(b.shape));
+    if (__builtin_mul_overflow(n, uint64_t(d), &n))
+      return cat(label, ": shape ", shapeStr(b.shape), " overflows");
+  }
+  uint64_t bytes;
+  if (__builtin_mul_overflow(n, uint64_t(es), &bytes) || bytes != b.bytes)
+    return cat(label, ": bytes ", b.bytes, " != ", n, " elements * ", es);
+  if (b.offset % es != 0)
+    return cat(label, ": offset ", b.offset, " is not a multiple of the ",
+               dtypeName(b.dtype), " size ", es);
+  bool constant = b.kind == BufferKind::Constant;
+  uint64_t limit = constant ? p.constants.size() : p.arenaBytes;
+  if (b.offset > limit || b.bytes > limit - b.offset)
+    return cat(label, ": bytes [", b.offset, ", +", b.bytes, ") outside the ",
+               constant ? "constant blob" : "arena", " of ", limit, " bytes");
+  return "";
+}
+
+/// Stage 2a: the calling lists name each Input (Output) buffer exactly once.
+std::string checkCallingList(const Program &p, const std::vector<uint32_t> &ids,
+                             BufferKind kind, const char *what) {
+  std::vector<bool> listed(p.buffers.size(), false);
+  for (uint32_t id : ids) {
+    if (id >= p.buffers.size())
+      return cat(what, " id ", id, " out of range (", p.buffers.size(), " buffers)");
+    if (p.buffers[id].kind != kind)
+      return cat(what, " list names ", bufferLabel(p, id), ", which is not an ", what);
+    if (listed[id])
+      return cat(what, " list names ", bufferLabel(p, id), " twice");
+    listed[id] = true;
+  }
+  for (uint32_t id = 0; id < p.buffers.size(); ++id)
+    if (p.buffers[id].kind == kind && !listed[id])
+      return cat(bufferLabel(p, id), " is an ", what, " but not in the ", what, " list");
+  return "";
+}
+
+bool inArena(const BufferDesc &b) { return b.kind != BufferKind::Constant; }
+
+bool overlap(const BufferDesc &a, const BufferDesc &b) {
+  return inArena(a) && inArena(b) && a.bytes && b.bytes &&
+         a.offset < b.offset + b.bytes && b.offset < a.offset + a.bytes;
+}
+
+/// Stage 2b: ids in range, only Temp/Output written, no output aliasing an
+/// input or another output (kernels assume none).
+std::string checkInstrIds(const Program &p, const Instr &I) {
+  for (uint32_t id : I.in)
+    if (id >= p.buffers.size())
+      return cat("input id ", id, " out of range (", p.buffers.size(), " buffers)");
+  for (uint32_t id : I.out) {
+    if (id >= p.buffers.size())
+      return cat("output id ", id, " out of range (", p.buffers.size(), " buffers)");
+    BufferKind k = p.buffers[id].kind;
+    if (k != BufferKind::Temp && k != BufferKind::Output)
+      return cat("writes ", bufferLabel(p, id), ", which is not a temp or output");
+  }
+  for (size_t o = 0; o < I.out.size(); ++o) {
+    const BufferDesc &ob = p.buffers[I.out[o]];
+    for (uint32_t id : I.in)
+      if (id == I.out[o] || overlap(ob, p.buffers[id]))
+        return cat("output ", bufferLabel(p, I.out[o]), " overlaps input ",
+                   bufferLabel(p, id), " in the arena");
+    for (size_t o2 = 0; o2 < o; ++o2)
+      if (I.out[o2] == I.out[o] || overlap(ob, p.buffers[I.out[o2]]))
+        return cat("outputs ", bufferLabel(p, I.out[o2]), " and ",
+                   bufferLabel(p, I.out[o]), " overlap in the arena");
+  }
+  return "";
+}
+
+/// Stage 3: replays the program's writes. `writer[id]` is the instruction
+/// that last wrote buffer id (-1: set before the run, kNever: not yet);
+/// `clobberedBy[id]` is a later instruction that overwrote some of its bytes.
+class DataFlow {
+public:
+  explicit DataFlow(const Program &p)
+      : p_(p), writer(p_.buffers.size(), kNever), clobberedBy(p_.buffers.size(), kNever) {
+    for (uint32_t id = 0; id < p_.buffers.size(); ++id) {
+      BufferKind k = p_.buffers[id].kind;
+      if (k == BufferKind::Input || k == BufferKind::Constant)
+        writer[id] = -1;
+      if (inArena(p_.buffers[id]) && p_.buffers[id].bytes)
+        byOffset.push_back(id);
+      maxBytes = std::max(maxBytes, p_.buffers[id].bytes);
+    }
+    std::sort(byOffset.begin(), byOffset.end(), [&](uint32_t a, uint32_t b) {
+      return p_.buffers[a].offset < p_.buffers[b].offset;
+    });
+  }
+
+  std::string read(uint32_t id) const {
+    if (writer[id] == kNever)
+      return cat("reads ", bufferLabel(p_, id), " before anything writes it");
+    if (clobberedBy[id] != kNever)
+      return cat("reads ", bufferLabel(p_, id), " after instr ", clobberedBy[id],
+                 " overwrote its arena bytes");
+    return "";
+  }
+
+  void write(uint32_t id, int64_t instr) {
+    writer[id] = instr;
+    clobberedBy[id] = kNever;
+    const BufferDesc &w = p_.buffers[id];
+    // Buffers overlapping w start in (w.offset - maxBytes, w.offset + w.bytes).
+    uint64_t lo = w.offset > maxBytes ? w.offset - maxBytes : 0;
+    auto it = std::lower_bound(byOffset.begin(), byOffset.end(), lo,
+                               [&](uint32_t b, uint64_t off) { return p_.buffers[b].offset < off; });
+    for (; it != byOffset.end() && p_.buffers[*it].offset < w.offset + w.bytes; ++it)
+      if (*it != id && writer[*it] != kNever && overlap(w, p_.buffers[*it]))
+        clobberedBy[*it] = instr;
+  }
+
+private:
+  static constexpr int64_t kNever = INT64_MIN;
+  const Program &p_;
+  std::vector<int64_t> writer, clobberedBy;
+  std::vector<uint32_t> byOffset; // arena buffers sorted by offset
+  uint64_t maxBytes = 0;
+};
+
+} // namespace
+
+std::string Program::validate() const {
+  for (uint32_t id = 0; id < buffers.size(); ++id)
+    if (std::string e = checkBuffer(*this, id); !e.empty())
+      return e;
+  if (std::string e = checkCallingList(*this, inputs, BufferKind::Input, "input"); !e.empty())
+    return e;
+  if (std::string e = checkCallingList(*this, outputs, BufferKind::Output, "output"); !e.empty())
+    return e;
+
+  DataFlow flow(*this);
+  for (size_t i = 0; i < instrs.size(); ++i) {
+    const Instr &I = instrs[i];
+    std::string where = cat("instr ", i, " (", opcodeName(I.op), "): ");
+    std::string e = checkInstrIds(*this, I);
+    if (e.empty())
+      e = checkOpShapes(*this, I);
+    for (size_t k = 0; e.empty() && k < I.in.size(); ++k)
+      e = flow.read(I.in[k]);
+    if (!e.empty())
+      return where + e;
+    for (uint32_t id : I.out)
+      flow.write(id, int64_t(i));
+  }
+  for (uint32_t id : outputs)
+    if (std::string e = flow.read(id); !e.empty())
+      return "at the end of the program: " + e;
+  return "";
+}
+
+} // namespace loom::rt
