@@ -115,14 +115,16 @@ public:
   bool setInput(size_t index, const void *data, size_t bytes, std::string &err) override {
     if (!checkIo(program_->inputs, "input", index, bytes, err))
       return false;
-    std::memcpy(tensor(program_->inputs[index]).data, data, bytes);
+    if (bytes) // an empty tensor may come with a null pointer
+      std::memcpy(tensor(program_->inputs[index]).data, data, bytes);
     return true;
   }
 
   bool getOutput(size_t index, void *data, size_t bytes, std::string &err) override {
     if (!checkIo(program_->outputs, "output", index, bytes, err))
       return false;
-    std::memcpy(data, tensor(program_->outputs[index]).data, bytes);
+    if (bytes)
+      std::memcpy(data, tensor(program_->outputs[index]).data, bytes);
     return true;
   }
 

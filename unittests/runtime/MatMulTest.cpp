@@ -1,0 +1,126 @@
+//===- MatMulTest.cpp - Batched matmul against an fp64 reference ----------===//
+//
+// Part of loom, under the Apache License v2.0.
+//
+// The error bound per element is relative to sum_k |a_ik b_kj| (the size of
+// the terms, not of the possibly cancelling result): float accumulation of
+// K terms stays within about sqrt(K) * 2^-24 of that in practice.
+//===----------------------------------------------------------------------===//
+#include "RuntimeTestUtil.h"
+
+using namespace loom::rt;
+using namespace loom::rt::test;
+
+namespace {
+
+struct MatMulCase {
+  Shape a, b, out;
+  bool ta, tb;
+};
+
+/// Runs the case on random data and checks every element.
+void checkMatMul(const MatMulCase &c, Rng &rng) {
+  SCOPED_TRACE("a " + std::to_string(c.a.size()) + "d " + std::to_string(numel(c.a)) + " b " +
+               std::to_string(numel(c.b)) + " ta " + std::to_string(c.ta) + " tb " +
+               std::to_string(c.tb));
+  ProgramBuilder pb;
+  uint32_t a = pb.input(DType::F32, c.a), b = pb.input(DType::F32, c.b);
+  uint32_t o = pb.output(DType::F32, c.out);
+  pb.instr(OpCode::MatMul, {a, b}, {o}, {c.ta, c.tb});
+  auto av = rng.uniform(numel(c.a)), bv = rng.uniform(numel(c.b));
+  RunResult r = runProgram(pb.p, {toBytes(av), toBytes(bv)});
+  ASSERT_TRUE(r.ok) << r.err;
+  auto got = r.out<float>();
+
+  size_t ra = c.a.size(), rb = c.b.size(), ro = c.out.size();
+  int64_t M = c.out[ro - 2], N = c.out[ro - 1];
+  int64_t K = c.ta ? c.a[ra - 2] : c.a[ra - 1];
+  Shape batch(c.out.begin(), c.out.end() - 2);
+  Shape aBatch(c.a.begin(), c.a.end() - 2), bBatch(c.b.begin(), c.b.end() - 2);
+  int64_t batches = numel(batch);
+  double tol = 2e-7 * std::sqrt(double(std::max<int64_t>(K, 1))) + 1e-7;
+  int64_t bad = 0;
+  for (int64_t bi = 0; bi < batches && bad < 5; ++bi) {
+    const float *A = av.data() + broadcastIndex(bi, batch, aBatch) * M * K;
+    const float *B = bv.data() + broadcastIndex(bi, batch, bBatch) * K * N;
+    for (int64_t i = 0; i < M; ++i)
+      for (int64_t j = 0; j < N; ++j) {
+        double sum = 0, mag = 0;
+        for (int64_t k = 0; k < K; ++k) {
+          double x = c.ta ? A[k * M + i] : A[i * K + k];
+          double y = c.tb ? B[j * K + k] : B[k * N + j];
+          sum += x * y;
+          mag += std::fabs(x * y);
+        }
+        float g = got[(bi * M + i) * N + j];
+        if (!(std::fabs(g - sum) <= tol * mag)) {
+          ADD_FAILURE() << "batch " << bi << " [" << i << "," << j << "]: got " << g
+                        << ", want " << sum << " (terms " << mag << ")";
+          ++bad;
+        }
+      }
+  }
+}
+
+TEST(MatMul, AllTransposeCombinations) {
+  Rng rng;
+  // 67 x 45 over K = 300 crosses the blocked kernel's tile edges (64, 128,
+  // 256) and the register tile (4 x 16) with remainders.
+  int64_t M = 67, K = 300, N = 45;
+  for (bool ta : {false, true})
+    for (bool tb : {false, true}) {
+      Shape a = ta ? Shape{K, M} : Shape{M, K}, b = tb ? Shape{N, K} : Shape{K, N};
+      checkMatMul({a, b, {M, N}, ta, tb}, rng);
+    }
+}
+
+TEST(MatMul, LargerThanOneTileInEveryDim) {
+  Rng rng;
+  checkMatMul({{130, 520}, {520, 260}, {130, 260}, false, false}, rng);
+}
+
+TEST(MatMul, BatchDimsBroadcast) {
+  Rng rng;
+  checkMatMul({{2, 1, 5, 7}, {3, 7, 4}, {2, 3, 5, 4}, false, false}, rng);
+  checkMatMul({{4, 7, 5}, {1, 4, 7}, {4, 5, 4}, true, true}, rng);
+  checkMatMul({{3, 1, 6, 8}, {1, 2, 8, 5}, {3, 2, 6, 5}, false, false}, rng);
+}
+
+TEST(MatMul, SharedWeightAcrossBatch) {
+  Rng rng;
+  // [B, T, K] x [K, N]: the linear-layer shape, run as one [B*T, K] product.
+  checkMatMul({{3, 17, 33}, {33, 40}, {3, 17, 40}, false, false}, rng);
+  checkMatMul({{3, 17, 33}, {40, 33}, {3, 17, 40}, false, true}, rng);
+  // A transposed cannot fold the batch into rows.
+  checkMatMul({{3, 33, 17}, {33, 40}, {3, 17, 40}, true, false}, rng);
+}
+
+TEST(MatMul, ManySmallBatches) {
+  Rng rng;
+  // Unfused attention scores: [B, H, T, D] x [B, H, S, D]^T.
+  checkMatMul({{2, 6, 9, 8}, {2, 6, 11, 8}, {2, 6, 9, 11}, false, true}, rng);
+}
+
+TEST(MatMul, EmptyInnerDimGivesZeros) {
+  ProgramBuilder pb;
+  uint32_t a = pb.input(DType::F32, {3, 0}), b = pb.input(DType::F32, {0, 2});
+  uint32_t o = pb.output(DType::F32, {3, 2});
+  pb.instr(OpCode::MatMul, {a, b}, {o}, {0, 0});
+  RunResult r = runProgram(pb.p, {Bytes(), Bytes()});
+  ASSERT_TRUE(r.ok) << r.err;
+  EXPECT_EQ(r.out<float>(), std::vector<float>(6, 0.0f));
+}
+
+TEST(MatMul, SingleThreadMatchesPool) {
+  Rng rng;
+  ProgramBuilder pb;
+  uint32_t a = pb.input(DType::F32, {70, 90}), b = pb.input(DType::F32, {90, 150});
+  uint32_t o = pb.output(DType::F32, {70, 150});
+  pb.instr(OpCode::MatMul, {a, b}, {o}, {0, 0});
+  std::vector<Bytes> in = {toBytes(rng.uniform(70 * 90)), toBytes(rng.uniform(90 * 150))};
+  RunResult one = runProgram(pb.p, in, 1), four = runProgram(pb.p, in, 4);
+  ASSERT_TRUE(one.ok && four.ok) << one.err << four.err;
+  EXPECT_EQ(one.outputs[0], four.outputs[0]); // tiles do not depend on the thread count
+}
+
+} // namespace

@@ -1,0 +1,161 @@
+//===- NormTest.cpp - RmsNorm, LayerNorm, Softmax, Reduce -----------------===//
+//
+// Part of loom, under the Apache License v2.0.
+//
+// These kernels accumulate in double, so they match the fp64 reference to
+// about one f32 rounding.
+//===----------------------------------------------------------------------===//
+#include "RuntimeTestUtil.h"
+
+#include <limits>
+
+using namespace loom::rt;
+using namespace loom::rt::test;
+
+namespace {
+
+constexpr double kTight = 4e-7; // a couple of f32 roundings
+
+TEST(Norm, RmsNorm) {
+  Rng rng;
+  Shape s = {3, 5, 96};
+  int64_t D = 96, rows = 15;
+  double eps = 1e-5;
+  ProgramBuilder b;
+  uint32_t x = b.input(DType::F32, s), w = b.input(DType::F32, {D}), o = b.output(DType::F32, s);
+  b.instr(OpCode::RmsNorm, {x, w}, {o}, {}, {eps});
+  auto xv = rng.uniform(numel(s), -3, 3), wv = rng.uniform(D);
+  RunResult r = runProgram(b.p, {toBytes(xv), toBytes(wv)});
+  ASSERT_TRUE(r.ok) << r.err;
+  std::vector<double> want;
+  for (int64_t i = 0; i < rows; ++i) {
+    double ss = 0;
+    for (int64_t d = 0; d < D; ++d) ss += double(xv[i * D + d]) * xv[i * D + d];
+    double inv = 1 / std::sqrt(ss / D + eps);
+    for (int64_t d = 0; d < D; ++d) want.push_back(xv[i * D + d] * inv * wv[d]);
+  }
+  EXPECT_TRUE(allClose(r.out<float>(), want, kTight, 1e-30));
+}
+
+TEST(Norm, LayerNormWithAndWithoutBias) {
+  Rng rng;
+  Shape s = {4, 7, 80};
+  int64_t D = 80, rows = 28;
+  double eps = 1e-5;
+  for (bool bias : {true, false}) {
+    SCOPED_TRACE(bias ? "with bias" : "without bias");
+    ProgramBuilder b;
+    uint32_t x = b.input(DType::F32, s), w = b.input(DType::F32, {D});
+    std::vector<uint32_t> in = {x, w};
+    if (bias)
+      in.push_back(b.input(DType::F32, {D}));
+    uint32_t o = b.output(DType::F32, s);
+    b.instr(OpCode::LayerNorm, in, {o}, {}, {eps});
+    // An offset mean makes the naive mean(x^2) - mean^2 variance inaccurate.
+    auto xv = rng.uniform(numel(s), 9, 11), wv = rng.uniform(D), bv = rng.uniform(D);
+    std::vector<Bytes> inputs = {toBytes(xv), toBytes(wv)};
+    if (bias)
+      inputs.push_back(toBytes(bv));
+    RunResult r = runProgram(b.p, inputs);
+    ASSERT_TRUE(r.ok) << r.err;
+    std::vector<double> want;
+    for (int64_t i = 0; i < rows; ++i) {
+      double mean = 0, var = 0;
+      for (int64_t d = 0; d < D; ++d) mean += xv[i * D + d];
+      mean /= D;
+      for (int64_t d = 0; d < D; ++d) var += (xv[i * D + d] - mean) * (xv[i * D + d] - mean);
+      double inv = 1 / std::sqrt(var / D + eps);
+      for (int64_t d = 0; d < D; ++d)
+        want.push_back((xv[i * D + d] - mean) * inv * wv[d] + (bias ? bv[d] : 0.0));
+    }
+    // Outputs are O(1) with cancellation in w*y + b: compare absolutely.
+    EXPECT_TRUE(allClose(r.out<float>(), want, kTight, 1e-6));
+  }
+}
+
+TEST(Norm, SoftmaxAlongEveryAxis) {
+  Rng rng;
+  Shape s = {3, 4, 50};
+  for (int64_t axis = 0; axis < 3; ++axis) {
+    SCOPED_TRACE("axis " + std::to_string(axis));
+    ProgramBuilder b;
+    uint32_t x = b.input(DType::F32, s), o = b.output(DType::F32, s);
+    b.instr(OpCode::Softmax, {x}, {o}, {axis});
+    // Large logits: exp without the max shift would overflow.
+    auto xv = rng.uniform(numel(s), -100, 100);
+    xv[0] = 500;
+    RunResult r = runProgram(b.p, {toBytes(xv)});
+    ASSERT_TRUE(r.ok) << r.err;
+    int64_t len = s[axis], inner = 1;
+    for (int64_t d = axis + 1; d < 3; ++d) inner *= s[d];
+    std::vector<double> want(xv.size());
+    for (int64_t i = 0; i < numel(s); ++i) {
+      int64_t base = (i / (len * inner)) * len * inner + i % inner;
+      double mx = -INFINITY, sum = 0;
+      for (int64_t k = 0; k < len; ++k) mx = std::max(mx, double(xv[base + k * inner]));
+      for (int64_t k = 0; k < len; ++k) sum += std::exp(xv[base + k * inner] - mx);
+      want[i] = std::exp(xv[i] - mx) / sum;
+    }
+    EXPECT_TRUE(allClose(r.out<float>(), want, kTight, 1e-40));
+  }
+}
+
+struct ReduceCase {
+  Shape in;
+  std::vector<int64_t> axes;
+  bool keepdims;
+};
+
+TEST(Norm, ReduceSumMeanMaxOverAxes) {
+  Rng rng;
+  std::vector<ReduceCase> cases = {
+      {{4, 6, 8}, {2}, true},       {{4, 6, 8}, {0}, true},  {{4, 6, 8}, {1}, false},
+      {{4, 6, 8}, {0, 2}, true},    {{4, 6, 8}, {1, 2}, false}, {{4, 6, 8}, {0, 1, 2}, false},
+      {{2, 3, 4, 5}, {0, 1, 3}, true}, {{300, 70}, {0}, false}, {{5}, {}, true},
+  };
+  for (int kind = 0; kind < 3; ++kind)
+    for (const ReduceCase &c : cases) {
+      SCOPED_TRACE("kind " + std::to_string(kind) + " rank " + std::to_string(c.in.size()) +
+                   " axes " + std::to_string(c.axes.size()) + " first " +
+                   (c.axes.empty() ? "-" : std::to_string(c.axes[0])));
+      std::vector<bool> reduced(c.in.size(), false);
+      for (int64_t a : c.axes) reduced[a] = true;
+      Shape out;
+      for (size_t d = 0; d < c.in.size(); ++d)
+        if (!reduced[d] || c.keepdims)
+          out.push_back(reduced[d] ? 1 : c.in[d]);
+      ProgramBuilder b;
+      uint32_t x = b.input(DType::F32, c.in), o = b.output(DType::F32, out);
+      std::vector<int64_t> ints = {kind};
+      ints.insert(ints.end(), c.axes.begin(), c.axes.end());
+      b.instr(OpCode::Reduce, {x}, {o}, ints);
+      auto xv = rng.uniform(numel(c.in), 0.5, 1.5); // positive: sums do not cancel
+      RunResult r = runProgram(b.p, {toBytes(xv)});
+      ASSERT_TRUE(r.ok) << r.err;
+
+      // Reference: scatter every input element into its kept-dims slot.
+      int64_t n = numel(c.in);
+      std::vector<double> sum(size_t(numel(out)), 0.0), mx(size_t(numel(out)), -INFINITY);
+      std::vector<int64_t> count(size_t(numel(out)), 0);
+      for (int64_t i = 0; i < n; ++i) {
+        int64_t rest = i, slot = 0, stride = 1;
+        for (size_t d = c.in.size(); d-- > 0;) {
+          int64_t coord = rest % c.in[d];
+          rest /= c.in[d];
+          if (!reduced[d]) {
+            slot += coord * stride;
+            stride *= c.in[d];
+          }
+        }
+        sum[slot] += xv[i];
+        mx[slot] = std::max(mx[slot], double(xv[i]));
+        ++count[slot];
+      }
+      std::vector<double> want;
+      for (size_t k = 0; k < sum.size(); ++k)
+        want.push_back(kind == 0 ? sum[k] : kind == 1 ? sum[k] / count[k] : mx[k]);
+      EXPECT_TRUE(allClose(r.out<float>(), want, kTight));
+    }
+}
+
+} // namespace

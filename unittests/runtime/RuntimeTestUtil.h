@@ -1,0 +1,228 @@
+//===- RuntimeTestUtil.h - Building and running small programs in tests ---===//
+//
+// Part of loom, under the Apache License v2.0.
+//
+// Tests build one- or few-instruction programs, fill inputs with fresh random
+// values (seeded per test; set LOOM_TEST_SEED to replay a failure, the seed
+// is printed with every failing assertion), run them on the CPU backend and
+// compare against a straightforward fp64 reference written in the test.
+// Executors start with a 0xff-filled arena, so an output element a kernel
+// forgets to write reads as NaN and fails the comparison.
+//===----------------------------------------------------------------------===//
+#ifndef LOOM_UNITTESTS_RUNTIME_RUNTIMETESTUTIL_H
+#define LOOM_UNITTESTS_RUNTIME_RUNTIMETESTUTIL_H
+
+#include "loom/runtime/Executor.h"
+#include "loom/runtime/Program.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+namespace loom::rt::test {
+
+using Shape = std::vector<int64_t>;
+using Bytes = std::vector<uint8_t>;
+
+inline int64_t numel(const Shape &s) {
+  int64_t n = 1;
+  for (int64_t d : s) n *= d;
+  return n;
+}
+
+/// A random source seeded once per test, from LOOM_TEST_SEED if set.
+class Rng {
+public:
+  Rng() : seed_(pickSeed()), gen_(seed_), trace_(__FILE__, __LINE__, "seed " + std::to_string(seed_)) {}
+  uint64_t seed() const { return seed_; }
+  std::vector<float> uniform(int64_t n, double lo = -1, double hi = 1) {
+    std::uniform_real_distribution<double> d(lo, hi);
+    std::vector<float> v(static_cast<size_t>(n));
+    for (float &x : v) x = float(d(gen_));
+    return v;
+  }
+  std::vector<int64_t> ints(int64_t n, int64_t lo, int64_t hi) { // [lo, hi]
+    std::uniform_int_distribution<int64_t> d(lo, hi);
+    std::vector<int64_t> v(static_cast<size_t>(n));
+    for (int64_t &x : v) x = d(gen_);
+    return v;
+  }
+  std::mt19937_64 &gen() { return gen_; }
+
+private:
+  static uint64_t pickSeed() {
+    if (const char *s = std::getenv("LOOM_TEST_SEED"))
+      return std::strtoull(s, nullptr, 10);
+    return (uint64_t(std::random_device{}()) << 32) ^ std::random_device{}();
+  }
+  uint64_t seed_;
+  std::mt19937_64 gen_;
+  ::testing::ScopedTrace trace_;
+};
+
+template <typename T> Bytes toBytes(const std::vector<T> &v) {
+  Bytes b(v.size() * sizeof(T));
+  if (!v.empty())
+    std::memcpy(b.data(), v.data(), b.size());
+  return b;
+}
+
+template <typename T> std::vector<T> fromBytes(const Bytes &b) {
+  std::vector<T> v(b.size() / sizeof(T));
+  if (!v.empty())
+    std::memcpy(v.data(), b.data(), b.size());
+  return v;
+}
+
+/// Flat index into a tensor of shape `in` of the element that NumPy
+/// broadcasting pairs with flat element `i` of a tensor of shape `out`.
+inline int64_t broadcastIndex(int64_t i, const Shape &out, const Shape &in) {
+  int64_t idx = 0, stride = 1;
+  for (size_t d = 0; d < out.size(); ++d) {
+    size_t od = out.size() - 1 - d;
+    int64_t coord = i % out[od];
+    i /= out[od];
+    if (d < in.size()) {
+      int64_t dim = in[in.size() - 1 - d];
+      idx += (dim == 1 ? 0 : coord) * stride;
+      stride *= dim;
+    }
+  }
+  return idx;
+}
+
+inline std::vector<double> toDouble(const std::vector<float> &v) {
+  return std::vector<double>(v.begin(), v.end());
+}
+
+/// Builds a program buffer by buffer. Arena buffers are laid out one after
+/// another (64-byte aligned, no reuse); constants go into the blob.
+class ProgramBuilder {
+public:
+  uint32_t input(DType t, const Shape &s, const std::string &name = "in") {
+    uint32_t id = add(BufferKind::Input, t, s, name);
+    p.inputs.push_back(id);
+    return id;
+  }
+  uint32_t output(DType t, const Shape &s, const std::string &name = "out") {
+    uint32_t id = add(BufferKind::Output, t, s, name);
+    p.outputs.push_back(id);
+    return id;
+  }
+  uint32_t temp(DType t, const Shape &s) { return add(BufferKind::Temp, t, s, "tmp"); }
+  uint32_t constant(DType t, const Shape &s, const Bytes &data, const std::string &name = "c") {
+    uint32_t id = add(BufferKind::Constant, t, s, name);
+    p.buffers[id].offset = (p.constants.size() + 63) / 64 * 64;
+    p.constants.resize(p.buffers[id].offset);
+    p.constants.insert(p.constants.end(), data.begin(), data.end());
+    return id;
+  }
+  void instr(OpCode op, std::vector<uint32_t> in, std::vector<uint32_t> out,
+             std::vector<int64_t> ints = {}, std::vector<double> floats = {}) {
+    p.instrs.push_back(Instr{op, std::move(in), std::move(out), std::move(ints), std::move(floats)});
+  }
+
+  Program p;
+
+private:
+  uint32_t add(BufferKind kind, DType t, const Shape &s, const std::string &name) {
+    BufferDesc b;
+    b.name = name;
+    b.dtype = t;
+    b.shape = s;
+    b.kind = kind;
+    b.bytes = uint64_t(numel(s)) * dtypeSize(t);
+    if (kind != BufferKind::Constant) {
+      b.offset = p.arenaBytes;
+      p.arenaBytes += (std::max<uint64_t>(b.bytes, 1) + 63) / 64 * 64;
+    }
+    p.buffers.push_back(b);
+    return uint32_t(p.buffers.size() - 1);
+  }
+};
+
+/// A small decoder-like program: ids -> embedding -> rms_norm -> matmul ->
+/// gelu -> logits, and cross-entropy against targets. Weights are random
+/// constants. Inputs: ids[N] (i64), targets[N] (i64); outputs: logits[N, V],
+/// loss[].
+inline Program tinyLanguageModel(Rng &rng, int64_t N = 6, int64_t V = 11, int64_t D = 8) {
+  ProgramBuilder b;
+  uint32_t ids = b.input(DType::I64, {N}, "input_ids");
+  uint32_t targets = b.input(DType::I64, {N}, "targets");
+  uint32_t wte = b.constant(DType::F32, {V, D}, toBytes(rng.uniform(V * D)), "wte");
+  uint32_t norm = b.constant(DType::F32, {D}, toBytes(rng.uniform(D, 0.5, 1.5)), "norm.weight");
+  uint32_t head = b.constant(DType::F32, {V, D}, toBytes(rng.uniform(V * D)), "lm_head");
+  uint32_t h = b.temp(DType::F32, {N, D}), hn = b.temp(DType::F32, {N, D});
+  uint32_t z = b.temp(DType::F32, {N, V});
+  uint32_t logits = b.output(DType::F32, {N, V}, "logits");
+  uint32_t loss = b.output(DType::F32, {}, "loss");
+  b.instr(OpCode::Embedding, {wte, ids}, {h});
+  b.instr(OpCode::RmsNorm, {h, norm}, {hn}, {}, {1e-6});
+  b.instr(OpCode::MatMul, {hn, head}, {z}, {0, 1});
+  b.instr(OpCode::GeluTanh, {z}, {logits});
+  b.instr(OpCode::CrossEntropy, {logits, targets}, {loss});
+  return b.p;
+}
+
+/// Runs `p` on the CPU backend; returns the outputs, or records a failure.
+struct RunResult {
+  bool ok = false;
+  std::string err;
+  std::vector<Bytes> outputs;
+  template <typename T> std::vector<T> out(size_t k = 0) const { return fromBytes<T>(outputs[k]); }
+};
+
+inline RunResult runProgram(const Program &p, const std::vector<Bytes> &inputs, int threads = 3) {
+  RunResult r;
+  auto exec = createExecutor(std::make_shared<Program>(p), "cpu", threads, r.err);
+  if (!exec)
+    return r;
+  for (size_t i = 0; i < inputs.size(); ++i)
+    if (!exec->setInput(i, inputs[i].data(), inputs[i].size(), r.err))
+      return r;
+  if (!exec->run(r.err))
+    return r;
+  for (size_t i = 0; i < p.outputs.size(); ++i) {
+    r.outputs.emplace_back(p.buffers[p.outputs[i]].bytes);
+    if (!exec->getOutput(i, r.outputs.back().data(), r.outputs.back().size(), r.err))
+      return r;
+  }
+  r.ok = true;
+  return r;
+}
+
+/// Every element within atol + rtol * |want|; NaN never passes. Reports
+/// the worst element rather than every one.
+inline ::testing::AssertionResult allClose(const std::vector<float> &got,
+                                           const std::vector<double> &want, double rtol,
+                                           double atol = 0) {
+  if (got.size() != want.size())
+    return ::testing::AssertionFailure() << "size " << got.size() << " != " << want.size();
+  size_t worst = 0, bad = 0;
+  double worstExcess = -1;
+  for (size_t i = 0; i < got.size(); ++i) {
+    double err = std::fabs(double(got[i]) - want[i]), limit = atol + rtol * std::fabs(want[i]);
+    if (err <= limit)
+      continue; // NaN fails here
+    ++bad;
+    double excess = std::isnan(err) ? INFINITY : err - limit;
+    if (!(excess <= worstExcess)) {
+      worstExcess = excess;
+      worst = i;
+    }
+  }
+  if (bad == 0)
+    return ::testing::AssertionSuccess();
+  return ::testing::AssertionFailure()
+         << bad << " of " << got.size() << " elements off; worst at " << worst << ": got "
+         << got[worst] << ", want " << want[worst] << " (rtol " << rtol << ", atol " << atol << ")";
+}
+
+} // namespace loom::rt::test
+
+#endif
