@@ -118,9 +118,19 @@ Rule arith(std::function<double(double, double)> f,
   };
 }
 
-Rule compare(std::function<bool(double, double)> f) {
-  return [f](const onnx::NodeProto &, const Inputs &in,
-             std::vector<HostTensor> &out) {
+Rule compare(std::function<bool(double, double)> f,
+             std::function<bool(int64_t, int64_t)> fi = nullptr) {
+  return [f, fi](const onnx::NodeProto &, const Inputs &in,
+                 std::vector<HostTensor> &out) -> std::string {
+    // Integers compare exactly: 2^53 + 1 and 2^53 are one double.
+    if (fi && in.size() == 2 && !in[0]->isFloat() && !in[1]->isFloat()) {
+      std::string e = intBinary(in, out, [fi](int64_t a, int64_t b) {
+        return int64_t(fi(a, b));
+      });
+      if (e.empty())
+        out.back().type = ElemType::Bool;
+      return e;
+    }
     return elementwise(in, out, [f](const std::vector<double> &a) {
       return double(f(a[0], a[1]));
     }, ElemType::Bool);
@@ -467,9 +477,26 @@ std::string foldWhere(const onnx::NodeProto &, const Inputs &in,
                       std::vector<HostTensor> &out) {
   if (in.size() != 3)
     return "Where needs three inputs";
-  return elementwise({in[0], in[1], in[2]}, out,
-                     [](const std::vector<double> &a) { return a[0] != 0 ? a[1] : a[2]; },
-                     in[1]->type);
+  // Where selects and never computes, so values are copied, not passed
+  // through double: int64 sentinels such as INT64_MAX must stay exact.
+  const HostTensor &a = *in[1];
+  HostTensor b = in[2]->type == a.type ? *in[2] : in[2]->castTo(a.type);
+  Shape ab, shape;
+  if (std::string e = broadcastShape(a.shape, b.shape, ab); !e.empty())
+    return e;
+  if (std::string e = broadcastShape(in[0]->shape, ab, shape); !e.empty())
+    return e;
+  HostTensor r = HostTensor::zeros(a.type, shape);
+  forEachBroadcast(shape, {in[0]->shape, a.shape, b.shape},
+                   [&](int64_t k, const std::vector<int64_t> &o) {
+                     bool pickA = in[0]->at(o[0]) != 0;
+                     const HostTensor &src = pickA ? a : b;
+                     int64_t at = pickA ? o[1] : o[2];
+                     if (r.isFloat()) r.f[k] = src.f[at];
+                     else r.i[k] = src.i[at];
+                   });
+  out.push_back(std::move(r));
+  return "";
 }
 
 std::string foldCast(const onnx::NodeProto &node, const Inputs &in,
@@ -515,11 +542,16 @@ const std::map<std::string, Rule> &rules() {
                     [](int64_t a, int64_t b) { return std::max(a, b); })},
       {"Min", arith([](double a, double b) { return std::min(a, b); },
                     [](int64_t a, int64_t b) { return std::min(a, b); })},
-      {"Equal", compare([](double a, double b) { return a == b; })},
-      {"Less", compare([](double a, double b) { return a < b; })},
-      {"LessOrEqual", compare([](double a, double b) { return a <= b; })},
-      {"Greater", compare([](double a, double b) { return a > b; })},
-      {"GreaterOrEqual", compare([](double a, double b) { return a >= b; })},
+      {"Equal", compare([](double a, double b) { return a == b; },
+                          [](int64_t a, int64_t b) { return a == b; })},
+      {"Less", compare([](double a, double b) { return a < b; },
+                          [](int64_t a, int64_t b) { return a < b; })},
+      {"LessOrEqual", compare([](double a, double b) { return a <= b; },
+                          [](int64_t a, int64_t b) { return a <= b; })},
+      {"Greater", compare([](double a, double b) { return a > b; },
+                          [](int64_t a, int64_t b) { return a > b; })},
+      {"GreaterOrEqual", compare([](double a, double b) { return a >= b; },
+                          [](int64_t a, int64_t b) { return a >= b; })},
       {"And", compare([](double a, double b) { return a != 0 && b != 0; })},
       {"Or", compare([](double a, double b) { return a != 0 || b != 0; })},
       {"Xor", compare([](double a, double b) { return (a != 0) != (b != 0); })},
