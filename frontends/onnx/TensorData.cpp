@@ -6,7 +6,10 @@
 #include "frontends/onnx/TensorData.h"
 #include "frontends/onnx/ShapeRules.h"
 
+#include <cctype>
+#include <cerrno>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -44,10 +47,30 @@ bool readExternal(const onnx::TensorProto &t, const std::string &modelDir,
   std::string location;
   uint64_t offset = 0, length = expected;
   bool hasLength = false;
+  // Offsets and lengths are decimal strings; anything else (signs, spaces,
+  // trailing text, overflow) is an error rather than an exception.
+  auto parseNumber = [&](const std::string &key, const std::string &text,
+                         uint64_t &out) {
+    errno = 0;
+    char *end = nullptr;
+    unsigned long long v = text.empty() || !std::isdigit(uint8_t(text[0]))
+                               ? 0 : std::strtoull(text.c_str(), &end, 10);
+    if (!end || *end || errno == ERANGE) {
+      err = "tensor '" + t.name() + "': external data " + key + " '" + text +
+            "' is not a number";
+      return false;
+    }
+    out = v;
+    return true;
+  };
   for (const auto &kv : t.external_data()) {
     if (kv.key() == "location") location = kv.value();
-    else if (kv.key() == "offset") offset = std::stoull(kv.value());
-    else if (kv.key() == "length") { length = std::stoull(kv.value()); hasLength = true; }
+    else if (kv.key() == "offset") {
+      if (!parseNumber("offset", kv.value(), offset)) return false;
+    } else if (kv.key() == "length") {
+      if (!parseNumber("length", kv.value(), length)) return false;
+      hasLength = true;
+    }
   }
   if (location.empty()) {
     err = "tensor '" + t.name() + "' has external data without a location";
