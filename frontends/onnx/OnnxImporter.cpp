@@ -12,6 +12,7 @@
 #include "mlir/IR/Verifier.h"
 
 #include <google/protobuf/io/coded_stream.h>
+#include <google/protobuf/io/tokenizer.h>
 #include <google/protobuf/io/zero_copy_stream_impl.h>
 #include <google/protobuf/text_format.h>
 
@@ -34,6 +35,20 @@ bool endsWith(const std::string &s, const std::string &suffix) {
          s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
+/// Keeps the first text-format parse error, so it ends up in the one-line
+/// message instead of on stderr through protobuf's default logger.
+class FirstTextError : public google::protobuf::io::ErrorCollector {
+public:
+  std::string first;
+  void AddError(int line, google::protobuf::io::ColumnNumber column,
+                const std::string &message) override {
+    if (first.empty())
+      first = std::to_string(line + 1) + ":" + std::to_string(column + 1) + ": " + message;
+  }
+  void AddWarning(int, google::protobuf::io::ColumnNumber,
+                  const std::string &) override {}
+};
+
 bool loadModel(const std::string &path, onnx::ModelProto &model,
                std::string &err) {
   std::ifstream in(path, std::ios::binary);
@@ -45,13 +60,20 @@ bool loadModel(const std::string &path, onnx::ModelProto &model,
   buf << in.rdbuf();
   std::string data = buf.str();
   bool ok;
+  FirstTextError textError;
   if (endsWith(path, ".onnxtxt") || endsWith(path, ".textproto")) {
-    ok = google::protobuf::TextFormat::ParseFromString(data, &model);
+    google::protobuf::TextFormat::Parser parser;
+    parser.RecordErrorsTo(&textError);
+    ok = parser.ParseFromString(data, &model);
   } else {
     google::protobuf::io::CodedInputStream stream(
         reinterpret_cast<const uint8_t *>(data.data()), int(data.size()));
     stream.SetRecursionLimit(256);
     ok = model.ParseFromCodedStream(&stream) && stream.ConsumedEntireMessage();
+  }
+  if (!ok && !textError.first.empty()) {
+    err = path + ": not a valid ONNX model (text format error at " + textError.first + ")";
+    return false;
   }
   if (!ok || !model.has_graph()) {
     err = path + ": not a valid ONNX model (truncated or corrupt protobuf)";
