@@ -153,6 +153,15 @@ Value GraphImporter::valueOf(const std::string &name) {
   return e.value;
 }
 
+Value GraphImporter::graphOutput(const std::string &name) {
+  curNode = nullptr;
+  curLoc = UnknownLoc::get(b.getContext());
+  if (!entries.count(name))
+    fail("graph output '" + name + "' is not produced by any node, "
+         "initializer or graph input");
+  return valueOf(name);
+}
+
 Value GraphImporter::input(size_t k) {
   if (!hasInput(k))
     fail("missing input " + std::to_string(k));

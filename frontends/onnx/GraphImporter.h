@@ -40,6 +40,9 @@ public:
   void bindValue(const std::string &name, mlir::Value v) { entries[name].value = v; }
   void importNode(const onnx::NodeProto &node);
   mlir::Value valueOf(const std::string &name);
+  /// The value of graph output `name`, once every node is imported; an
+  /// error names the output rather than the last node.
+  mlir::Value graphOutput(const std::string &name);
 
   // --- used by the op emitters ---------------------------------------------
   mlir::OpBuilder &b;

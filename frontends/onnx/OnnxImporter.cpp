@@ -180,7 +180,7 @@ OwningOpRef<ModuleOp> importOnnxModel(MLIRContext &ctx, const std::string &path,
     SmallVector<Value> results;
     SmallVector<Type> resultTypes;
     for (const auto &out : graph.output()) {
-      results.push_back(g.valueOf(out.name()));
+      results.push_back(g.graphOutput(out.name()));
       resultTypes.push_back(results.back().getType());
     }
     b.create<func::ReturnOp>(loc, results);
