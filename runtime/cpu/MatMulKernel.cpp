@@ -12,7 +12,7 @@
 // With LOOM_HAVE_CBLAS each product is one cblas_sgemm. Without it, a
 // cache-blocked kernel: the output is cut into MC x NC tiles spread over the
 // pool; for each KC-deep slab a tile packs its slice of A (MC x KC, 64 KiB)
-// and of B (KC x NC, 128 KiB) contiguously, and a 4 x 16 register-tile
+// and of B (KC x NC, 128 KiB) contiguously, and a 4 x 8 register-tile
 // micro-kernel accumulates in float. Summing in KC-sized partial blocks keeps
 // the rounding error near sqrt(K) * 2^-24 relative to sum |a||b|.
 //===----------------------------------------------------------------------===//
@@ -50,17 +50,27 @@ struct Gemm {
 
 #ifndef LOOM_HAVE_CBLAS
 constexpr int64_t kMC = 64, kNC = 128, kKC = 256; // cache tile sizes
-constexpr int64_t kMR = 4, kNR = 16;              // register tile
+constexpr int64_t kMR = 4, kNR = 8;               // register tile
 
-/// c[0..4)[0..16) (+)= ap[4 x kc, column-major by k] * bp[kc x 16].
-/// `ap` holds kMR values per k, `bp` kNR values per k, both zero-padded.
+/// c[0..kMR)[0..kNR) (+)= ap[kMR x kc] * bp[kc x kNR], where `ap` holds kMR
+/// values per k and `bp` kNR values per k, both zero-padded. One
+/// accumulator row per output row keeps the inner j loop a plain
+/// multiply-add over contiguous floats, which compilers keep in vector
+/// registers; with 4 x 8 the accumulators fit even the 16 SSE registers.
 void microKernel(const float *ap, const float *bp, int64_t kc, float *c, int64_t ldc,
                  int64_t rows, int64_t cols, bool accumulate) {
-  float acc[kMR][kNR] = {};
-  for (int64_t p = 0; p < kc; ++p)
-    for (int64_t r = 0; r < kMR; ++r)
-      for (int64_t j = 0; j < kNR; ++j)
-        acc[r][j] += ap[p * kMR + r] * bp[p * kNR + j];
+  float c0[kNR] = {}, c1[kNR] = {}, c2[kNR] = {}, c3[kNR] = {};
+  for (int64_t p = 0; p < kc; ++p) {
+    const float *b = bp + p * kNR;
+    float a0 = ap[p * kMR], a1 = ap[p * kMR + 1], a2 = ap[p * kMR + 2], a3 = ap[p * kMR + 3];
+    for (int64_t j = 0; j < kNR; ++j) {
+      c0[j] += a0 * b[j];
+      c1[j] += a1 * b[j];
+      c2[j] += a2 * b[j];
+      c3[j] += a3 * b[j];
+    }
+  }
+  const float *acc[kMR] = {c0, c1, c2, c3};
   for (int64_t r = 0; r < rows; ++r)
     for (int64_t j = 0; j < cols; ++j)
       c[r * ldc + j] = accumulate ? c[r * ldc + j] + acc[r][j] : acc[r][j];
