@@ -14,6 +14,7 @@ using namespace loom;
 
 #include "ir/LoomDialect.cpp.inc"
 #include "ir/LoomEnums.cpp.inc"
+#include "ir/LoomInterfaces.cpp.inc"
 #define GET_ATTRDEF_CLASSES
 #include "ir/LoomAttrs.cpp.inc"
 
@@ -28,10 +29,33 @@ void LoomDialect::initialize() {
       >();
 }
 
+Attribute ParamAttr::parse(AsmParser &parser, Type) {
+  std::string name;
+  bool transposed = false;
+  if (parser.parseLess() || parser.parseString(&name))
+    return {};
+  if (succeeded(parser.parseOptionalComma())) {
+    if (parser.parseKeyword("transposed"))
+      return {};
+    transposed = true;
+  }
+  if (parser.parseGreater())
+    return {};
+  return ParamAttr::get(parser.getContext(), name, transposed);
+}
+
+void ParamAttr::print(AsmPrinter &printer) const {
+  printer << "<";
+  printer.printString(getName());
+  if (getTransposed())
+    printer << ", transposed";
+  printer << ">";
+}
+
 Operation *LoomDialect::materializeConstant(OpBuilder &builder, Attribute value,
                                             Type type, Location loc) {
   auto elements = dyn_cast<ElementsAttr>(value);
   if (!elements || elements.getType() != type)
     return nullptr;
-  return builder.create<ConstantOp>(loc, elements, StringAttr());
+  return builder.create<ConstantOp>(loc, elements, StringAttr(), ParamAttr());
 }

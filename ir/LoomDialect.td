@@ -52,4 +52,14 @@ def Loom_GeluApproximation : I32EnumAttr<"GeluApproximation",
 def Loom_GeluApproximationAttr
     : EnumAttr<Loom_Dialect, Loom_GeluApproximation, "gelu_approximation">;
 
+def Loom_ActivationKind : I32EnumAttr<"ActivationKind",
+    "pointwise activation with a gradient kernel", [
+    I32EnumAttrCase<"silu", 0>, I32EnumAttrCase<"gelu_erf", 1>,
+    I32EnumAttrCase<"gelu_tanh", 2>]> {
+  let genSpecializedAttr = 0;
+  let cppNamespace = "::loom";
+}
+def Loom_ActivationKindAttr
+    : EnumAttr<Loom_Dialect, Loom_ActivationKind, "activation_kind">;
+
 #endif // LOOM_DIALECT

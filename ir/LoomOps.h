@@ -16,6 +16,7 @@
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 
 #include "ir/LoomEnums.h.inc"
+#include "ir/LoomInterfaces.h.inc"
 
 #define GET_ATTRDEF_CLASSES
 #include "ir/LoomAttrs.h.inc"

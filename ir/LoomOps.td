@@ -12,6 +12,7 @@
 #define LOOM_OPS
 
 include "LoomDialect.td"
+include "LoomInterfaces.td"
 include "mlir/Interfaces/InferTypeOpInterface.td"
 include "mlir/Interfaces/SideEffectInterfaces.td"
 include "mlir/IR/BuiltinAttributeInterfaces.td"
@@ -24,15 +25,30 @@ def Loom_IndexTensor : RankedTensorOf<[I64, I32]>;
 // Constants
 //===----------------------------------------------------------------------===//
 
+def Loom_ParamAttr : AttrDef<Loom_Dialect, "Param"> {
+  let mnemonic = "param";
+  let summary = "which model parameter a constant holds, and in what layout";
+  let description = [{
+    `#loom.param<"model.layers.0.self_attn.q_proj.weight", transposed>`:
+    the constant is that parameter (named as the framework names it), stored
+    transposed when the exporter folded a linear layer's W^T into a new
+    initializer. Training turns such constants into parameters, and weight
+    files are matched against these names.
+  }];
+  let parameters = (ins StringRefParameter<"parameter name">:$name,
+                        "bool":$transposed);
+  let hasCustomAssemblyFormat = 1;
+}
+
 def Loom_ConstantOp : Loom_Op<"constant", [ConstantLike, Pure,
     AllTypesMatch<["value", "result"]>]> {
-  let summary = "a constant tensor; `name` marks an imported initializer";
+  let summary = "a constant tensor: an initializer, a parameter or a folded value";
   let description = [{
-    Named constants are the model's initializers (weights, rotary tables);
-    unnamed ones come from folding. Later passes decide which named
-    constants are trainable parameters.
+    `name` is the ONNX initializer it came from; `param` says which model
+    parameter it holds (see #loom.param). Folded values have neither.
   }];
-  let arguments = (ins ElementsAttr:$value, OptionalAttr<StrAttr>:$name);
+  let arguments = (ins ElementsAttr:$value, OptionalAttr<StrAttr>:$name,
+                       OptionalAttr<Loom_ParamAttr>:$param);
   let results = (outs Loom_Tensor:$result);
   let assemblyFormat = "attr-dict $value";
   let hasFolder = 1;
@@ -43,7 +59,8 @@ def Loom_ConstantOp : Loom_Op<"constant", [ConstantLike, Pure,
 //===----------------------------------------------------------------------===//
 
 class Loom_UnaryOp<string mnemonic, list<Trait> traits = []>
-    : Loom_Op<mnemonic, !listconcat(traits, [Pure, InferTypeOpAdaptor])> {
+    : Loom_Op<mnemonic, !listconcat(traits, [Pure, InferTypeOpAdaptor,
+                                             DeclareOpInterfaceMethods<Loom_DifferentiableOpInterface>])> {
   let arguments = (ins Loom_FloatTensor:$input);
   let results = (outs Loom_FloatTensor:$result);
   let assemblyFormat = "$input attr-dict `:` type($input)";
@@ -61,7 +78,8 @@ def Loom_SiluOp : Loom_UnaryOp<"silu"> { let summary = "x * sigmoid(x)"; }
 def Loom_CosOp : Loom_UnaryOp<"cos"> { let summary = "cos(x)"; }
 def Loom_SinOp : Loom_UnaryOp<"sin"> { let summary = "sin(x)"; }
 
-def Loom_GeluOp : Loom_Op<"gelu", [Pure, InferTypeOpAdaptor]> {
+def Loom_GeluOp : Loom_Op<"gelu", [Pure, InferTypeOpAdaptor,
+    DeclareOpInterfaceMethods<Loom_DifferentiableOpInterface>]> {
   let summary = "gelu(x), exact (erf) or with the tanh approximation";
   let arguments = (ins Loom_FloatTensor:$input,
                        Loom_GeluApproximationAttr:$approximation);
@@ -70,7 +88,8 @@ def Loom_GeluOp : Loom_Op<"gelu", [Pure, InferTypeOpAdaptor]> {
 }
 
 class Loom_BinaryOp<string mnemonic, list<Trait> traits = []>
-    : Loom_Op<mnemonic, !listconcat(traits, [Pure, InferTypeOpAdaptor])> {
+    : Loom_Op<mnemonic, !listconcat(traits, [Pure, InferTypeOpAdaptor,
+                                             DeclareOpInterfaceMethods<Loom_DifferentiableOpInterface>])> {
   let description = "Elementwise with NumPy broadcasting.";
   let arguments = (ins Loom_Tensor:$lhs, Loom_Tensor:$rhs);
   let results = (outs Loom_Tensor:$result);
@@ -85,7 +104,8 @@ def Loom_PowOp : Loom_BinaryOp<"pow"> { let summary = "a ^ b"; }
 def Loom_MaxOp : Loom_BinaryOp<"max", [Commutative]> { let summary = "max(a, b)"; }
 def Loom_MinOp : Loom_BinaryOp<"min", [Commutative]> { let summary = "min(a, b)"; }
 
-def Loom_WhereOp : Loom_Op<"where", [Pure, InferTypeOpAdaptor]> {
+def Loom_WhereOp : Loom_Op<"where", [Pure, InferTypeOpAdaptor,
+    DeclareOpInterfaceMethods<Loom_DifferentiableOpInterface>]> {
   let summary = "cond ? a : b, with broadcasting";
   let arguments = (ins RankedTensorOf<[I1]>:$condition, Loom_Tensor:$lhs,
                        Loom_Tensor:$rhs);
@@ -96,7 +116,7 @@ def Loom_WhereOp : Loom_Op<"where", [Pure, InferTypeOpAdaptor]> {
   }];
 }
 
-def Loom_CastOp : Loom_Op<"cast", [Pure]> {
+def Loom_CastOp : Loom_Op<"cast", [Pure, DeclareOpInterfaceMethods<Loom_DifferentiableOpInterface>]> {
   let summary = "element type conversion";
   let arguments = (ins Loom_Tensor:$input);
   let results = (outs Loom_Tensor:$result);
@@ -109,7 +129,8 @@ def Loom_CastOp : Loom_Op<"cast", [Pure]> {
 // Linear algebra, reductions, normalization
 //===----------------------------------------------------------------------===//
 
-def Loom_MatmulOp : Loom_Op<"matmul", [Pure, InferTypeOpAdaptor]> {
+def Loom_MatmulOp : Loom_Op<"matmul", [Pure, InferTypeOpAdaptor,
+    DeclareOpInterfaceMethods<Loom_DifferentiableOpInterface>]> {
   let summary = "batched matrix product with broadcast batch dims";
   let description = [{
     lhs [..., M, K] (or [..., K, M] with transpose_lhs) times rhs [..., K, N]
@@ -124,7 +145,8 @@ def Loom_MatmulOp : Loom_Op<"matmul", [Pure, InferTypeOpAdaptor]> {
   let hasCanonicalizer = 1;
 }
 
-def Loom_ReduceOp : Loom_Op<"reduce", [Pure, InferTypeOpAdaptor]> {
+def Loom_ReduceOp : Loom_Op<"reduce", [Pure, InferTypeOpAdaptor,
+    DeclareOpInterfaceMethods<Loom_DifferentiableOpInterface>]> {
   let summary = "sum, mean or max over axes";
   let arguments = (ins Loom_FloatTensor:$input, Loom_ReduceKindAttr:$kind,
                        DenseI64ArrayAttr:$axes,
@@ -133,14 +155,16 @@ def Loom_ReduceOp : Loom_Op<"reduce", [Pure, InferTypeOpAdaptor]> {
   let assemblyFormat = "$kind $input attr-dict `:` type($input)";
 }
 
-def Loom_SoftmaxOp : Loom_Op<"softmax", [Pure, InferTypeOpAdaptor]> {
+def Loom_SoftmaxOp : Loom_Op<"softmax", [Pure, InferTypeOpAdaptor,
+    DeclareOpInterfaceMethods<Loom_DifferentiableOpInterface>]> {
   let summary = "softmax along one axis";
   let arguments = (ins Loom_FloatTensor:$input, I64Attr:$axis);
   let results = (outs Loom_FloatTensor:$result);
   let assemblyFormat = "$input attr-dict `:` type($input)";
 }
 
-def Loom_RmsNormOp : Loom_Op<"rms_norm", [Pure, InferTypeOpAdaptor]> {
+def Loom_RmsNormOp : Loom_Op<"rms_norm", [Pure, InferTypeOpAdaptor,
+    DeclareOpInterfaceMethods<Loom_DifferentiableOpInterface>]> {
   let summary = "x / sqrt(mean(x^2, -1) + eps) * weight";
   let arguments = (ins Loom_FloatTensor:$input, Loom_FloatTensor:$weight,
                        F64Attr:$epsilon);
@@ -148,7 +172,8 @@ def Loom_RmsNormOp : Loom_Op<"rms_norm", [Pure, InferTypeOpAdaptor]> {
   let assemblyFormat = "$input `,` $weight attr-dict `:` type($input) `,` type($weight)";
 }
 
-def Loom_LayerNormOp : Loom_Op<"layer_norm", [Pure, InferTypeOpAdaptor]> {
+def Loom_LayerNormOp : Loom_Op<"layer_norm", [Pure, InferTypeOpAdaptor,
+    DeclareOpInterfaceMethods<Loom_DifferentiableOpInterface>]> {
   let summary = "(x - mean) / sqrt(var + eps) * weight + bias, over the last dim";
   let arguments = (ins Loom_FloatTensor:$input, Loom_FloatTensor:$weight,
                        Optional<Loom_FloatTensor>:$bias, F64Attr:$epsilon);
@@ -163,14 +188,16 @@ def Loom_LayerNormOp : Loom_Op<"layer_norm", [Pure, InferTypeOpAdaptor]> {
 // Transformer blocks
 //===----------------------------------------------------------------------===//
 
-def Loom_EmbeddingOp : Loom_Op<"embedding", [Pure, InferTypeOpAdaptor]> {
+def Loom_EmbeddingOp : Loom_Op<"embedding", [Pure, InferTypeOpAdaptor,
+    DeclareOpInterfaceMethods<Loom_DifferentiableOpInterface>]> {
   let summary = "rows of table[V, D] picked by integer ids";
   let arguments = (ins Loom_FloatTensor:$table, Loom_IndexTensor:$indices);
   let results = (outs Loom_FloatTensor:$result);
   let assemblyFormat = "$table `,` $indices attr-dict `:` type($table) `,` type($indices)";
 }
 
-def Loom_RotaryOp : Loom_Op<"rotary", [Pure, InferTypeOpAdaptor]> {
+def Loom_RotaryOp : Loom_Op<"rotary", [Pure, InferTypeOpAdaptor,
+    DeclareOpInterfaceMethods<Loom_DifferentiableOpInterface>]> {
   let summary = "rotary position embedding, rotate-half convention";
   let description = [{
     x * cos + rotate_half(x) * sin, with rotate_half(x) =
@@ -184,7 +211,8 @@ def Loom_RotaryOp : Loom_Op<"rotary", [Pure, InferTypeOpAdaptor]> {
   }];
 }
 
-def Loom_AttentionOp : Loom_Op<"attention", [Pure, InferTypeOpAdaptor]> {
+def Loom_AttentionOp : Loom_Op<"attention", [Pure, InferTypeOpAdaptor,
+    DeclareOpInterfaceMethods<Loom_DifferentiableOpInterface>]> {
   let summary = "scaled dot-product attention with grouped-query heads";
   let description = [{
     query [B, Hq, T, D], key and value [B, Hkv, S, D] with Hq % Hkv == 0:
@@ -201,7 +229,8 @@ def Loom_AttentionOp : Loom_Op<"attention", [Pure, InferTypeOpAdaptor]> {
   }];
 }
 
-def Loom_CrossEntropyOp : Loom_Op<"cross_entropy", [Pure, InferTypeOpAdaptor]> {
+def Loom_CrossEntropyOp : Loom_Op<"cross_entropy", [Pure, InferTypeOpAdaptor,
+    DeclareOpInterfaceMethods<Loom_DifferentiableOpInterface>]> {
   let summary = "mean over rows of logsumexp(logits) - logits[target]";
   let arguments = (ins Loom_FloatTensor:$logits, Loom_IndexTensor:$targets);
   let results = (outs Loom_FloatTensor:$result);
@@ -212,7 +241,7 @@ def Loom_CrossEntropyOp : Loom_Op<"cross_entropy", [Pure, InferTypeOpAdaptor]> {
 // Data movement
 //===----------------------------------------------------------------------===//
 
-def Loom_ReshapeOp : Loom_Op<"reshape", [Pure]> {
+def Loom_ReshapeOp : Loom_Op<"reshape", [Pure, DeclareOpInterfaceMethods<Loom_DifferentiableOpInterface>]> {
   let summary = "same elements in row-major order, new static shape";
   let arguments = (ins Loom_Tensor:$input);
   let results = (outs Loom_Tensor:$result);
@@ -221,7 +250,7 @@ def Loom_ReshapeOp : Loom_Op<"reshape", [Pure]> {
   let hasFolder = 1;
 }
 
-def Loom_ExpandOp : Loom_Op<"expand", [Pure]> {
+def Loom_ExpandOp : Loom_Op<"expand", [Pure, DeclareOpInterfaceMethods<Loom_DifferentiableOpInterface>]> {
   let summary = "broadcast to a larger static shape";
   let arguments = (ins Loom_Tensor:$input);
   let results = (outs Loom_Tensor:$result);
@@ -230,7 +259,8 @@ def Loom_ExpandOp : Loom_Op<"expand", [Pure]> {
   let hasFolder = 1;
 }
 
-def Loom_TransposeOp : Loom_Op<"transpose", [Pure, InferTypeOpAdaptor]> {
+def Loom_TransposeOp : Loom_Op<"transpose", [Pure, InferTypeOpAdaptor,
+    DeclareOpInterfaceMethods<Loom_DifferentiableOpInterface>]> {
   let summary = "permute dims: result dim i is input dim permutation[i]";
   let arguments = (ins Loom_Tensor:$input, DenseI64ArrayAttr:$permutation);
   let results = (outs Loom_Tensor:$result);
@@ -238,7 +268,8 @@ def Loom_TransposeOp : Loom_Op<"transpose", [Pure, InferTypeOpAdaptor]> {
   let hasFolder = 1;
 }
 
-def Loom_SliceOp : Loom_Op<"slice", [Pure, InferTypeOpAdaptor]> {
+def Loom_SliceOp : Loom_Op<"slice", [Pure, InferTypeOpAdaptor,
+    DeclareOpInterfaceMethods<Loom_DifferentiableOpInterface>]> {
   let summary = "strided window: per dim a start, a size and a step";
   let arguments = (ins Loom_Tensor:$input, DenseI64ArrayAttr:$starts,
                        DenseI64ArrayAttr:$sizes, DenseI64ArrayAttr:$steps);
@@ -247,19 +278,147 @@ def Loom_SliceOp : Loom_Op<"slice", [Pure, InferTypeOpAdaptor]> {
   let hasFolder = 1;
 }
 
-def Loom_ConcatOp : Loom_Op<"concat", [Pure, InferTypeOpAdaptor]> {
+def Loom_ConcatOp : Loom_Op<"concat", [Pure, InferTypeOpAdaptor,
+    DeclareOpInterfaceMethods<Loom_DifferentiableOpInterface>]> {
   let summary = "join tensors along one axis";
   let arguments = (ins Variadic<Loom_Tensor>:$inputs, I64Attr:$axis);
   let results = (outs Loom_Tensor:$result);
   let assemblyFormat = "$inputs attr-dict `:` type($inputs)";
 }
 
-def Loom_SplitOp : Loom_Op<"split", [Pure, InferTypeOpAdaptor]> {
+def Loom_SplitOp : Loom_Op<"split", [Pure, InferTypeOpAdaptor,
+    DeclareOpInterfaceMethods<Loom_DifferentiableOpInterface>]> {
   let summary = "cut a tensor along one axis into pieces of given sizes";
   let arguments = (ins Loom_Tensor:$input, I64Attr:$axis,
                        DenseI64ArrayAttr:$sizes);
   let results = (outs Variadic<Loom_Tensor>:$results);
   let assemblyFormat = "$input attr-dict `:` type($input)";
+}
+
+//===----------------------------------------------------------------------===//
+// Training: gradient ops (built by autodiff) and the optimizer
+//===----------------------------------------------------------------------===//
+
+def Loom_EmbeddingGradOp : Loom_Op<"embedding_grad", [Pure, InferTypeOpAdaptor]> {
+  let summary = "d table: scatter-add of output gradients into rows picked by ids";
+  let arguments = (ins Loom_FloatTensor:$output_grad, Loom_IndexTensor:$indices,
+                       I64Attr:$num_embeddings);
+  let results = (outs Loom_FloatTensor:$result);
+  let assemblyFormat = "$output_grad `,` $indices attr-dict `:` type($output_grad) `,` type($indices)";
+}
+
+def Loom_RmsNormGradOp : Loom_Op<"rms_norm_grad", [Pure, InferTypeOpAdaptor,
+    AllTypesMatch<["input", "output_grad"]>]> {
+  let summary = "(dx, dweight) of rms_norm";
+  let description = [{
+    With r = 1 / sqrt(mean(x^2) + eps) and n = x r:
+    dweight = sum over rows of dy * n;
+    dx = r (dy w - n mean(dy w n)).
+  }];
+  let arguments = (ins Loom_FloatTensor:$input, Loom_FloatTensor:$weight,
+                       Loom_FloatTensor:$output_grad, F64Attr:$epsilon);
+  let results = (outs Loom_FloatTensor:$input_grad, Loom_FloatTensor:$weight_grad);
+  let assemblyFormat = [{
+    $input `,` $weight `,` $output_grad attr-dict `:` type($input) `,` type($weight)
+  }];
+}
+
+def Loom_LayerNormGradOp : Loom_Op<"layer_norm_grad", [Pure, InferTypeOpAdaptor,
+    AllTypesMatch<["input", "output_grad"]>]> {
+  let summary = "(dx, dweight, dbias) of layer_norm";
+  let arguments = (ins Loom_FloatTensor:$input, Loom_FloatTensor:$weight,
+                       Loom_FloatTensor:$output_grad, F64Attr:$epsilon);
+  let results = (outs Loom_FloatTensor:$input_grad, Loom_FloatTensor:$weight_grad,
+                      Loom_FloatTensor:$bias_grad);
+  let assemblyFormat = [{
+    $input `,` $weight `,` $output_grad attr-dict `:` type($input) `,` type($weight)
+  }];
+}
+
+def Loom_AttentionGradOp : Loom_Op<"attention_grad", [Pure, InferTypeOpAdaptor,
+    AllTypesMatch<["query", "output_grad"]>]> {
+  let summary = "(dq, dk, dv) of attention, recomputing the probabilities";
+  let arguments = (ins Loom_FloatTensor:$query, Loom_FloatTensor:$key,
+                       Loom_FloatTensor:$value, Loom_FloatTensor:$output_grad,
+                       F64Attr:$scale, BoolAttr:$causal);
+  let results = (outs Loom_FloatTensor:$query_grad, Loom_FloatTensor:$key_grad,
+                      Loom_FloatTensor:$value_grad);
+  let assemblyFormat = [{
+    $query `,` $key `,` $value `,` $output_grad attr-dict `:` type($query) `,`
+    type($key) `,` type($value)
+  }];
+}
+
+def Loom_RotaryGradOp : Loom_Op<"rotary_grad", [Pure, InferTypeOpAdaptor]> {
+  let summary = "dx of rotary: dy cos + rotate_half^T(dy sin)";
+  let description = [{
+    rotate_half^T(z) = concat(z[..., D/2:], -z[..., :D/2]).
+  }];
+  let arguments = (ins Loom_FloatTensor:$output_grad, Loom_FloatTensor:$cos,
+                       Loom_FloatTensor:$sin);
+  let results = (outs Loom_FloatTensor:$result);
+  let assemblyFormat = [{
+    $output_grad `,` $cos `,` $sin attr-dict `:` type($output_grad) `,` type($cos) `,` type($sin)
+  }];
+}
+
+def Loom_ActivationGradOp : Loom_Op<"activation_grad", [Pure, InferTypeOpAdaptor,
+    AllTypesMatch<["input", "output_grad"]>]> {
+  let summary = "dx of silu or gelu given x and dy";
+  let arguments = (ins Loom_FloatTensor:$input, Loom_FloatTensor:$output_grad,
+                       Loom_ActivationKindAttr:$kind);
+  let results = (outs Loom_FloatTensor:$result);
+  let assemblyFormat = "$kind $input `,` $output_grad attr-dict `:` type($input)";
+}
+
+def Loom_SoftmaxGradOp : Loom_Op<"softmax_grad", [Pure, InferTypeOpAdaptor,
+    AllTypesMatch<["output", "output_grad"]>]> {
+  let summary = "dx of softmax: y (dy - sum(dy y))";
+  let arguments = (ins Loom_FloatTensor:$output, Loom_FloatTensor:$output_grad,
+                       I64Attr:$axis);
+  let results = (outs Loom_FloatTensor:$result);
+  let assemblyFormat = "$output `,` $output_grad attr-dict `:` type($output)";
+}
+
+def Loom_CrossEntropyGradOp : Loom_Op<"cross_entropy_grad", [Pure, InferTypeOpAdaptor]> {
+  let summary = "dlogits of mean cross-entropy: (softmax - onehot) dloss / N";
+  let arguments = (ins Loom_FloatTensor:$logits, Loom_IndexTensor:$targets,
+                       Loom_FloatTensor:$loss_grad);
+  let results = (outs Loom_FloatTensor:$result);
+  let assemblyFormat = [{
+    $logits `,` $targets `,` $loss_grad attr-dict `:` type($logits) `,` type($targets) `,` type($loss_grad)
+  }];
+}
+
+def Loom_SliceGradOp : Loom_Op<"slice_grad", [Pure, InferTypeOpAdaptor]> {
+  let summary = "zeros of the sliced input's shape with the slice's gradient put back";
+  let arguments = (ins Loom_FloatTensor:$output_grad, DenseI64ArrayAttr:$input_shape,
+                       DenseI64ArrayAttr:$starts, DenseI64ArrayAttr:$steps);
+  let results = (outs Loom_FloatTensor:$result);
+  let assemblyFormat = "$output_grad attr-dict `:` type($output_grad)";
+}
+
+def Loom_AdamWOp : Loom_Op<"adamw", [Pure, InferTypeOpAdaptor,
+    AllTypesMatch<["param", "grad", "exp_avg", "exp_avg_sq"]>, AllTypesMatch<["lr", "step"]>]> {
+  let summary = "one AdamW step with PyTorch semantics";
+  let description = [{
+    With t = step + 1:
+      p <- p (1 - lr wd)
+      m <- beta1 m + (1 - beta1) g
+      v <- beta2 v + (1 - beta2) g^2
+      p <- p - lr / (1 - beta1^t) * m / (sqrt(v) / sqrt(1 - beta2^t) + eps)
+    `lr` and `step` are scalar tensors, so the schedule is part of the graph.
+  }];
+  let arguments = (ins Loom_FloatTensor:$param, Loom_FloatTensor:$grad,
+                       Loom_FloatTensor:$exp_avg, Loom_FloatTensor:$exp_avg_sq,
+                       Loom_FloatTensor:$lr, Loom_FloatTensor:$step,
+                       F64Attr:$beta1, F64Attr:$beta2, F64Attr:$epsilon,
+                       F64Attr:$weight_decay);
+  let results = (outs Loom_FloatTensor:$new_param, Loom_FloatTensor:$new_exp_avg,
+                      Loom_FloatTensor:$new_exp_avg_sq);
+  let assemblyFormat = [{
+    $param `,` $grad `,` $exp_avg `,` $exp_avg_sq `,` $lr `,` $step attr-dict `:` type($param) `,` type($lr)
+  }];
 }
 
 #endif // LOOM_OPS

@@ -47,4 +47,36 @@ def FuseAttention : Pass<"loom-fuse-attention", "mlir::func::FuncOp"> {
   let dependentDialects = ["loom::LoomDialect"];
 }
 
+def BuildTrainStep : Pass<"loom-build-train-step", "mlir::ModuleOp"> {
+  let summary = "Build @train_step: forward, loss, backward, clipping, schedule, AdamW";
+  let description = [{
+    From `@forward(tokens) -> logits` builds
+    `@train_step(params..., exp_avg..., exp_avg_sq..., step, tokens, targets)
+       -> (loss, grad_norm, lr, params'..., exp_avg'..., exp_avg_sq'...)`:
+    mean cross-entropy of the logits against the targets, reverse-mode
+    gradients through every op's DifferentiableOpInterface (gradients of a
+    value used twice, such as tied embeddings, add up), global grad-norm
+    clipping as torch.nn.utils.clip_grad_norm_, the learning-rate schedule
+    computed from `step` inside the graph, and one AdamW op per parameter.
+    Results that update state carry `loom.updates = <argument index>`.
+    Parameters are the constants with #loom.param, minus `frozen`, plus
+    named constants matching `trainable`.
+  }];
+  let options = [
+    Option<"lr", "lr", "double", "1e-3", "peak learning rate">,
+    Option<"beta1", "beta1", "double", "0.9", "AdamW beta1">,
+    Option<"beta2", "beta2", "double", "0.95", "AdamW beta2">,
+    Option<"epsilon", "eps", "double", "1e-8", "AdamW epsilon">,
+    Option<"weightDecay", "weight-decay", "double", "0.1", "decoupled weight decay">,
+    Option<"maxGradNorm", "max-grad-norm", "double", "1.0", "clip the global grad norm to this (0: off)">,
+    Option<"warmupSteps", "warmup", "int64_t", "0", "linear warmup steps: lr (s+1)/warmup">,
+    Option<"schedule", "schedule", "std::string", "\"constant\"", "after warmup: constant, cosine or linear">,
+    Option<"totalSteps", "total-steps", "int64_t", "0", "steps the decay runs over">,
+    Option<"minLrRatio", "min-lr-ratio", "double", "0.0", "final lr as a fraction of the peak">,
+    Option<"trainable", "trainable", "std::string", "\"\"", "regex: named constants to train as well">,
+    Option<"frozen", "frozen", "std::string", "\"\"", "regex: parameters to keep fixed">,
+  ];
+  let dependentDialects = ["loom::LoomDialect"];
+}
+
 #endif // LOOM_PASSES

@@ -113,10 +113,10 @@ Value GraphImporter::constant(const HostTensor &t, StringRef name) {
     attr = DenseElementsAttr::get(type, ArrayRef<int64_t>(t.i));
   }
   return b.create<ConstantOp>(curLoc, attr,
-                              name.empty() ? StringAttr() : b.getStringAttr(name));
+                              name.empty() ? StringAttr() : b.getStringAttr(name), ParamAttr());
 }
 
-Value GraphImporter::weightConstant(const onnx::TensorProto &t) {
+Value GraphImporter::weightConstant(const onnx::TensorProto &t, const ParamUse *use) {
   Type elem = elementTypeFor(b.getContext(), t.data_type());
   if (!elem)
     fail("initializer '" + t.name() + "' has unsupported element type " +
@@ -128,8 +128,32 @@ Value GraphImporter::weightConstant(const onnx::TensorProto &t) {
   std::vector<int64_t> shape(t.dims().begin(), t.dims().end());
   auto type = RankedTensorType::get(shape, elem);
   auto attr = DenseElementsAttr::getFromRawBuffer(type, ArrayRef<char>(bytes));
-  return b.create<ConstantOp>(UnknownLoc::get(b.getContext()), attr,
-                              b.getStringAttr(t.name()));
+  ParamAttr param = use ? ParamAttr::get(b.getContext(), use->name, use->transposed) : ParamAttr();
+  return b.create<ConstantOp>(UnknownLoc::get(b.getContext()), attr, b.getStringAttr(t.name()),
+                              param);
+}
+
+Value GraphImporter::paramConstant(const std::string &init, const ParamUse &use) {
+  Value &v = paramValues[{init, use.name}];
+  if (!v) {
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(b.getInsertionBlock());
+    v = weightConstant(*entry(init).init, &use);
+  }
+  return v;
+}
+
+Value GraphImporter::zeroParam(const std::string &name, ArrayRef<int64_t> shape, Type elem) {
+  Value &v = paramValues[{"", name}];
+  if (!v) {
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(b.getInsertionBlock());
+    auto type = RankedTensorType::get(shape, elem);
+    v = b.create<ConstantOp>(UnknownLoc::get(b.getContext()),
+                             DenseElementsAttr::get(type, b.getZeroAttr(elem)), StringAttr(),
+                             ParamAttr::get(b.getContext(), name, false));
+  }
+  return v;
 }
 
 Value GraphImporter::valueOf(const std::string &name) {
@@ -145,7 +169,7 @@ Value GraphImporter::valueOf(const std::string &name) {
   OpBuilder::InsertionGuard guard(b);
   b.setInsertionPointToStart(b.getInsertionBlock());
   if (e.init && e.weight)
-    e.value = weightConstant(*e.init);
+    e.value = weightConstant(*e.init, nullptr);
   else if (const HostTensor *h = knownValue(name))
     e.value = constant(*h, e.init ? StringRef(name) : StringRef());
   else if (!e.sequence.empty())
@@ -165,7 +189,14 @@ Value GraphImporter::graphOutput(const std::string &name) {
 Value GraphImporter::input(size_t k) {
   if (!hasInput(k))
     fail("missing input " + std::to_string(k));
-  return valueOf(curNode->input(k));
+  const std::string &name = curNode->input(k);
+  auto it = entries.find(name);
+  ParamUse use;
+  if (it != entries.end() && it->second.init &&
+      isFloatType(ElemType(it->second.init->data_type())) &&
+      torchInfo.paramForInput(*curNode, int(k), use))
+    return paramConstant(name, use);
+  return valueOf(name);
 }
 
 void GraphImporter::setOutput(size_t k, Value v) {
@@ -280,6 +311,10 @@ bool GraphImporter::tryFold(const onnx::NodeProto &node) {
       inputs.push_back(nullptr);
       continue;
     }
+    // A parameter must survive as an operand, whatever it is combined with.
+    ParamUse use;
+    if (torchInfo.paramForInput(node, k, use))
+      return false;
     const HostTensor *h = knownValue(node.input(k));
     if (!h)
       return false;

@@ -12,6 +12,7 @@
 
 #include "frontends/onnx/HostTensor.h"
 #include "frontends/onnx/OnnxImporter.h"
+#include "frontends/onnx/TorchExportInfo.h"
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/Value.h"
@@ -33,8 +34,9 @@ struct ImportError {
 
 class GraphImporter {
 public:
-  GraphImporter(mlir::OpBuilder &builder, std::string modelDir, int64_t opset)
-      : b(builder), modelDir(std::move(modelDir)), opset(opset) {}
+  GraphImporter(mlir::OpBuilder &builder, std::string modelDir, int64_t opset,
+                const TorchExportInfo &torchInfo)
+      : b(builder), torchInfo(torchInfo), modelDir(std::move(modelDir)), opset(opset) {}
 
   void addInitializer(const onnx::TensorProto &t);
   void bindValue(const std::string &name, mlir::Value v) { entries[name].value = v; }
@@ -68,6 +70,10 @@ public:
                           mlir::Type resultType);
   mlir::Value constant(const HostTensor &t, llvm::StringRef name = "");
   [[noreturn]] void fail(const std::string &msg) const;
+  /// A zero-filled parameter constant (for parameters the exporter dropped
+  /// because their initial value was zero, such as GPT-2's Conv1D biases).
+  mlir::Value zeroParam(const std::string &name, llvm::ArrayRef<int64_t> shape, mlir::Type elem);
+  const TorchExportInfo &torchInfo;
   int64_t opsetVersion() const { return opset; }
 
 private:
@@ -81,7 +87,11 @@ private:
   Entry &entry(const std::string &name);
   const HostTensor *knownValue(const std::string &name);
   bool tryFold(const onnx::NodeProto &node);
-  mlir::Value weightConstant(const onnx::TensorProto &t);
+  mlir::Value weightConstant(const onnx::TensorProto &t, const ParamUse *use);
+  /// The constant for initializer `init` seen as parameter `use`: one per
+  /// (initializer, parameter) pair, so merged initializers come apart.
+  mlir::Value paramConstant(const std::string &init, const ParamUse &use);
+  std::map<std::pair<std::string, std::string>, mlir::Value> paramValues;
 
   std::string modelDir;
   int64_t opset;

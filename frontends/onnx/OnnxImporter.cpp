@@ -153,7 +153,8 @@ OwningOpRef<ModuleOp> importOnnxModel(MLIRContext &ctx, const std::string &path,
   auto loc = FileLineColLoc::get(&ctx, path, 0, 0);
   OwningOpRef<ModuleOp> module = ModuleOp::create(loc);
   try {
-    GraphImporter g(b, dir, opset);
+    TorchExportInfo torchInfo(model);
+    GraphImporter g(b, dir, opset, torchInfo);
     std::set<std::string> initNames;
     for (const auto &t : graph.initializer()) {
       g.addInitializer(t);

@@ -113,6 +113,14 @@ void emitGemm(GraphImporter &g) {
     if (beta != 1.0f)
       c = g.create(MulOp::getOperationName(), {c, scalar(beta)})->getResult(0);
     y = g.create(AddOp::getOperationName(), {y, c})->getResult(0);
+  } else {
+    // torch's optimizer drops addmm's bias when its initial value is zero;
+    // it is still a parameter, so it comes back (as zeros) for training.
+    for (const std::string &p : g.torchInfo.paramArgs(n))
+      if (p.size() > 5 && p.compare(p.size() - 5, 5, ".bias") == 0) {
+        Value bias = g.zeroParam(p, {typeOf(y).getShape().back()}, elem);
+        y = g.create(AddOp::getOperationName(), {y, bias})->getResult(0);
+      }
   }
   g.setOutput(0, y);
 }

@@ -1,0 +1,115 @@
+//===- TorchExportInfo.cpp ------------------------------------------------===//
+//
+// Part of loom, under the Apache License v2.0.
+//
+//===----------------------------------------------------------------------===//
+#include "frontends/onnx/TorchExportInfo.h"
+
+#include <google/protobuf/unknown_field_set.h>
+
+#include <sstream>
+
+namespace loom::onnx_import {
+namespace {
+
+std::string metadata(const google::protobuf::RepeatedPtrField<onnx::StringStringEntryProto> &props,
+                     const std::string &key) {
+  for (const auto &p : props)
+    if (p.key() == key)
+      return p.value();
+  return "";
+}
+
+bool endsWith(const std::string &s, const std::string &suffix) {
+  return s.size() >= suffix.size() &&
+         s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+/// NodeProto.metadata_props (field 9) arrived in ONNX 1.16, after the
+/// libonnx this builds against; the parser keeps it as an unknown field,
+/// whose entries are serialized StringStringEntryProto messages.
+std::string nodeMetadata(const onnx::NodeProto &node, const std::string &key) {
+  const auto &unknown = node.GetReflection()->GetUnknownFields(node);
+  for (int i = 0; i < unknown.field_count(); ++i) {
+    const auto &field = unknown.field(i);
+    if (field.number() != 9 || field.type() != google::protobuf::UnknownField::TYPE_LENGTH_DELIMITED)
+      continue;
+    onnx::StringStringEntryProto entry;
+    if (entry.ParseFromString(field.length_delimited()) && entry.key() == key)
+      return entry.value();
+  }
+  return "";
+}
+
+} // namespace
+
+TorchExportInfo::TorchExportInfo(const onnx::ModelProto &model) {
+  // Lines look like: p_m_model_norm_weight: PARAMETER target='m.model.norm.weight'
+  std::istringstream sig(metadata(model.metadata_props(),
+                                  "pkg.torch.export.ExportedProgram.graph_signature"));
+  for (std::string line; std::getline(sig, line);) {
+    size_t colon = line.find(": PARAMETER target='");
+    if (colon == std::string::npos)
+      continue;
+    size_t start = colon + std::string(": PARAMETER target='").size();
+    size_t end = line.find('\'', start);
+    std::string target = line.substr(start, end - start);
+    placeholderToParam_[line.substr(0, colon)] = target;
+    params_.insert(target);
+  }
+}
+
+std::string TorchExportInfo::atenTarget(const onnx::NodeProto &node) {
+  std::string fx = nodeMetadata(node, "pkg.torch.onnx.fx_node");
+  size_t at = fx.find("target=torch.ops.");
+  if (at == std::string::npos)
+    return "";
+  at += std::string("target=torch.ops.").size();
+  return fx.substr(at, fx.find(']', at) - at);
+}
+
+std::vector<std::string> TorchExportInfo::paramArgs(const onnx::NodeProto &node) const {
+  std::string fx = nodeMetadata(node, "pkg.torch.onnx.fx_node");
+  size_t args = fx.find("(args = (");
+  std::vector<std::string> out;
+  if (args == std::string::npos)
+    return out;
+  for (size_t at = fx.find('%', args); at != std::string::npos; at = fx.find('%', at + 1)) {
+    size_t end = fx.find_first_of(",) ", at);
+    auto it = placeholderToParam_.find(fx.substr(at + 1, end - at - 1));
+    if (it != placeholderToParam_.end())
+      out.push_back(it->second);
+  }
+  return out;
+}
+
+bool TorchExportInfo::paramForInput(const onnx::NodeProto &node, int k, ParamUse &use) const {
+  const std::string &input = node.input(k);
+  if (isParameter(input)) { // kept under its own name: stored as is
+    use = ParamUse{input, false};
+    return true;
+  }
+  std::vector<std::string> params = paramArgs(node);
+  if (params.empty())
+    return false;
+  std::string target = atenTarget(node);
+  std::string chosen;
+  if (params.size() == 1) {
+    chosen = params[0];
+  } else {
+    // addmm(bias, x, W) as Gemm(x, W, bias); layer_norm(x, w, b) keeps order.
+    bool wantBias = (node.op_type() == "Gemm" && k == 2) ||
+                    (node.op_type() == "LayerNormalization" && k == 2);
+    for (const std::string &p : params)
+      if (endsWith(p, wantBias ? ".bias" : ".weight"))
+        chosen = p;
+  }
+  if (chosen.empty())
+    return false;
+  // aten.linear(x, W) computes x W^T: the exporter folds W^T into a new
+  // initializer, so that initializer holds the parameter transposed.
+  use = ParamUse{chosen, target.rfind("aten.linear", 0) == 0};
+  return true;
+}
+
+} // namespace loom::onnx_import
