@@ -178,6 +178,41 @@ bool ProgramBuilder::lowerOp(Operation *op, std::string &err) {
       .Case<ConcatOp>([&](ConcatOp c) { emit(OpCode::Concat, op, {c.getAxis()}); })
       .Case<SplitOp>([&](SplitOp s) { emit(OpCode::Split, op, {s.getAxis()}); })
       .Case<ExpandOp>([&](auto) { emit(OpCode::Expand, op); })
+      // Training: backward kernels and the optimizer.
+      .Case<EmbeddingGradOp>([&](auto) { emit(OpCode::EmbeddingGrad, op); })
+      .Case<RmsNormGradOp>([&](RmsNormGradOp n) {
+        emit(OpCode::RmsNormGrad, op, {}, {n.getEpsilon().convertToDouble()});
+      })
+      .Case<LayerNormGradOp>([&](LayerNormGradOp n) {
+        emit(OpCode::LayerNormGrad, op, {}, {n.getEpsilon().convertToDouble()});
+      })
+      .Case<AttentionGradOp>([&](AttentionGradOp a) {
+        emit(OpCode::AttentionGrad, op, {a.getCausal()}, {a.getScale().convertToDouble()});
+      })
+      .Case<RotaryGradOp>([&](auto) { emit(OpCode::RotaryGrad, op); })
+      .Case<ActivationGradOp>([&](ActivationGradOp a) {
+        // The opcode's kind numbering is the enum's (0 silu, 1 gelu erf,
+        // 2 gelu tanh); spelled out so a reordered enum cannot slip by.
+        int64_t kind = a.getKind() == ActivationKind::silu       ? 0
+                       : a.getKind() == ActivationKind::gelu_erf ? 1
+                                                                 : 2;
+        emit(OpCode::ActivationGrad, op, {kind});
+      })
+      .Case<SoftmaxGradOp>([&](SoftmaxGradOp s) { emit(OpCode::SoftmaxGrad, op, {s.getAxis()}); })
+      .Case<CrossEntropyGradOp>([&](auto) { emit(OpCode::CrossEntropyGrad, op); })
+      .Case<SliceGradOp>([&](SliceGradOp s) {
+        std::vector<int64_t> ints;
+        for (auto [start, step] : llvm::zip(s.getStarts(), s.getSteps())) {
+          ints.push_back(start);
+          ints.push_back(step);
+        }
+        emit(OpCode::SliceGrad, op, ints);
+      })
+      .Case<AdamWOp>([&](AdamWOp a) {
+        emit(OpCode::AdamW, op, {},
+             {a.getBeta1().convertToDouble(), a.getBeta2().convertToDouble(),
+              a.getEpsilon().convertToDouble(), a.getWeightDecay().convertToDouble()});
+      })
       .Default([&](Operation *) {
         err = "codegen does not handle " + opName(op);
         ok = false;

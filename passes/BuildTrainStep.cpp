@@ -235,6 +235,7 @@ struct BuildTrainStepPass : impl::BuildTrainStepBase<BuildTrainStepPass> {
       Value s = t.getRank() ? Value(b.create<ReduceOp>(loc, sq, ReduceKind::sum, all, false)) : sq;
       sumSq = sumSq ? b.create<AddOp>(loc, sumSq, s).getResult() : s;
     }
+    SmallVector<Value> unclipped(g);
     Value norm = b.create<SqrtOp>(loc, sumSq);
     if (maxGradNorm > 0) {
       Value coef = b.create<DivOp>(loc, scalar(b, loc, maxGradNorm),
@@ -258,12 +259,23 @@ struct BuildTrainStepPass : impl::BuildTrainStepBase<BuildTrainStepPass> {
     results.append(newP);
     results.append(newM);
     results.append(newV);
+    if (returnGradients) {
+      // The signature was built without them: extend it.
+      results.append(unclipped);
+      SmallVector<Type> types(step.getResultTypes());
+      for (Value v : unclipped) types.push_back(v.getType());
+      step.setFunctionType(b.getFunctionType(step.getArgumentTypes(), types));
+    }
     b.create<func::ReturnOp>(loc, results);
     step.setResultAttr(0, "loom.name", b.getStringAttr("loss"));
     step.setResultAttr(1, "loom.name", b.getStringAttr("grad_norm"));
     step.setResultAttr(2, "loom.name", b.getStringAttr("lr"));
     for (size_t k = 0; k < 3 * P; ++k)
       step.setResultAttr(3 + k, "loom.updates", b.getI64IntegerAttr(int64_t(k)));
+    if (returnGradients)
+      for (size_t i = 0; i < P; ++i)
+        step.setResultAttr(3 + 3 * P + i, "loom.name",
+                           b.getStringAttr("grad." + (*params)[i].name));
   }
 };
 

@@ -104,7 +104,7 @@ struct FuseRmsNormPass : impl::FuseRmsNormBase<FuseRmsNormPass> {
   void runOnOperation() override {
     RewritePatternSet patterns(&getContext());
     patterns.add<FuseWeightedRmsNorm>(&getContext());
-    if (failed(applyPatternsGreedily(getOperation(), std::move(patterns))))
+    if (failed(applyPatternsGreedily(getOperation(), std::move(patterns), rewriteConfig())))
       signalPassFailure();
   }
 };

@@ -90,7 +90,7 @@ struct FuseRotaryPass : impl::FuseRotaryBase<FuseRotaryPass> {
   void runOnOperation() override {
     RewritePatternSet patterns(&getContext());
     patterns.add<FuseRotaryPattern>(&getContext());
-    if (failed(applyPatternsGreedily(getOperation(), std::move(patterns))))
+    if (failed(applyPatternsGreedily(getOperation(), std::move(patterns), rewriteConfig())))
       signalPassFailure();
   }
 };

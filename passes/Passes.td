@@ -75,7 +75,24 @@ def BuildTrainStep : Pass<"loom-build-train-step", "mlir::ModuleOp"> {
     Option<"minLrRatio", "min-lr-ratio", "double", "0.0", "final lr as a fraction of the peak">,
     Option<"trainable", "trainable", "std::string", "\"\"", "regex: named constants to train as well">,
     Option<"frozen", "frozen", "std::string", "\"\"", "regex: parameters to keep fixed">,
+    Option<"returnGradients", "return-gradients", "bool", "false",
+           "also return each parameter's unclipped gradient (named grad.<param>), for checks">,
   ];
+  let dependentDialects = ["loom::LoomDialect"];
+}
+
+def AutocastBf16 : Pass<"loom-autocast-bf16", "mlir::func::FuncOp"> {
+  let summary = "bf16 mixed precision: matmul and attention compute in bf16";
+  let description = [{
+    Like torch.autocast(dtype=bfloat16): the operands and the result of every
+    f32 `loom.matmul` and `loom.attention` are rounded to bf16, while
+    parameters, norms, softmax, the loss and the optimizer stay in f32 (fp32
+    master weights). The rounding is explicit as a pair of casts
+    (f32 -> bf16 -> f32) around the op, so autodiff sees it: the cast's
+    gradient rule rounds the incoming gradient as well, which is what bf16
+    backward GEMMs do. A backend may fuse the casts into a bf16 kernel.
+    Run after fusion and before `loom-build-train-step`.
+  }];
   let dependentDialects = ["loom::LoomDialect"];
 }
 

@@ -49,4 +49,10 @@ bool matchMulByConstant(Value v, double c, Value &x) {
   });
 }
 
+mlir::GreedyRewriteConfig rewriteConfig() {
+  mlir::GreedyRewriteConfig config;
+  config.enableConstantCSE(false);
+  return config;
+}
+
 } // namespace loom

@@ -7,6 +7,7 @@
 #define LOOM_PASSES_PATTERNUTILS_H
 
 #include "ir/LoomOps.h"
+#include "mlir/Transforms/GreedyPatternRewriteDriver.h"
 
 #include <optional>
 
@@ -31,6 +32,11 @@ bool matchMulByConstant(mlir::Value v, double c, mlir::Value &x);
 inline mlir::RankedTensorType tensorType(mlir::Value v) {
   return mlir::cast<mlir::RankedTensorType>(v.getType());
 }
+
+/// Greedy rewriting for loom: constants are not merged by value, because
+/// two equal initializers can be different parameters (every all-ones norm
+/// weight starts equal) and must stay apart to be trained apart.
+mlir::GreedyRewriteConfig rewriteConfig();
 
 } // namespace loom
 

@@ -41,12 +41,31 @@ std::string nodeMetadata(const onnx::NodeProto &node, const std::string &key) {
   return "";
 }
 
+/// GraphProto.metadata_props (field 16) is newer than this libonnx too.
+std::string graphMetadata(const onnx::GraphProto &graph, const std::string &key) {
+  const auto &unknown = graph.GetReflection()->GetUnknownFields(graph);
+  for (int i = 0; i < unknown.field_count(); ++i) {
+    const auto &field = unknown.field(i);
+    if (field.number() != 16 || field.type() != google::protobuf::UnknownField::TYPE_LENGTH_DELIMITED)
+      continue;
+    onnx::StringStringEntryProto entry;
+    if (entry.ParseFromString(field.length_delimited()) && entry.key() == key)
+      return entry.value();
+  }
+  return "";
+}
+
 } // namespace
 
 TorchExportInfo::TorchExportInfo(const onnx::ModelProto &model) {
-  // Lines look like: p_m_model_norm_weight: PARAMETER target='m.model.norm.weight'
-  std::istringstream sig(metadata(model.metadata_props(),
-                                  "pkg.torch.export.ExportedProgram.graph_signature"));
+  // torch.onnx writes the signature on the graph; accept it on the model
+  // as well. Lines look like:
+  //   p_m_model_norm_weight: PARAMETER target='m.model.norm.weight'
+  const char *key = "pkg.torch.export.ExportedProgram.graph_signature";
+  std::string text = graphMetadata(model.graph(), key);
+  if (text.empty())
+    text = metadata(model.metadata_props(), key);
+  std::istringstream sig(text);
   for (std::string line; std::getline(sig, line);) {
     size_t colon = line.find(": PARAMETER target='");
     if (colon == std::string::npos)
@@ -85,30 +104,34 @@ std::vector<std::string> TorchExportInfo::paramArgs(const onnx::NodeProto &node)
 
 bool TorchExportInfo::paramForInput(const onnx::NodeProto &node, int k, ParamUse &use) const {
   const std::string &input = node.input(k);
-  if (isParameter(input)) { // kept under its own name: stored as is
-    use = ParamUse{input, false};
-    return true;
-  }
+  // The node's FX call names the parameter it really reads. It wins over the
+  // initializer's own name: the exporter merges initializers with equal
+  // contents, so "layers.0.input_layernorm.weight" may well feed layer 1.
   std::vector<std::string> params = paramArgs(node);
-  if (params.empty())
-    return false;
   std::string target = atenTarget(node);
   std::string chosen;
   if (params.size() == 1) {
     chosen = params[0];
-  } else {
-    // addmm(bias, x, W) as Gemm(x, W, bias); layer_norm(x, w, b) keeps order.
-    bool wantBias = (node.op_type() == "Gemm" && k == 2) ||
-                    (node.op_type() == "LayerNormalization" && k == 2);
+  } else if (!params.empty()) {
+    // Calls with a weight and a bias: linear(x, W, b) exported as MatMul +
+    // Add, addmm(b, x, W) as Gemm, layer_norm(x, w, b).
+    bool wantBias = ((node.op_type() == "Gemm" || node.op_type() == "LayerNormalization") && k == 2) ||
+                    node.op_type() == "Add";
     for (const std::string &p : params)
       if (endsWith(p, wantBias ? ".bias" : ".weight"))
         chosen = p;
   }
-  if (chosen.empty())
-    return false;
+  if (chosen.empty()) {
+    if (!isParameter(input))
+      return false;
+    use = ParamUse{input, false}; // kept under its own name: stored as is
+    return true;
+  }
   // aten.linear(x, W) computes x W^T: the exporter folds W^T into a new
-  // initializer, so that initializer holds the parameter transposed.
-  use = ParamUse{chosen, target.rfind("aten.linear", 0) == 0};
+  // initializer, so that initializer holds the parameter transposed (unless
+  // it kept a parameter's name, which only untransposed tensors do).
+  bool linearWeight = target.rfind("aten.linear", 0) == 0 && endsWith(chosen, ".weight");
+  use = ParamUse{chosen, linearWeight && !isParameter(input)};
   return true;
 }
 

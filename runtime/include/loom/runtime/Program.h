@@ -110,6 +110,45 @@ enum class OpCode : uint16_t {
   // in: logits[N, V], targets[N] (I64) -> out[] (scalar):
   // mean over N of logsumexp(logits[n]) - logits[n, targets[n]].
   CrossEntropy = 70,
+
+  // --- Training: backward kernels and the optimizer --------------------
+  // in: dy[..., D], ids[...] (I64/I32) -> out[V, D] (V from out's shape):
+  // out = 0; out[ids[n], :] += dy[n, :] for every position n.
+  EmbeddingGrad = 80,
+  // in: x[..., D], w[D], dy[..., D] -> dx[..., D], dw[D]. floats: [eps].
+  // With r = 1/sqrt(mean(x^2) + eps) and n = x r per row:
+  // dw = sum over rows of dy n;  dx = r (dy w - n mean(dy w n)).
+  RmsNormGrad = 81,
+  // in: x[..., D], w[D], dy -> dx, dw[D], db[D]. floats: [eps].
+  // With xhat = (x - mean) r, r = 1/sqrt(var + eps), g = dy w per row:
+  // dx = r (g - mean(g) - xhat mean(g xhat)); dw = sum dy xhat; db = sum dy.
+  LayerNormGrad = 82,
+  // in: q[B,Hq,T,D], k[B,Hkv,S,D], v[B,Hkv,S,D], dy[B,Hq,T,D]
+  // -> dq, dk, dv (shapes of q, k, v). ints: [causal]; floats: [scale].
+  // Recomputes P = softmax(scale q k^T + mask); dv = P^T dy;
+  // dP = dy v^T; dS = P (dP - rowsum(dP P)); dq = scale dS k;
+  // dk = scale dS^T q. Query heads sharing a kv head sum into its dk, dv.
+  AttentionGrad = 83,
+  // in: dy[..., T, D], cos, sin (broadcastable to dy) -> dx:
+  // dx = dy cos + rotate_half^T(dy sin), rotate_half^T(z) =
+  // concat(z[..., D/2:], -z[..., :D/2]).
+  RotaryGrad = 84,
+  // in: x, dy -> dx = f'(x) dy. ints: [kind]: 0 silu, 1 gelu (erf),
+  // 2 gelu (tanh approximation).
+  ActivationGrad = 85,
+  // in: y (softmax output), dy -> dx = y (dy - sum(dy y)) along ints[0].
+  SoftmaxGrad = 86,
+  // in: logits[N, V], targets[N] (I64/I32), dloss[] -> dlogits[N, V]:
+  // (softmax(logits[n]) - onehot(targets[n])) dloss / N.
+  CrossEntropyGrad = 87,
+  // in: dy -> out: zeros of out's shape with dy written at the slice
+  // positions. ints: [start_0, step_0, ...] as for Slice, per dim of out.
+  SliceGrad = 88,
+  // in: p, g, m, v, lr[], step[] (all F32) -> p', m', v'.
+  // floats: [beta1, beta2, eps, weight_decay]. PyTorch AdamW, t = step + 1:
+  // p' = p (1 - lr wd); m' = b1 m + (1-b1) g; v' = b2 v + (1-b2) g^2;
+  // p' -= lr / (1 - b1^t) * m' / (sqrt(v') / sqrt(1 - b2^t) + eps).
+  AdamW = 89,
 };
 
 const char *opcodeName(OpCode op);
