@@ -10,6 +10,7 @@ namespace loom::tools {
 int runImport(int argc, char **argv);
 int runCompile(int argc, char **argv);
 int runEval(int argc, char **argv);
+int runTrain(int argc, char **argv);
 } // namespace loom::tools
 
 #endif

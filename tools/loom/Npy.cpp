@@ -78,7 +78,10 @@ bool readNpy(const std::string &path, NpyArray &out, std::string &err) {
   }
   std::stringstream ss;
   ss << in.rdbuf();
-  std::string f = ss.str();
+  return parseNpy(ss.str(), path, out, err);
+}
+
+bool parseNpy(const std::string &f, const std::string &path, NpyArray &out, std::string &err) {
   if (f.size() < 10 || f.compare(0, 6, "\x93NUMPY") != 0) {
     err = path + ": not a .npy file";
     return false;
@@ -146,6 +149,62 @@ bool writeNpy(const std::string &path, const NpyArray &a, std::string &err) {
   if (std::rename(tmp.c_str(), path.c_str()) != 0) {
     std::remove(tmp.c_str());
     err = "cannot write '" + path + "'";
+    return false;
+  }
+  return true;
+}
+
+} // namespace loom::tools
+
+namespace loom::tools {
+
+// A .npz is a zip archive of .npy members. numpy.savez stores them
+// uncompressed (method 0), which is all we read; the local file headers
+// carry the sizes, so the central directory is not needed.
+bool readNpz(const std::string &path, std::map<std::string, NpyArray> &out, std::string &err) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    err = "cannot open '" + path + "'";
+    return false;
+  }
+  std::stringstream ss;
+  ss << in.rdbuf();
+  std::string f = ss.str();
+  size_t at = 0;
+  while (at + 30 <= f.size() && load<uint32_t>(&f[at]) == 0x04034b50) {
+    uint16_t flags = load<uint16_t>(&f[at + 6]), method = load<uint16_t>(&f[at + 8]);
+    uint64_t size = load<uint32_t>(&f[at + 18]);
+    uint16_t nameLen = load<uint16_t>(&f[at + 26]), extraLen = load<uint16_t>(&f[at + 28]);
+    if (at + 30 + nameLen > f.size()) {
+      err = path + ": truncated zip entry header";
+      return false;
+    }
+    std::string name = f.substr(at + 30, nameLen);
+    size_t extraAt = at + 30 + nameLen;
+    // ZIP64: sizes of 0xffffffff live in extra field 0x0001.
+    for (size_t e = extraAt; e + 4 <= extraAt + extraLen && e + 4 <= f.size();) {
+      uint16_t id = load<uint16_t>(&f[e]), len = load<uint16_t>(&f[e + 2]);
+      if (id == 1 && size == 0xffffffffu && e + 4 + 16 <= f.size())
+        size = load<uint64_t>(&f[e + 4 + 8]);
+      e += 4 + len;
+    }
+    if (method != 0 || (flags & 8)) {
+      err = path + ": member '" + name + "' is compressed; save with numpy.savez, not savez_compressed";
+      return false;
+    }
+    size_t data = extraAt + extraLen;
+    if (data + size > f.size()) {
+      err = path + ": member '" + name + "' runs past the end of the file";
+      return false;
+    }
+    if (name.size() > 4 && name.compare(name.size() - 4, 4, ".npy") == 0)
+      name.resize(name.size() - 4);
+    if (!parseNpy(f.substr(data, size), path + ":" + name, out[name], err))
+      return false;
+    at = data + size;
+  }
+  if (out.empty()) {
+    err = path + ": not a .npz file (no zip entries)";
     return false;
   }
   return true;

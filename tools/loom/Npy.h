@@ -9,6 +9,7 @@
 #define LOOM_TOOLS_NPY_H
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -25,6 +26,10 @@ struct NpyArray {
 };
 
 bool readNpy(const std::string &path, NpyArray &out, std::string &err);
+/// Parses .npy bytes; `path` names them in errors.
+bool parseNpy(const std::string &bytes, const std::string &path, NpyArray &out, std::string &err);
+/// Every member of an uncompressed .npz (numpy.savez), by name without ".npy".
+bool readNpz(const std::string &path, std::map<std::string, NpyArray> &out, std::string &err);
 /// Writes atomically (temp file, then rename).
 bool writeNpy(const std::string &path, const NpyArray &a, std::string &err);
 

@@ -35,7 +35,7 @@ bool TokenFile::load(const std::string &path, std::string &err) {
 }
 
 bool makeBatch(const TokenFile &f, int64_t step, int64_t batch, int64_t seq,
-               Batch &out, std::string &err) {
+               Batch &out, std::string &err, BatchRule rule) {
   int64_t len = int64_t(f.tokens.size());
   if (len < seq + 2) {
     err = "token file holds " + std::to_string(len) + " tokens, fewer than seq+2";
@@ -44,7 +44,8 @@ bool makeBatch(const TokenFile &f, int64_t step, int64_t batch, int64_t seq,
   out.inputs.resize(batch * seq);
   out.targets.resize(batch * seq);
   for (int64_t i = 0; i < batch; ++i) {
-    int64_t start = ((step * batch + i) * 997) % (len - seq - 1);
+    int64_t stride = rule == BatchRule::Fixture ? 997 : seq;
+    int64_t start = ((step * batch + i) * stride) % (len - seq - 1);
     for (int64_t t = 0; t < seq; ++t) {
       out.inputs[i * seq + t] = f.tokens[start + t];
       out.targets[i * seq + t] = f.tokens[start + t + 1];

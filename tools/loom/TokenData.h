@@ -3,10 +3,12 @@
 // Part of loom, under the Apache License v2.0.
 //
 // A token file is a flat little-endian array of uint16 or uint32 ids.
-// Batches follow the fixtures' rule (shared/fixtures/reference.json): batch
-// `step` holds B windows of T+1 tokens; window i starts at
-// ((step * B + i) * 997) mod (len - T - 1); inputs are the first T tokens,
-// targets the last T.
+// Batch `step` holds B windows of T+1 tokens; window i starts at
+// ((step * B + i) * stride) mod (len - T - 1); inputs are the first T
+// tokens, targets the last T. The stride is T for the sequential rule
+// (consecutive windows, wrapping around: every token is seen once per
+// epoch, up to the wrap) and 997 for the fixtures' rule
+// (shared/fixtures/reference.json), which lets runs compare with PyTorch.
 //===----------------------------------------------------------------------===//
 #ifndef LOOM_TOOLS_TOKENDATA_H
 #define LOOM_TOOLS_TOKENDATA_H
@@ -28,9 +30,11 @@ struct Batch {
   std::vector<int64_t> targets; // [B, T]
 };
 
+enum class BatchRule { Fixture, Sequential };
+
 /// Batch `step` by the rule above; false when the file is too short.
 bool makeBatch(const TokenFile &f, int64_t step, int64_t batch, int64_t seq,
-               Batch &out, std::string &err);
+               Batch &out, std::string &err, BatchRule rule = BatchRule::Fixture);
 
 } // namespace loom::tools
 

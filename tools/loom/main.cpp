@@ -16,7 +16,8 @@ static void usage() {
       "COMMANDS:\n"
       "  import   MODEL.onnx            print the model as loom IR\n"
       "  compile  MODEL.onnx -o ART     compile to a runtime artifact\n"
-      "  eval     MODEL.onnx|ART        run the forward pass: logits and loss\n\n"
+      "  eval     MODEL.onnx|ART        run the forward pass: logits and loss\n"
+      "  train    MODEL.onnx --data F   train: forward, backward, AdamW, checkpoints\n\n"
       "Run 'loom COMMAND --help' for a command's options.\n");
 }
 
@@ -29,6 +30,7 @@ int main(int argc, char **argv) {
   if (cmd == "import") return loom::tools::runImport(argc, argv);
   if (cmd == "compile") return loom::tools::runCompile(argc, argv);
   if (cmd == "eval") return loom::tools::runEval(argc, argv);
+  if (cmd == "train") return loom::tools::runTrain(argc, argv);
   std::fprintf(stderr, "loom: error: unknown command '%s' (see loom --help)\n", cmd.c_str());
   return 1;
 }

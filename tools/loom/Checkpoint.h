@@ -1,0 +1,45 @@
+//===- Checkpoint.h - Training state on disk --------------------*- C++ -*-===//
+//
+// Part of loom, under the Apache License v2.0.
+//
+// A checkpoint is a folder DIR/step-NNNNNNNN holding
+//   params.safetensors     parameters under the model's names (model layout)
+//   optimizer.safetensors  exp_avg.<name>, exp_avg_sq.<name>
+//   manifest.json          format, version, step, data position, batch and
+//                          sequence, each file's size and FNV-1a 64 checksum
+// It is written into a hidden temp folder and renamed into place, so a
+// crash never leaves a half checkpoint under a real name; the manifest is
+// the last file written inside it. Loading re-checks sizes and checksums
+// and refuses a checkpoint that does not match.
+//===----------------------------------------------------------------------===//
+#ifndef LOOM_TOOLS_CHECKPOINT_H
+#define LOOM_TOOLS_CHECKPOINT_H
+
+#include "TrainProgram.h"
+
+#include <string>
+#include <vector>
+
+namespace loom::tools {
+
+struct TrainState {
+  std::vector<ParamSlot> params;         // values in the model's layout
+  std::vector<std::vector<float>> expAvg, expAvgSq;
+  int64_t step = 0;                      // the next step to run
+  int64_t batch = 0, seq = 0;
+  std::string dataRule;                  // e.g. "fixture"
+};
+
+/// Writes DIR/step-<step>; keeps the newest `keep` checkpoints (0: all).
+bool saveCheckpoint(const std::string &dir, const TrainState &s, int keep, std::string &path,
+                    std::string &err);
+
+/// `path` is a checkpoint folder, or a DIR of them (the newest is taken).
+/// Restores into `s`, whose params must already name and shape the model's
+/// parameters: any mismatch is an error.
+bool loadCheckpoint(const std::string &path, TrainState &s, std::string &loadedFrom,
+                    std::string &err);
+
+} // namespace loom::tools
+
+#endif

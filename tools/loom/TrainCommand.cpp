@@ -1,0 +1,330 @@
+//===- TrainCommand.cpp - `loom train` ------------------------------------===//
+//
+// Part of loom, under the Apache License v2.0.
+//
+// Compile-then-run training: the whole step (forward, loss, backward,
+// clipping, schedule, AdamW) is one compiled program; this loop only feeds
+// it batches and carries the parameters and optimizer state from one step
+// to the next, logs, and checkpoints.
+//===----------------------------------------------------------------------===//
+#include "Args.h"
+#include "Checkpoint.h"
+#include "Commands.h"
+#include "Npy.h"
+#include "TokenData.h"
+#include "TrainProgram.h"
+#include "WeightFiles.h"
+#include "loom/runtime/Executor.h"
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <map>
+#include <unistd.h>
+
+namespace loom::tools {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+std::string fmtDuration(double s) {
+  char buf[32];
+  int t = int(s + 0.5);
+  std::snprintf(buf, sizeof buf, "%d:%02d:%02d", t / 3600, t / 60 % 60, t % 60);
+  return buf;
+}
+
+/// Compares the step's unclipped gradients with reference gradients saved
+/// by PyTorch under HF names (numpy.savez). Prints one line per parameter
+/// and returns the worst relative L2 error, or -1 on a problem.
+double compareGradients(const std::string &npzPath, const std::vector<ParamSlot> &params,
+                        const std::vector<std::vector<float>> &grads,
+                        const std::vector<std::string> &hfNames,
+                        const std::map<std::string, std::string> &aliases, bool verbose,
+                        std::string &err) {
+  std::map<std::string, NpyArray> ref;
+  if (!readNpz(npzPath, ref, err))
+    return -1;
+  double worst = 0;
+  std::map<std::string, bool> covered;
+  for (size_t i = 0; i < params.size(); ++i) {
+    const ParamSlot &p = params[i];
+    std::vector<std::string> candidates = {hfNames.empty() || hfNames[i].empty()
+                                               ? defaultHfName(p.name)
+                                               : hfNames[i]};
+    for (const auto &[alias, of] : aliases)
+      if (of == candidates[0]) candidates.push_back(alias);
+    const NpyArray *r = nullptr;
+    std::string used;
+    for (const std::string &c : candidates)
+      if (ref.count(c)) {
+        r = &ref.at(c);
+        used = c;
+        break;
+      }
+    if (!r) {
+      err = npzPath + ": no reference gradient for parameter '" + p.name + "'";
+      return -1;
+    }
+    covered[used] = true;
+    std::vector<float> g = grads[i];
+    if (p.transposed && p.shape.size() == 2)
+      g = transpose2d(g, p.shape[0], p.shape[1]);
+    std::vector<double> rv = r->asDoubles();
+    if (rv.size() != g.size()) {
+      err = npzPath + ": reference gradient '" + used + "' has " + std::to_string(rv.size()) +
+            " elements, the parameter " + std::to_string(g.size());
+      return -1;
+    }
+    double d2 = 0, r2 = 0;
+    for (size_t k = 0; k < g.size(); ++k) {
+      double d = double(g[k]) - rv[k];
+      d2 += d * d;
+      r2 += rv[k] * rv[k];
+    }
+    double rel = r2 > 0 ? std::sqrt(d2 / r2) : std::sqrt(d2);
+    if (!std::isfinite(rel)) rel = INFINITY;
+    if (verbose)
+      std::printf("  grad %-55s rel L2 error %.3e\n", used.c_str(), rel);
+    worst = std::max(worst, rel);
+  }
+  for (const auto &[name, a] : ref)
+    if (!covered.count(name)) {
+      err = npzPath + ": reference gradient '" + name + "' matches no parameter";
+      return -1;
+    }
+  return worst;
+}
+
+} // namespace
+
+int runTrain(int argc, char **argv) {
+  Args args("train", "MODEL.onnx --data TOKENS.bin --batch B --seq T --steps N [options]");
+  args.flag("data", "token file (uint16, or uint32 if named *.u32.bin)");
+  args.flag("batch", "sequences per step");
+  args.flag("seq", "tokens per sequence");
+  args.flag("steps", "train until this many steps are done", false, "10");
+  args.flag("batching", "sequential (consecutive windows) or fixture (the fixtures' rule)", false,
+            "sequential");
+  args.flag("lr", "peak learning rate", false, "1e-3");
+  args.flag("warmup", "linear warmup steps: lr * min(1, (s+1)/warmup)", false, "0");
+  args.flag("schedule", "after warmup: constant, cosine or linear", false, "constant");
+  args.flag("min-lr-ratio", "final lr of cosine/linear decay, as a fraction of --lr", false, "0");
+  args.flag("beta1", "AdamW beta1", false, "0.9");
+  args.flag("beta2", "AdamW beta2", false, "0.95");
+  args.flag("eps", "AdamW epsilon", false, "1e-8");
+  args.flag("weight-decay", "AdamW decoupled weight decay", false, "0.1");
+  args.flag("max-grad-norm", "clip the global gradient norm (0: off)", false, "1.0");
+  args.flag("trainable", "regex: also train named constants matching it");
+  args.flag("frozen", "regex: do not train parameters matching it");
+  args.flag("precision", "fp32, or bf16 (bf16 matmul/attention, fp32 master weights)", false,
+            "fp32");
+  args.flag("init-weights", "HF-named .safetensors with the initial weights");
+  args.flag("export-weights", "write the trained weights with HF names to this .safetensors");
+  args.flag("log", "append one JSON line per step to this file");
+  args.flag("checkpoint-dir", "write checkpoints into this folder");
+  args.flag("checkpoint-every", "steps between checkpoints", false, "0");
+  args.flag("keep-checkpoints", "newest checkpoints to keep (0: all)", false, "3");
+  args.flag("resume", "continue from a checkpoint (folder, or a checkpoint dir: the newest)");
+  args.flag("expect-grads", "check step-0 gradients against this .npz (HF names)");
+  args.flag("grad-tolerance", "max relative L2 error for --expect-grads", false, "1e-4");
+  args.flag("expect-loss", "check the first step's loss against this value");
+  args.flag("loss-tolerance", "max relative error for --expect-loss", false, "1e-5");
+  args.flag("threads", "CPU threads (0: all)", false, "0");
+  args.flag("die-after-step", "testing: exit abruptly (code 86) after this step completes");
+  if (!args.parse(argc, argv, 2))
+    return args.wantsHelp() ? 0 : 1;
+  if (args.positional().size() != 1)
+    return fail("train", "expected one MODEL.onnx (see loom train --help)");
+  if (!args.has("data"))
+    return fail("train", "--data is required");
+  int64_t B = args.getInt("batch"), T = args.getInt("seq"), steps = args.getInt("steps");
+  if (B <= 0 || T <= 0)
+    return fail("train", "--batch and --seq must be positive");
+  std::string batching = args.get("batching"), precision = args.get("precision");
+  if (batching != "sequential" && batching != "fixture")
+    return fail("train", "--batching must be sequential or fixture, not '" + batching + "'");
+  if (precision != "fp32" && precision != "bf16")
+    return fail("train", "--precision must be fp32 or bf16, not '" + precision + "'");
+  BatchRule rule = batching == "fixture" ? BatchRule::Fixture : BatchRule::Sequential;
+
+  std::string err;
+  TokenFile data;
+  if (!data.load(args.get("data"), err))
+    return fail("train", err);
+
+  TrainOptions opts;
+  opts.lr = args.getDouble("lr");
+  opts.warmup = args.getInt("warmup");
+  opts.schedule = args.get("schedule");
+  opts.minLrRatio = args.getDouble("min-lr-ratio");
+  opts.totalSteps = steps;
+  opts.beta1 = args.getDouble("beta1");
+  opts.beta2 = args.getDouble("beta2");
+  opts.eps = args.getDouble("eps");
+  opts.weightDecay = args.getDouble("weight-decay");
+  opts.maxGradNorm = args.getDouble("max-grad-norm");
+  opts.trainable = args.get("trainable");
+  opts.frozen = args.get("frozen");
+  opts.bf16 = precision == "bf16";
+  opts.returnGradients = args.has("expect-grads");
+
+  auto t0 = Clock::now();
+  TrainProgram tp;
+  if (!compileTrainStep(args.positional()[0], B, T, opts, tp, err))
+    return fail("train", err);
+  std::vector<std::string> hfNames;
+  std::map<std::string, std::string> aliases;
+  if (args.has("init-weights") &&
+      !loadInitWeights(args.get("init-weights"), tp.params, hfNames, aliases, err))
+    return fail("train", err);
+
+  TrainState state;
+  state.params = tp.params;
+  state.batch = B;
+  state.seq = T;
+  state.dataRule = batching;
+  size_t P = state.params.size();
+  for (const ParamSlot &p : state.params) {
+    state.expAvg.emplace_back(p.value.size(), 0.0f);
+    state.expAvgSq.emplace_back(p.value.size(), 0.0f);
+  }
+  if (args.has("resume")) {
+    std::string from;
+    if (!loadCheckpoint(args.get("resume"), state, from, err))
+      return fail("train", err);
+    std::printf("resumed from %s at step %lld\n", from.c_str(), (long long)state.step);
+  }
+  auto exec = rt::createExecutor(tp.program, "cpu", int(args.getInt("threads")), err);
+  if (!exec)
+    return fail("train", err);
+  int64_t numel = 0;
+  for (const ParamSlot &p : state.params) numel += int64_t(p.value.size());
+  double compileS = std::chrono::duration<double>(Clock::now() - t0).count();
+  std::printf("loom train: %s, %zu parameter tensors (%lld values), batch %lld x seq %lld, "
+              "%s, %lld steps (compiled in %.2f s, arena %.1f MiB)\n",
+              args.positional()[0].c_str(), P, (long long)numel, (long long)B, (long long)T,
+              precision.c_str(), (long long)steps, compileS,
+              double(tp.program->arenaBytes) / (1 << 20));
+
+  std::FILE *log = nullptr;
+  if (args.has("log") && !(log = std::fopen(args.get("log").c_str(), "a")))
+    return fail("train", "cannot open log file '" + args.get("log") + "'");
+  bool tty = isatty(1);
+  int64_t every = args.getInt("checkpoint-every");
+  int64_t dieAfter = args.has("die-after-step") ? args.getInt("die-after-step") : -1;
+  auto trainStart = Clock::now();
+  int64_t firstStep = state.step;
+  float loss = 0, gnorm = 0, lr = 0;
+  for (int64_t s = state.step; s < steps; ++s) {
+    auto ts = Clock::now();
+    Batch batch;
+    if (!makeBatch(data, s, B, T, batch, err, rule))
+      return fail("train", err);
+    float stepValue = float(s);
+    size_t in = 0;
+    bool ok = true;
+    for (size_t i = 0; i < P && ok; ++i)
+      ok = exec->setInput(in++, state.params[i].value.data(), state.params[i].value.size() * 4, err);
+    for (size_t i = 0; i < P && ok; ++i)
+      ok = exec->setInput(in++, state.expAvg[i].data(), state.expAvg[i].size() * 4, err);
+    for (size_t i = 0; i < P && ok; ++i)
+      ok = exec->setInput(in++, state.expAvgSq[i].data(), state.expAvgSq[i].size() * 4, err);
+    ok = ok && exec->setInput(in++, &stepValue, 4, err) &&
+         exec->setInput(in++, batch.inputs.data(), batch.inputs.size() * 8, err) &&
+         exec->setInput(in++, batch.targets.data(), batch.targets.size() * 8, err) &&
+         exec->run(err) && exec->getOutput(0, &loss, 4, err) &&
+         exec->getOutput(1, &gnorm, 4, err) && exec->getOutput(2, &lr, 4, err);
+    size_t outIdx = 3;
+    for (size_t i = 0; i < P && ok; ++i)
+      ok = exec->getOutput(outIdx++, state.params[i].value.data(), state.params[i].value.size() * 4, err);
+    for (size_t i = 0; i < P && ok; ++i)
+      ok = exec->getOutput(outIdx++, state.expAvg[i].data(), state.expAvg[i].size() * 4, err);
+    for (size_t i = 0; i < P && ok; ++i)
+      ok = exec->getOutput(outIdx++, state.expAvgSq[i].data(), state.expAvgSq[i].size() * 4, err);
+    if (!ok)
+      return fail("train", "step " + std::to_string(s) + ": " + err);
+    if (!std::isfinite(loss))
+      return fail("train", "step " + std::to_string(s) + ": the loss is not finite (" +
+                               std::to_string(loss) + ")");
+    if (s == firstStep && args.has("expect-loss")) {
+      double want = args.getDouble("expect-loss"), rel = std::fabs(loss - want) / std::fabs(want);
+      bool pass = rel <= args.getDouble("loss-tolerance");
+      std::printf("step-%lld loss %.9g vs %.9g: relative error %.3e (tolerance %.1e): %s\n",
+                  (long long)s, loss, want, rel, args.getDouble("loss-tolerance"),
+                  pass ? "PASS" : "FAIL");
+      if (!pass)
+        return 1;
+    }
+    if (s == firstStep && tp.hasGradients) {
+      std::vector<std::vector<float>> grads(P);
+      for (size_t i = 0; i < P && ok; ++i) {
+        grads[i].resize(state.params[i].value.size());
+        ok = exec->getOutput(outIdx++, grads[i].data(), grads[i].size() * 4, err);
+      }
+      if (!ok)
+        return fail("train", err);
+      double worst = compareGradients(args.get("expect-grads"), state.params, grads, hfNames,
+                                      aliases, true, err);
+      if (worst < 0)
+        return fail("train", err);
+      double tol = args.getDouble("grad-tolerance");
+      std::printf("step-%lld gradients vs %s: worst relative L2 error %.3e (tolerance %.1e): %s\n",
+                  (long long)s, args.get("expect-grads").c_str(), worst, tol,
+                  worst <= tol ? "PASS" : "FAIL");
+      if (!(worst <= tol))
+        return 1;
+    }
+    double stepS = std::chrono::duration<double>(Clock::now() - ts).count();
+    double wall = std::chrono::duration<double>(Clock::now() - trainStart).count();
+    double tokPerS = double(B * T) / stepS;
+    double eta = wall / double(s - firstStep + 1) * double(steps - s - 1);
+    if (tty)
+      std::printf("\r\033[Kstep %lld/%lld  loss %.4f  grad_norm %.3f  lr %.2e  %.0f tok/s  ETA %s",
+                  (long long)s + 1, (long long)steps, loss, gnorm, lr, tokPerS,
+                  fmtDuration(eta).c_str());
+    else
+      std::printf("step %lld loss %.9g grad_norm %.9g lr %.9g tok/s %.0f\n", (long long)s, loss,
+                  gnorm, lr, tokPerS);
+    std::fflush(stdout);
+    if (log) {
+      std::fprintf(log,
+                   "{\"step\": %lld, \"loss\": %.9g, \"grad_norm\": %.9g, \"lr\": %.9g, "
+                   "\"tokens_per_s\": %.1f, \"step_s\": %.6f, \"wall_s\": %.6f}\n",
+                   (long long)s, loss, gnorm, lr, tokPerS, stepS, wall);
+      std::fflush(log);
+    }
+    state.step = s + 1;
+    if (args.has("checkpoint-dir") && every > 0 && state.step % every == 0) {
+      std::string at;
+      if (!saveCheckpoint(args.get("checkpoint-dir"), state, int(args.getInt("keep-checkpoints")),
+                          at, err))
+        return fail("train", err);
+      if (!tty)
+        std::printf("checkpoint %s\n", at.c_str());
+    }
+    if (s == dieAfter) {
+      std::fflush(nullptr);
+      std::_Exit(86);
+    }
+  }
+  if (tty)
+    std::printf("\n");
+  double wall = std::chrono::duration<double>(Clock::now() - trainStart).count();
+  int64_t done = steps - firstStep;
+  if (done > 0)
+    std::printf("done: %lld steps in %.2f s (%.2f steps/s, %.0f tokens/s), final loss %.6f\n",
+                (long long)done, wall, double(done) / wall, double(done * B * T) / wall, loss);
+  if (log)
+    std::fclose(log);
+  if (args.has("export-weights")) {
+    if (!exportWeights(args.get("export-weights"), state.params, hfNames, aliases, err))
+      return fail("train", err);
+    std::printf("wrote %s\n", args.get("export-weights").c_str());
+  }
+  return 0;
+}
+
+} // namespace loom::tools

@@ -1,0 +1,120 @@
+//===- TrainProgram.cpp ---------------------------------------------------===//
+//
+// Part of loom, under the Apache License v2.0.
+//
+//===----------------------------------------------------------------------===//
+#include "TrainProgram.h"
+#include "codegen/LowerToProgram.h"
+#include "frontends/onnx/OnnxImporter.h"
+#include "ir/LoomOps.h"
+#include "passes/PatternUtils.h"
+#include "passes/Passes.h"
+
+#include "mlir/IR/Diagnostics.h"
+#include "mlir/IR/MLIRContext.h"
+#include "mlir/Pass/PassManager.h"
+#include "mlir/Transforms/Passes.h"
+
+#include <cstring>
+#include <map>
+
+namespace loom::tools {
+
+namespace {
+
+/// The name BuildTrainStep gives a constant it makes a parameter.
+std::string paramNameOf(ConstantOp c) {
+  if (ParamAttr p = c.getParamAttr())
+    return p.getName().str();
+  return c.getName() ? c.getName()->str() : "";
+}
+
+bool floatValues(ConstantOp c, std::vector<float> &out) {
+  auto dense = llvm::dyn_cast<mlir::DenseElementsAttr>(c.getValue());
+  if (!dense || !dense.getElementType().isF32())
+    return false;
+  out.resize(dense.getNumElements());
+  if (dense.isSplat()) {
+    std::fill(out.begin(), out.end(), dense.getSplatValue<float>());
+  } else {
+    llvm::ArrayRef<char> raw = dense.getRawData();
+    std::memcpy(out.data(), raw.data(), out.size() * sizeof(float));
+  }
+  return true;
+}
+
+} // namespace
+
+bool compileTrainStep(const std::string &path, int64_t batch, int64_t seq,
+                      const TrainOptions &o, TrainProgram &out, std::string &err) {
+  mlir::MLIRContext ctx;
+  auto module = importOnnxModel(ctx, path, OnnxImportOptions{batch, seq}, err);
+  if (!module)
+    return false;
+  std::string diag;
+  mlir::ScopedDiagnosticHandler handler(&ctx, [&](mlir::Diagnostic &d) {
+    if (diag.empty()) diag = d.str();
+    return mlir::success();
+  });
+  mlir::PassManager pm(&ctx);
+  buildFusionPipeline(pm);
+  if (o.bf16)
+    pm.nest<mlir::func::FuncOp>().addPass(createAutocastBf16());
+  BuildTrainStepOptions bt;
+  bt.lr = o.lr;
+  bt.beta1 = o.beta1;
+  bt.beta2 = o.beta2;
+  bt.epsilon = o.eps;
+  bt.weightDecay = o.weightDecay;
+  bt.maxGradNorm = o.maxGradNorm;
+  bt.warmupSteps = o.warmup;
+  bt.schedule = o.schedule;
+  bt.totalSteps = o.totalSteps;
+  bt.minLrRatio = o.minLrRatio;
+  bt.trainable = o.trainable;
+  bt.frozen = o.frozen;
+  bt.returnGradients = o.returnGradients;
+  pm.addPass(createBuildTrainStep(bt));
+  // The backward pass repeats small constants and reshapes: clean up.
+  pm.addPass(mlir::createCanonicalizerPass(rewriteConfig()));
+  pm.addPass(mlir::createCSEPass());
+  if (mlir::failed(pm.run(*module))) {
+    err = path + ": building the training step failed: " + diag;
+    return false;
+  }
+  auto fwd = module->lookupSymbol<mlir::func::FuncOp>("forward");
+  auto step = module->lookupSymbol<mlir::func::FuncOp>("train_step");
+  // Initial values: the forward function's constants, by parameter name.
+  std::map<std::string, ConstantOp> byName;
+  fwd.walk([&](ConstantOp c) {
+    std::string n = paramNameOf(c);
+    if (!n.empty() && !byName.count(n)) byName[n] = c;
+  });
+  size_t numParams = (step.getNumArguments() - 3) / 3;
+  out.params.clear();
+  for (size_t i = 0; i < numParams; ++i) {
+    ParamSlot slot;
+    slot.name = step.getArgAttrOfType<mlir::StringAttr>(i, "loom.name").str();
+    if (auto p = step.getArgAttrOfType<ParamAttr>(i, "loom.param"))
+      slot.transposed = p.getTransposed();
+    auto t = llvm::cast<mlir::RankedTensorType>(step.getArgument(i).getType());
+    slot.shape.assign(t.getShape().begin(), t.getShape().end());
+    auto it = byName.find(slot.name);
+    if (it == byName.end() || !floatValues(it->second, slot.value)) {
+      err = path + ": parameter '" + slot.name + "' has no float32 initial value";
+      return false;
+    }
+    out.params.push_back(std::move(slot));
+  }
+  out.program = std::make_shared<rt::Program>();
+  if (!lowerToProgram(step, *out.program, err)) {
+    err = path + ": " + err;
+    return false;
+  }
+  out.batch = batch;
+  out.seq = seq;
+  out.hasGradients = o.returnGradients;
+  return true;
+}
+
+} // namespace loom::tools

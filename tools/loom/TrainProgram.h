@@ -1,0 +1,55 @@
+//===- TrainProgram.h - Compiling the training step -------------*- C++ -*-===//
+//
+// Part of loom, under the Apache License v2.0.
+//
+// ONNX model -> import -> fusion -> [bf16 autocast] -> BuildTrainStep ->
+// @train_step lowered to a runtime program, plus what the driver needs to
+// run it: each parameter's name, how the exporter stored it (transposed or
+// not) and its initial value from the model's initializers.
+//===----------------------------------------------------------------------===//
+#ifndef LOOM_TOOLS_TRAINPROGRAM_H
+#define LOOM_TOOLS_TRAINPROGRAM_H
+
+#include "loom/runtime/Program.h"
+
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace loom::tools {
+
+struct TrainOptions {
+  double lr = 1e-3, beta1 = 0.9, beta2 = 0.95, eps = 1e-8, weightDecay = 0.1;
+  double maxGradNorm = 1.0, minLrRatio = 0.0;
+  int64_t warmup = 0, totalSteps = 0;
+  std::string schedule = "constant"; // constant, cosine, linear
+  std::string trainable, frozen;     // regexes over parameter names
+  bool bf16 = false;                 // bf16 mixed precision (autocast)
+  bool returnGradients = false;      // extra outputs: unclipped gradients
+};
+
+struct ParamSlot {
+  std::string name;     // parameter name as the model knows it
+  bool transposed = false; // the model stores name^T (folded linear weight)
+  std::vector<int64_t> shape; // as stored in the model (after transposing)
+  std::vector<float> value;   // current value, in the model's layout
+};
+
+/// The compiled step. Program inputs: params (P), exp_avg (P),
+/// exp_avg_sq (P), step, tokens [B,T], targets [B,T]. Outputs: loss,
+/// grad_norm, lr, params', exp_avg', exp_avg_sq' and, with
+/// returnGradients, the P unclipped gradients.
+struct TrainProgram {
+  std::shared_ptr<rt::Program> program;
+  std::vector<ParamSlot> params;
+  int64_t batch = 0, seq = 0;
+  bool hasGradients = false;
+};
+
+/// `opts` go into the pass pipeline; false with a one-line `err`.
+bool compileTrainStep(const std::string &modelPath, int64_t batch, int64_t seq,
+                      const TrainOptions &opts, TrainProgram &out, std::string &err);
+
+} // namespace loom::tools
+
+#endif
