@@ -6,6 +6,7 @@
 // (sharding, pipeline split, recompute, fp8) sees forward, backward and
 // optimizer together.
 //===----------------------------------------------------------------------===//
+#include "passes/Autodiff.h"
 #include "passes/PatternUtils.h"
 #include "passes/Passes.h"
 
@@ -183,38 +184,14 @@ struct BuildTrainStepPass : impl::BuildTrainStepBase<BuildTrainStepPass> {
         loc, RankedTensorType::get({rows}, tokensType.getElementType()), targets);
     Value loss = b.create<CrossEntropyOp>(loc, flatLogits, flatTargets);
 
-    // Reverse mode over the active ops (those reachable from a parameter).
-    llvm::DenseSet<Value> active;
-    for (size_t i = 0; i < P; ++i) active.insert(body->getArgument(i));
+    // Reverse mode over the ops reachable from a parameter.
+    SmallVector<Value> paramArgs;
+    for (size_t i = 0; i < P; ++i) paramArgs.push_back(body->getArgument(i));
     SmallVector<Operation *> forwardOps;
-    for (Operation &op : *body) {
-      forwardOps.push_back(&op);
-      if (llvm::any_of(op.getOperands(), [&](Value v) { return active.contains(v); }))
-        for (Value r : op.getResults()) active.insert(r);
-    }
+    for (Operation &op : *body) forwardOps.push_back(&op);
     llvm::DenseMap<Value, Value> grads;
-    grads[loss] = scalar(b, loc, 1.0);
-    for (Operation *op : llvm::reverse(forwardOps)) {
-      if (!llvm::any_of(op->getResults(), [&](Value r) { return grads.count(r); }))
-        continue;
-      if (!llvm::any_of(op->getOperands(), [&](Value v) { return active.contains(v); }))
-        continue;
-      auto diff = dyn_cast<DifferentiableOpInterface>(op);
-      if (!diff) {
-        op->emitError("has no gradient rule");
-        return signalPassFailure();
-      }
-      SmallVector<Value> dys, dxs;
-      for (Value r : op->getResults()) dys.push_back(grads.lookup(r));
-      if (failed(diff.buildGradients(b, dys, dxs)))
-        return signalPassFailure();
-      for (auto [operand, dx] : llvm::zip(op->getOperands(), dxs)) {
-        if (!dx || !active.contains(operand))
-          continue;
-        Value &g = grads[operand];
-        g = g ? b.create<AddOp>(op->getLoc(), g, dx).getResult() : dx;
-      }
-    }
+    if (failed(buildReverseMode(b, forwardOps, paramArgs, loss, scalar(b, loc, 1.0), grads)))
+      return signalPassFailure();
 
     // Global gradient norm and clipping (torch.nn.utils.clip_grad_norm_:
     // coef = max_norm / (norm + 1e-6), applied when below 1).
