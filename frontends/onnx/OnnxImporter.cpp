@@ -204,4 +204,8 @@ OwningOpRef<ModuleOp> importOnnxModel(MLIRContext &ctx, const std::string &path,
   return module;
 }
 
+bool loadOnnxModel(const std::string &path, onnx::ModelProto &model, std::string &err) {
+  return loadModel(path, model, err);
+}
+
 } // namespace loom

@@ -11,6 +11,10 @@
 
 #include <string>
 
+namespace onnx {
+class ModelProto;
+}
+
 namespace loom {
 
 struct OnnxImportOptions {
@@ -28,6 +32,10 @@ mlir::OwningOpRef<mlir::ModuleOp> importOnnxModel(mlir::MLIRContext &ctx,
                                                   const std::string &path,
                                                   const OnnxImportOptions &opts,
                                                   std::string &err);
+
+/// Parses a model file (binary, or text format for .onnxtxt/.textproto)
+/// with the same checks and one-line errors as importOnnxModel.
+bool loadOnnxModel(const std::string &path, onnx::ModelProto &model, std::string &err);
 
 } // namespace loom
 

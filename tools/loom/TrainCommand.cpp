@@ -14,6 +14,7 @@
 #include "TokenData.h"
 #include "TrainProgram.h"
 #include "WeightFiles.h"
+#include "frontends/onnx/OnnxExporter.h"
 #include "loom/runtime/Executor.h"
 
 #include <chrono>
@@ -123,6 +124,7 @@ int runTrain(int argc, char **argv) {
             "fp32");
   args.flag("init-weights", "HF-named .safetensors with the initial weights");
   args.flag("export-weights", "write the trained weights with HF names to this .safetensors");
+  args.flag("export-onnx", "write the model with trained initializers to this .onnx");
   args.flag("log", "append one JSON line per step to this file");
   args.flag("checkpoint-dir", "write checkpoints into this folder");
   args.flag("checkpoint-every", "steps between checkpoints", false, "0");
@@ -132,6 +134,7 @@ int runTrain(int argc, char **argv) {
   args.flag("grad-tolerance", "max relative L2 error for --expect-grads", false, "1e-4");
   args.flag("expect-loss", "check the first step's loss against this value");
   args.flag("loss-tolerance", "max relative error for --expect-loss", false, "1e-5");
+  args.flag("print-every", "without a terminal: print every K-th step (and the last)", false, "1");
   args.flag("threads", "CPU threads (0: all)", false, "0");
   args.flag("die-after-step", "testing: exit abruptly (code 86) after this step completes");
   if (!args.parse(argc, argv, 2))
@@ -285,7 +288,7 @@ int runTrain(int argc, char **argv) {
       std::printf("\r\033[Kstep %lld/%lld  loss %.4f  grad_norm %.3f  lr %.2e  %.0f tok/s  ETA %s",
                   (long long)s + 1, (long long)steps, loss, gnorm, lr, tokPerS,
                   fmtDuration(eta).c_str());
-    else
+    else if ((s + 1) % std::max<int64_t>(1, args.getInt("print-every")) == 0 || s + 1 == steps)
       std::printf("step %lld loss %.9g grad_norm %.9g lr %.9g tok/s %.0f\n", (long long)s, loss,
                   gnorm, lr, tokPerS);
     std::fflush(stdout);
@@ -323,6 +326,13 @@ int runTrain(int argc, char **argv) {
     if (!exportWeights(args.get("export-weights"), state.params, hfNames, aliases, err))
       return fail("train", err);
     std::printf("wrote %s\n", args.get("export-weights").c_str());
+  }
+  if (args.has("export-onnx")) {
+    std::map<std::string, std::vector<float>> values;
+    for (const ParamSlot &p : state.params) values[p.name] = p.value;
+    if (!exportOnnxWithParameters(args.positional()[0], args.get("export-onnx"), values, err))
+      return fail("train", err);
+    std::printf("wrote %s\n", args.get("export-onnx").c_str());
   }
   return 0;
 }
