@@ -57,9 +57,20 @@ std::string cpuSupports(const Program &p, const Instr &I) {
     return need(I.in[0], {DType::F32}, "operands");
   case OpCode::CrossEntropy:
     return need(I.in[0], {DType::F32}, "logits");
+  case OpCode::RmsNormGrad: case OpCode::LayerNormGrad: case OpCode::AttentionGrad:
+  case OpCode::RotaryGrad: case OpCode::ActivationGrad: case OpCode::SoftmaxGrad:
+  case OpCode::AdamW: // validate() already insists on f32 for AdamW
+    return need(I.in[0], {DType::F32}, "operands");
+  case OpCode::EmbeddingGrad:
+    return need(I.in[0], {DType::F32}, "gradients");
+  case OpCode::CrossEntropyGrad:
+    if (std::string e = need(I.in[0], {DType::F32}, "logits"); !e.empty())
+      return e;
+    return need(I.in[2], {DType::F32}, "the loss gradient");
   // Data movement and conversion handle every dtype.
   case OpCode::Where: case OpCode::Cast: case OpCode::Embedding: case OpCode::Transpose:
   case OpCode::Slice: case OpCode::Concat: case OpCode::Split: case OpCode::Expand:
+  case OpCode::SliceGrad:
     return "";
   }
   return cat("unknown opcode ", int(I.op));
@@ -93,6 +104,16 @@ bool dispatch(const KernelCall &c, ThreadPool &pool, std::string &err) {
   case OpCode::Split: return runSplit(c, pool, err);
   case OpCode::Expand: return runExpand(c, pool, err);
   case OpCode::CrossEntropy: return runCrossEntropy(c, pool, err);
+  case OpCode::EmbeddingGrad: return runEmbeddingGrad(c, pool, err);
+  case OpCode::RmsNormGrad: return runRmsNormGrad(c, pool, err);
+  case OpCode::LayerNormGrad: return runLayerNormGrad(c, pool, err);
+  case OpCode::AttentionGrad: return runAttentionGrad(c, pool, err);
+  case OpCode::RotaryGrad: return runRotaryGrad(c, pool, err);
+  case OpCode::ActivationGrad: return runActivationGrad(c, pool, err);
+  case OpCode::SoftmaxGrad: return runSoftmaxGrad(c, pool, err);
+  case OpCode::CrossEntropyGrad: return runCrossEntropyGrad(c, pool, err);
+  case OpCode::SliceGrad: return runSliceGrad(c, pool, err);
+  case OpCode::AdamW: return runAdamW(c, pool, err);
   }
   err = cat("unknown opcode ", int(c.instr->op));
   return false;

@@ -60,6 +60,17 @@ bool runEmbedding(const KernelCall &c, ThreadPool &pool, std::string &err);
 bool runRotary(const KernelCall &c, ThreadPool &pool, std::string &err);
 // LossKernels.cpp
 bool runCrossEntropy(const KernelCall &c, ThreadPool &pool, std::string &err);
+// TrainingKernels.cpp: backward kernels and the optimizer
+bool runEmbeddingGrad(const KernelCall &c, ThreadPool &pool, std::string &err);
+bool runRmsNormGrad(const KernelCall &c, ThreadPool &pool, std::string &err);
+bool runLayerNormGrad(const KernelCall &c, ThreadPool &pool, std::string &err);
+bool runAttentionGrad(const KernelCall &c, ThreadPool &pool, std::string &err);
+bool runRotaryGrad(const KernelCall &c, ThreadPool &pool, std::string &err);
+bool runActivationGrad(const KernelCall &c, ThreadPool &pool, std::string &err);
+bool runSoftmaxGrad(const KernelCall &c, ThreadPool &pool, std::string &err);
+bool runCrossEntropyGrad(const KernelCall &c, ThreadPool &pool, std::string &err);
+bool runSliceGrad(const KernelCall &c, ThreadPool &pool, std::string &err);
+bool runAdamW(const KernelCall &c, ThreadPool &pool, std::string &err);
 
 /// The dtypes the CPU kernels implement for `I` (shapes are validate()'s
 /// job). Returns "" when supported, else why not.

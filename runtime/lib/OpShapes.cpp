@@ -291,29 +291,36 @@ std::string checkTranspose(const OpView &v, const Instr &I) {
                [&] { return v.outShape(expected); });
 }
 
-std::string checkSlice(const OpView &v, const Instr &I) {
-  if (std::string e = v.arity(1, 1, 1, 1, kAny, 0); !e.empty())
-    return e;
-  const Shape &x = v.in(0).shape, &y = v.out().shape;
-  if (I.ints.size() != 2 * x.size())
-    return cat("takes ", 2 * x.size(), " int attributes (start, step per dim), got ",
+/// Slice and SliceGrad: `window` is the strided window of `whole` that
+/// ints [start_0, step_0, start_1, step_1, ...] select, one pair per dim.
+std::string checkWindow(const Instr &I, const Shape &whole, const Shape &window,
+                        const char *wholeName, const char *windowName) {
+  if (I.ints.size() != 2 * whole.size())
+    return cat("takes ", 2 * whole.size(), " int attributes (start, step per dim), got ",
                I.ints.size());
-  if (y.size() != x.size())
-    return cat("output rank ", y.size(), " differs from input rank ", x.size());
-  for (size_t d = 0; d < x.size(); ++d) {
-    int64_t start = I.ints[2 * d], step = I.ints[2 * d + 1], count = y[d];
+  if (window.size() != whole.size())
+    return cat(windowName, " rank ", window.size(), " differs from ", wholeName, " rank ",
+               whole.size());
+  for (size_t d = 0; d < whole.size(); ++d) {
+    int64_t start = I.ints[2 * d], step = I.ints[2 * d + 1], count = window[d];
     if (step == 0)
       return cat("dim ", d, " has step 0");
     if (count == 0)
       continue;
-    // Element i of the window reads x index start + i * step; both ends of
-    // the window must lie in [0, x[d]).
+    // Element i of the window is whole index start + i * step; both ends of
+    // the window must lie in [0, whole[d]).
     int64_t last = start + (count - 1) * step;
-    if (start < 0 || start >= x[d] || last < 0 || last >= x[d])
+    if (start < 0 || start >= whole[d] || last < 0 || last >= whole[d])
       return cat("dim ", d, " window (start ", start, ", count ", count, ", step ", step,
-                 ") leaves [0, ", x[d], ")");
+                 ") leaves [0, ", whole[d], ")");
   }
-  return v.sameDType({&v.in(0), &v.out()});
+  return "";
+}
+
+std::string checkSlice(const OpView &v, const Instr &I) {
+  return first([&] { return v.arity(1, 1, 1, 1, kAny, 0); },
+               [&] { return checkWindow(I, v.in(0).shape, v.out().shape, "input", "output"); },
+               [&] { return v.sameDType({&v.in(0), &v.out()}); });
 }
 
 std::string checkConcat(const OpView &v, const Instr &I) {
@@ -387,6 +394,143 @@ std::string checkCrossEntropy(const OpView &v) {
                [&] { return v.outShape({}); });
 }
 
+//===--- Training ---------------------------------------------------------===//
+
+/// `b` has shape `expected`; `what` names it in the message.
+std::string hasShape(const BufferDesc &b, const Shape &expected, const std::string &what) {
+  if (b.shape == expected)
+    return "";
+  return cat(what, " has shape ", shapeStr(b.shape), ", expected ", shapeStr(expected));
+}
+
+std::string checkEmbeddingGrad(const OpView &v) {
+  if (std::string e = v.arity(2, 2, 1, 1, 0, 0); !e.empty())
+    return e;
+  const BufferDesc &dy = v.in(0), &ids = v.in(1), &out = v.out();
+  if (!isIndex(ids.dtype))
+    return cat("ids must be i64 or i32, got ", dtypeName(ids.dtype));
+  if (dy.shape.size() != ids.shape.size() + 1 ||
+      !std::equal(ids.shape.begin(), ids.shape.end(), dy.shape.begin()))
+    return cat("gradient ", shapeStr(dy.shape), " must be the ids' shape ", shapeStr(ids.shape),
+               " plus one dim");
+  if (out.shape.size() != 2 || out.shape[1] != dy.shape.back())
+    return cat("output has shape ", shapeStr(out.shape), ", expected [V, ", dy.shape.back(), "]");
+  return first([&] { return v.sameDType({&dy, &out}); },
+               [&] { return v.floatDType(dy, "gradient"); });
+}
+
+/// RmsNormGrad (dx, dw) and LayerNormGrad (dx, dw, db):
+/// in x[..., D], w[D], dy (x's shape), floats [eps].
+std::string checkNormGrad(const OpView &v, size_t outs) {
+  if (std::string e = v.arity(3, 3, outs, outs, 0, 1); !e.empty())
+    return e;
+  const BufferDesc &x = v.in(0), &w = v.in(1), &dy = v.in(2);
+  if (x.shape.empty())
+    return "input must have rank >= 1";
+  Shape d = {x.shape.back()};
+  if (std::string e = first([&] { return hasShape(w, d, "weight"); },
+                            [&] { return hasShape(dy, x.shape, "gradient"); },
+                            [&] { return v.outShape(x.shape, 0); });
+      !e.empty())
+    return e;
+  for (size_t k = 1; k < outs; ++k)
+    if (std::string e = v.outShape(d, k); !e.empty())
+      return e;
+  for (const BufferDesc *b : {&w, &dy})
+    if (std::string e = v.sameDType({&x, b}); !e.empty())
+      return e;
+  for (size_t k = 0; k < outs; ++k)
+    if (std::string e = v.sameDType({&x, &v.out(k)}); !e.empty())
+      return e;
+  return v.floatDType(x, "operands");
+}
+
+std::string checkAttentionGrad(const OpView &v) {
+  if (std::string e = v.arity(4, 4, 3, 3, 1, 1); !e.empty())
+    return e;
+  const Shape &q = v.in(0).shape, &k = v.in(1).shape, &val = v.in(2).shape;
+  if (q.size() != 4 || k.size() != 4 || val.size() != 4)
+    return "q, k, v must be [B, H, T, D]";
+  if (k[0] != q[0] || val[0] != q[0] || k[1] != val[1] || k[2] != val[2] || k[3] != q[3])
+    return cat("shapes q ", shapeStr(q), " k ", shapeStr(k), " v ", shapeStr(val),
+               " do not fit");
+  if (k[1] == 0 || q[1] % k[1] != 0)
+    return cat(q[1], " query heads are not a multiple of ", k[1], " kv heads");
+  return first(
+      [&] { return hasShape(v.in(3), {q[0], q[1], q[2], val[3]}, "output gradient"); },
+      [&] { return v.outShape(q, 0); }, [&] { return v.outShape(k, 1); },
+      [&] { return v.outShape(val, 2); },
+      [&] {
+        return v.sameDType({&v.in(0), &v.in(1), &v.in(2), &v.in(3), &v.out(0), &v.out(1),
+                            &v.out(2)});
+      },
+      [&] { return v.floatDType(v.in(0), "operands"); });
+}
+
+std::string checkActivationGrad(const OpView &v, const Instr &I) {
+  if (std::string e = v.arity(2, 2, 1, 1, 1, 0); !e.empty())
+    return e;
+  if (I.ints[0] < 0 || I.ints[0] > 2)
+    return cat("ints[0] must be the kind (0 silu, 1 gelu erf, 2 gelu tanh), got ", I.ints[0]);
+  return first([&] { return hasShape(v.in(1), v.in(0).shape, "gradient"); },
+               [&] { return v.sameDType({&v.in(0), &v.in(1), &v.out()}); },
+               [&] { return v.floatDType(v.in(0), "operands"); },
+               [&] { return v.outShape(v.in(0).shape); });
+}
+
+std::string checkSoftmaxGrad(const OpView &v, const Instr &I) {
+  return first([&] { return v.arity(2, 2, 1, 1, 1, 0); },
+               [&] { return v.axisInRange(I.ints[0], v.in(0).shape.size()); },
+               [&] { return hasShape(v.in(1), v.in(0).shape, "gradient"); },
+               [&] { return v.sameDType({&v.in(0), &v.in(1), &v.out()}); },
+               [&] { return v.floatDType(v.in(0), "operands"); },
+               [&] { return v.outShape(v.in(0).shape); });
+}
+
+std::string checkCrossEntropyGrad(const OpView &v) {
+  if (std::string e = v.arity(3, 3, 1, 1, 0, 0); !e.empty())
+    return e;
+  const Shape &logits = v.in(0).shape, &targets = v.in(1).shape;
+  if (logits.size() != 2 || targets.size() != 1 || targets[0] != logits[0])
+    return cat("logits ", shapeStr(logits), " and targets ", shapeStr(targets),
+               " must be [N, V] and [N]");
+  if (logits[0] == 0 || logits[1] == 0)
+    return cat("logits ", shapeStr(logits), " must have N > 0 rows of V > 0 classes");
+  if (!isIndex(v.in(1).dtype))
+    return cat("targets must be i64 or i32, got ", dtypeName(v.in(1).dtype));
+  return first([&] { return hasShape(v.in(2), {}, "loss gradient"); },
+               [&] { return v.floatDType(v.in(2), "loss gradient"); },
+               [&] { return v.floatDType(v.in(0), "logits"); },
+               [&] { return v.sameDType({&v.in(0), &v.out()}); },
+               [&] { return v.outShape(logits); });
+}
+
+std::string checkSliceGrad(const OpView &v, const Instr &I) {
+  return first([&] { return v.arity(1, 1, 1, 1, kAny, 0); },
+               [&] { return checkWindow(I, v.out().shape, v.in(0).shape, "output", "gradient"); },
+               [&] { return v.sameDType({&v.in(0), &v.out()}); });
+}
+
+std::string checkAdamW(const OpView &v) {
+  if (std::string e = v.arity(6, 6, 3, 3, 0, 4); !e.empty())
+    return e;
+  const Shape &p = v.in(0).shape;
+  static const char *names[] = {"param", "grad", "exp_avg", "exp_avg_sq", "lr", "step"};
+  for (size_t k = 0; k < 6; ++k) {
+    if (std::string e = hasShape(v.in(k), k < 4 ? p : Shape{}, names[k]); !e.empty())
+      return e;
+    if (v.in(k).dtype != DType::F32)
+      return cat(names[k], " must be f32, got ", dtypeName(v.in(k).dtype));
+  }
+  for (size_t k = 0; k < 3; ++k) {
+    if (std::string e = v.outShape(p, k); !e.empty())
+      return e;
+    if (v.out(k).dtype != DType::F32)
+      return cat("output ", k, " must be f32, got ", dtypeName(v.out(k).dtype));
+  }
+  return "";
+}
+
 } // namespace
 
 std::string checkOpShapes(const Program &p, const Instr &I) {
@@ -417,6 +561,16 @@ std::string checkOpShapes(const Program &p, const Instr &I) {
   case OpCode::Split: return checkSplit(v, I);
   case OpCode::Expand: return checkExpand(v);
   case OpCode::CrossEntropy: return checkCrossEntropy(v);
+  case OpCode::EmbeddingGrad: return checkEmbeddingGrad(v);
+  case OpCode::RmsNormGrad: return checkNormGrad(v, 2);
+  case OpCode::LayerNormGrad: return checkNormGrad(v, 3);
+  case OpCode::AttentionGrad: return checkAttentionGrad(v);
+  case OpCode::RotaryGrad: return checkRotary(v); // same operands as Rotary
+  case OpCode::ActivationGrad: return checkActivationGrad(v, I);
+  case OpCode::SoftmaxGrad: return checkSoftmaxGrad(v, I);
+  case OpCode::CrossEntropyGrad: return checkCrossEntropyGrad(v);
+  case OpCode::SliceGrad: return checkSliceGrad(v, I);
+  case OpCode::AdamW: return checkAdamW(v);
   }
   return cat("unknown opcode ", int(I.op));
 }

@@ -83,6 +83,16 @@ const char *opcodeName(OpCode op) {
   case OpCode::Split: return "split";
   case OpCode::Expand: return "expand";
   case OpCode::CrossEntropy: return "cross_entropy";
+  case OpCode::EmbeddingGrad: return "embedding_grad";
+  case OpCode::RmsNormGrad: return "rms_norm_grad";
+  case OpCode::LayerNormGrad: return "layer_norm_grad";
+  case OpCode::AttentionGrad: return "attention_grad";
+  case OpCode::RotaryGrad: return "rotary_grad";
+  case OpCode::ActivationGrad: return "activation_grad";
+  case OpCode::SoftmaxGrad: return "softmax_grad";
+  case OpCode::CrossEntropyGrad: return "cross_entropy_grad";
+  case OpCode::SliceGrad: return "slice_grad";
+  case OpCode::AdamW: return "adamw";
   }
   return "unknown-opcode";
 }

@@ -24,6 +24,7 @@ const std::vector<BinaryCase> kBroadcastCases = {
     {{2, 1, 4}, {3, 1}, {2, 3, 4}},    {{}, {5}, {5}},
     {{5, 1}, {1, 7}, {5, 7}},          {{1}, {}, {1}},
     {{3, 1, 5, 1}, {4, 1, 6}, {3, 4, 5, 6}}, {{129, 257}, {257}, {129, 257}},
+    {{}, {}, {}}, // rank-0 scalars (a training step's loss and norm arithmetic)
 };
 
 double refBinary(OpCode op, double a, double b) {
@@ -143,6 +144,43 @@ TEST(Elementwise, UnaryMatchesReference) {
     // Evaluated in double and rounded once: within an f32 ulp.
     EXPECT_TRUE(allClose(r.out<float>(), want, 1.2e-7, 1e-30));
   }
+}
+
+TEST(Elementwise, RankZeroScalarsLikeGradientClipping) {
+  // The scalar arithmetic a training step emits for clipping by global
+  // norm: n = sqrt(sum(g^2)); s = min(1, c / max(n, eps)); g' = g * s; and
+  // a loss scaled by a rank-0 constant.
+  Rng rng;
+  Shape gs = {6, 7};
+  ProgramBuilder b;
+  uint32_t g = b.input(DType::F32, gs), clip = b.input(DType::F32, {}), eps = b.input(DType::F32, {});
+  uint32_t one = b.input(DType::F32, {}), loss = b.input(DType::F32, {});
+  uint32_t sq = b.temp(DType::F32, gs), ss = b.temp(DType::F32, {}), n = b.temp(DType::F32, {});
+  uint32_t nm = b.temp(DType::F32, {}), ratio = b.temp(DType::F32, {}), s = b.output(DType::F32, {});
+  uint32_t gout = b.output(DType::F32, gs), l2 = b.output(DType::F32, {});
+  b.instr(OpCode::Mul, {g, g}, {sq});
+  b.instr(OpCode::Reduce, {sq}, {ss}, {0, 0, 1}); // sum over all axes to rank 0
+  b.instr(OpCode::Sqrt, {ss}, {n});
+  b.instr(OpCode::Max, {n, eps}, {nm});
+  b.instr(OpCode::Div, {clip, nm}, {ratio});
+  b.instr(OpCode::Min, {one, ratio}, {s});
+  b.instr(OpCode::Mul, {g, s}, {gout});
+  b.instr(OpCode::Add, {loss, loss}, {l2});
+  auto gv = rng.uniform(numel(gs));
+  float clipV = 0.5f, epsV = 1e-6f, lossV = 2.25f;
+  RunResult r = runProgram(b.p, {toBytes(gv), toBytes(std::vector<float>{clipV}),
+                                 toBytes(std::vector<float>{epsV}), toBytes(std::vector<float>{1.0f}),
+                                 toBytes(std::vector<float>{lossV})});
+  ASSERT_TRUE(r.ok) << r.err;
+  double sum = 0;
+  for (float v : gv) sum += double(v) * v;
+  double scale = std::min(1.0, clipV / std::max(std::sqrt(sum), double(epsV)));
+  ASSERT_LT(scale, 1.0); // the clipping branch is the one taken
+  EXPECT_TRUE(allClose(r.out<float>(0), {scale}, 1e-6));
+  std::vector<double> want;
+  for (float v : gv) want.push_back(v * scale);
+  EXPECT_TRUE(allClose(r.out<float>(1), want, 1e-6));
+  EXPECT_EQ(r.out<float>(2), std::vector<float>{4.5f});
 }
 
 TEST(Elementwise, UnaryF64) {

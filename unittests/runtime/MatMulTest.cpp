@@ -95,6 +95,21 @@ TEST(MatMul, SharedWeightAcrossBatch) {
   checkMatMul({{3, 33, 17}, {33, 40}, {3, 17, 40}, true, false}, rng);
 }
 
+TEST(MatMul, WeightGradientShapes) {
+  Rng rng;
+  // dW = x^T dy after codegen flattened the batch: [K, N] = [M, K]^T [M, N],
+  // and dx = dy W^T in both weight layouts.
+  checkMatMul({{51, 33}, {51, 40}, {33, 40}, true, false}, rng);
+  checkMatMul({{3, 17, 40}, {33, 40}, {3, 17, 33}, false, true}, rng);
+  checkMatMul({{3, 17, 40}, {40, 33}, {3, 17, 33}, false, false}, rng);
+  // Rank 2 against rank 3, either side, with transposes: the result takes
+  // the batch dims of the rank-3 operand.
+  checkMatMul({{5, 7}, {3, 7, 4}, {3, 5, 4}, false, false}, rng);
+  checkMatMul({{7, 5}, {3, 4, 7}, {3, 5, 4}, true, true}, rng);
+  checkMatMul({{3, 7, 5}, {7, 4}, {3, 5, 4}, true, false}, rng);
+  checkMatMul({{3, 7, 5}, {4, 7}, {3, 5, 4}, true, true}, rng);
+}
+
 TEST(MatMul, ManySmallBatches) {
   Rng rng;
   // Unfused attention scores: [B, H, T, D] x [B, H, S, D]^T.

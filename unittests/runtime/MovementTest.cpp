@@ -154,6 +154,28 @@ TEST(Movement, ExpandBroadcastsToOutputShape) {
   EXPECT_TRUE(allClose(r.out<float>(), want, 0));
 }
 
+TEST(Movement, ExpandFromRankZeroAndSizeOneDims) {
+  // Backward graphs broadcast a scalar loss gradient, or a reduced [1, 1]
+  // tensor, back to a full shape.
+  Rng rng;
+  struct Case {
+    Shape in, out;
+  };
+  for (const Case &c : {Case{{}, {2, 3, 4}}, Case{{1, 1}, {4, 5}}, Case{{1}, {3, 1, 4}},
+                        Case{{2, 1, 1}, {2, 3, 5}}}) {
+    SCOPED_TRACE(std::to_string(c.in.size()) + "d -> " + std::to_string(numel(c.out)));
+    auto xv = rng.uniform(numel(c.in));
+    ProgramBuilder b;
+    uint32_t x = b.input(DType::F32, c.in), o = b.output(DType::F32, c.out);
+    b.instr(OpCode::Expand, {x}, {o});
+    RunResult r = runProgram(b.p, {toBytes(xv)});
+    ASSERT_TRUE(r.ok) << r.err;
+    std::vector<double> want;
+    for (int64_t i = 0; i < numel(c.out); ++i) want.push_back(xv[broadcastIndex(i, c.out, c.in)]);
+    EXPECT_TRUE(allClose(r.out<float>(), want, 0));
+  }
+}
+
 TEST(Movement, EmbeddingGathersRowsForI64AndI32Ids) {
   Rng rng;
   int64_t V = 50, D = 24;

@@ -1,0 +1,452 @@
+//===- TrainingKernels.cpp - Backward kernels and the AdamW optimizer -----===//
+//
+// Part of loom, under the Apache License v2.0.
+//
+// One kernel per training opcode (Program.h, opcodes 80-89). Each takes the
+// forward inputs it needs plus the output gradient dy and returns the
+// vector-Jacobian product; the math is spelled out above each kernel.
+//
+// Precision: f32 in and out, but every sum (row statistics, dot products,
+// the dw/db column sums, attention rows, scatter-adds) accumulates in double
+// and is rounded once on the store, so results track an fp64 reference to a
+// few f32 roundings.
+//
+// Determinism: results are bitwise identical for every thread count. No two
+// threads ever add into the same output element: reductions over rows (dw,
+// db of the norms, dk/dv of attention, the embedding scatter-add) are
+// instead computed by whoever owns the output element, summing its terms in
+// a fixed order.
+//===----------------------------------------------------------------------===//
+#include "cpu/Kernels.h"
+#include "cpu/Strided.h"
+#include "lib/Diagnostics.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+namespace loom::rt {
+namespace {
+
+/// Rows of length `d` per task such that a task covers ~16K elements.
+int64_t rowGrain(int64_t d) {
+  return std::max<int64_t>(1, (int64_t(1) << 14) / std::max<int64_t>(1, d));
+}
+
+/// Element `i` of an index tensor (i64 or i32) as int64.
+int64_t indexAt(const Tensor &t, int64_t i) {
+  return t.dtype() == DType::I64 ? t.as<int64_t>()[i] : t.as<int32_t>()[i];
+}
+
+/// out[i] = sum over rows r (in order) of term(r, i), for i < cols, in
+/// double. Threads own blocks of columns, so each sum has one fixed order
+/// whatever the thread count; a block of 32 columns reads 128 contiguous
+/// bytes per row.
+template <typename Term>
+void columnSums(ThreadPool &pool, int64_t rows, int64_t cols, float *out, const Term &term) {
+  constexpr int64_t kBlock = 32;
+  int64_t blocks = (cols + kBlock - 1) / kBlock;
+  pool.parallelFor(blocks, 1, [&](int64_t begin, int64_t end) {
+    double acc[kBlock];
+    for (int64_t blk = begin; blk < end; ++blk) {
+      int64_t c0 = blk * kBlock, c1 = std::min(cols, c0 + kBlock);
+      std::fill(acc, acc + kBlock, 0.0);
+      for (int64_t r = 0; r < rows; ++r)
+        for (int64_t i = c0; i < c1; ++i) acc[i - c0] += term(r, i);
+      for (int64_t i = c0; i < c1; ++i) out[i] = float(acc[i - c0]);
+    }
+  });
+}
+
+} // namespace
+
+// EmbeddingGrad: dtable[v, :] = sum over positions n with ids[n] == v of
+// dy[n, :]; rows no id picks are zero.
+// The positions are bucketed by id with a stable counting sort, then each
+// vocab row is summed by one thread in position order.
+bool runEmbeddingGrad(const KernelCall &c, ThreadPool &pool, std::string &err) {
+  const Tensor &dyT = c.in[0], &ids = c.in[1];
+  int64_t V = c.out[0].shape()[0], D = c.out[0].shape()[1], N = ids.numel();
+  std::vector<int64_t> first(size_t(V) + 1, 0), order(static_cast<size_t>(N));
+  for (int64_t n = 0; n < N; ++n) {
+    int64_t id = indexAt(ids, n);
+    if (id < 0 || id >= V) {
+      err = cat("id ", id, " at position ", n, " out of range [0, ", V, ")");
+      return false;
+    }
+    ++first[size_t(id) + 1];
+  }
+  for (int64_t v = 0; v < V; ++v) first[v + 1] += first[v];
+  std::vector<int64_t> cursor(first.begin(), first.end() - 1);
+  for (int64_t n = 0; n < N; ++n) order[size_t(cursor[size_t(indexAt(ids, n))]++)] = n;
+
+  const float *dy = dyT.as<float>();
+  float *out = c.out[0].as<float>();
+  pool.parallelFor(V, rowGrain(D), [&](int64_t begin, int64_t end) {
+    std::vector<double> acc(static_cast<size_t>(D));
+    for (int64_t v = begin; v < end; ++v) {
+      std::fill(acc.begin(), acc.end(), 0.0);
+      for (int64_t k = first[v]; k < first[v + 1]; ++k) {
+        const float *row = dy + order[k] * D;
+        for (int64_t i = 0; i < D; ++i) acc[i] += row[i];
+      }
+      for (int64_t i = 0; i < D; ++i) out[v * D + i] = float(acc[i]);
+    }
+  });
+  return true;
+}
+
+// RmsNormGrad, per row of length D, with r = 1/sqrt(mean(x^2) + eps),
+// n = x r (the normalized row) and g = dy w:
+//   dx = r (g - n mean(g n))
+//   dw = sum over rows of dy n
+// (y = n w; dy/dx of n is r (I - n n^T / D).)
+bool runRmsNormGrad(const KernelCall &c, ThreadPool &pool, std::string &) {
+  const float *x = c.in[0].as<float>(), *w = c.in[1].as<float>(), *dy = c.in[2].as<float>();
+  float *dx = c.out[0].as<float>(), *dw = c.out[1].as<float>();
+  int64_t D = c.in[0].shape().back(), rows = D ? c.in[0].numel() / D : 0;
+  double eps = c.instr->floats[0];
+  std::vector<double> rstd(static_cast<size_t>(rows));
+  pool.parallelFor(rows, rowGrain(D), [&](int64_t begin, int64_t end) {
+    for (int64_t row = begin; row < end; ++row) {
+      const float *xr = x + row * D, *gr = dy + row * D;
+      double ss = 0;
+      for (int64_t i = 0; i < D; ++i) ss += double(xr[i]) * xr[i];
+      double r = 1.0 / std::sqrt(ss / double(D) + eps);
+      double gn = 0; // sum of g n
+      for (int64_t i = 0; i < D; ++i) gn += double(gr[i]) * w[i] * (xr[i] * r);
+      double meanGn = gn / double(D);
+      for (int64_t i = 0; i < D; ++i)
+        dx[row * D + i] = float(r * (double(gr[i]) * w[i] - xr[i] * r * meanGn));
+      rstd[row] = r;
+    }
+  });
+  columnSums(pool, rows, D, dw,
+             [&](int64_t row, int64_t i) { return double(dy[row * D + i]) * x[row * D + i] * rstd[row]; });
+  return true;
+}
+
+// LayerNormGrad, per row of length D, with mean and biased var of x,
+// r = 1/sqrt(var + eps), xhat = (x - mean) r and g = dy w:
+//   dx = r (g - mean(g) - xhat mean(g xhat))
+//   dw = sum over rows of dy xhat;  db = sum over rows of dy
+bool runLayerNormGrad(const KernelCall &c, ThreadPool &pool, std::string &) {
+  const float *x = c.in[0].as<float>(), *w = c.in[1].as<float>(), *dy = c.in[2].as<float>();
+  float *dx = c.out[0].as<float>(), *dw = c.out[1].as<float>(), *db = c.out[2].as<float>();
+  int64_t D = c.in[0].shape().back(), rows = D ? c.in[0].numel() / D : 0;
+  double eps = c.instr->floats[0];
+  std::vector<double> mean(static_cast<size_t>(rows)), rstd(static_cast<size_t>(rows));
+  pool.parallelFor(rows, rowGrain(D), [&](int64_t begin, int64_t end) {
+    for (int64_t row = begin; row < end; ++row) {
+      const float *xr = x + row * D, *gr = dy + row * D;
+      double sum = 0, sq = 0;
+      for (int64_t i = 0; i < D; ++i) sum += xr[i];
+      double mu = sum / double(D);
+      for (int64_t i = 0; i < D; ++i) sq += (xr[i] - mu) * (xr[i] - mu);
+      double r = 1.0 / std::sqrt(sq / double(D) + eps);
+      double g = 0, gx = 0; // sums of g and of g xhat
+      for (int64_t i = 0; i < D; ++i) {
+        double gi = double(gr[i]) * w[i];
+        g += gi;
+        gx += gi * (xr[i] - mu) * r;
+      }
+      double meanG = g / double(D), meanGx = gx / double(D);
+      for (int64_t i = 0; i < D; ++i) {
+        double xhat = (xr[i] - mu) * r;
+        dx[row * D + i] = float(r * (double(gr[i]) * w[i] - meanG - xhat * meanGx));
+      }
+      mean[row] = mu;
+      rstd[row] = r;
+    }
+  });
+  columnSums(pool, rows, D, dw, [&](int64_t row, int64_t i) {
+    return double(dy[row * D + i]) * (x[row * D + i] - mean[row]) * rstd[row];
+  });
+  columnSums(pool, rows, D, db, [&](int64_t row, int64_t i) { return double(dy[row * D + i]); });
+  return true;
+}
+
+// AttentionGrad. Per (b, query head h, query i), with kv head g as in the
+// forward kernel and keys j visible as there (causal: j <= i + max(S-T, 0)):
+//   P_ij  = softmax_j(scale <q_i, k_j>)          (recomputed)
+//   dP_ij = <dy_i, v_j>
+//   dS_ij = P_ij (dP_ij - delta_i),  delta_i = sum_j P_ij dP_ij
+//   dq_i  = scale sum_j dS_ij k_j
+//   dk_j  = scale sum_{h in group(g), i} dS_ij q_i
+//   dv_j  = sum_{h in group(g), i} P_ij dy_i
+// Two passes, each owning its outputs (so no two threads add into the same
+// row): pass 1 over query rows computes dq and keeps each row's logsumexp
+// and delta_i; pass 2 over key rows (b, g, j) recomputes P_ij = exp(scale
+// <q_i, k_j> - lse_i) and dS_ij for the visible (h, i) in a fixed order and
+// sums dk_j and dv_j. The dot products are recomputed once more than a
+// single pass would need, in exchange for B * Hkv * S independent tasks.
+bool runAttentionGrad(const KernelCall &c, ThreadPool &pool, std::string &) {
+  const std::vector<int64_t> &qs = c.in[0].shape(), &ks = c.in[1].shape(), &vs = c.in[2].shape();
+  int64_t B = qs[0], Hq = qs[1], T = qs[2], D = qs[3];
+  int64_t Hkv = ks[1], S = ks[2], Dv = vs[3];
+  int64_t group = Hq / Hkv;
+  bool causal = c.instr->ints[0] != 0;
+  double scale = c.instr->floats[0];
+  int64_t offset = S > T ? S - T : 0;
+  const float *q = c.in[0].as<float>(), *k = c.in[1].as<float>(), *v = c.in[2].as<float>();
+  const float *dy = c.in[3].as<float>();
+  float *dq = c.out[0].as<float>(), *dk = c.out[1].as<float>(), *dv = c.out[2].as<float>();
+  auto dot = [](const float *a, const float *b, int64_t n) {
+    double s = 0;
+    for (int64_t d = 0; d < n; ++d) s += double(a[d]) * b[d];
+    return s;
+  };
+
+  // Pass 1: dq, and lse_i, delta_i per query row.
+  std::vector<double> lse(static_cast<size_t>(B * Hq * T)), delta(lse.size());
+  pool.parallelFor(B * Hq * T, 1, [&](int64_t begin, int64_t end) {
+    std::vector<double> p(static_cast<size_t>(S)), ds(static_cast<size_t>(S));
+    std::vector<double> acc(static_cast<size_t>(D));
+    for (int64_t row = begin; row < end; ++row) {
+      int64_t i = row % T, bh = row / T, b = bh / Hq, h = bh % Hq;
+      int64_t g = b * Hkv + h / group;
+      const float *qi = q + row * D, *dyi = dy + row * Dv;
+      const float *kg = k + g * S * D, *vg = v + g * S * Dv;
+      int64_t visible = causal ? std::min(S, i + offset + 1) : S;
+
+      double mx = -INFINITY;
+      for (int64_t j = 0; j < visible; ++j) mx = std::max(mx, p[j] = scale * dot(qi, kg + j * D, D));
+      double sum = 0;
+      for (int64_t j = 0; j < visible; ++j) sum += p[j] = std::exp(p[j] - mx);
+      double dlt = 0;
+      for (int64_t j = 0; j < visible; ++j) {
+        p[j] /= sum;
+        ds[j] = dot(dyi, vg + j * Dv, Dv); // dP_ij for now
+        dlt += p[j] * ds[j];
+      }
+      std::fill(acc.begin(), acc.end(), 0.0);
+      for (int64_t j = 0; j < visible; ++j) {
+        ds[j] = p[j] * (ds[j] - dlt);
+        const float *kj = kg + j * D;
+        for (int64_t d = 0; d < D; ++d) acc[d] += ds[j] * kj[d];
+      }
+      for (int64_t d = 0; d < D; ++d) dq[row * D + d] = float(scale * acc[d]);
+      lse[row] = visible ? mx + std::log(sum) : 0.0;
+      delta[row] = dlt;
+    }
+  });
+
+  // Pass 2: dk, dv per key row, over the group's query heads in order.
+  pool.parallelFor(B * Hkv * S, 1, [&](int64_t begin, int64_t end) {
+    std::vector<double> ak(static_cast<size_t>(D)), av(static_cast<size_t>(Dv));
+    for (int64_t krow = begin; krow < end; ++krow) {
+      int64_t j = krow % S, bg = krow / S, b = bg / Hkv, g = bg % Hkv;
+      const float *kj = k + krow * D, *vj = v + krow * Dv;
+      int64_t firstQuery = causal ? std::max<int64_t>(0, j - offset) : 0;
+      std::fill(ak.begin(), ak.end(), 0.0);
+      std::fill(av.begin(), av.end(), 0.0);
+      for (int64_t h = g * group; h < (g + 1) * group; ++h)
+        for (int64_t i = firstQuery; i < T; ++i) {
+          int64_t row = (b * Hq + h) * T + i;
+          const float *qi = q + row * D, *dyi = dy + row * Dv;
+          double p = std::exp(scale * dot(qi, kj, D) - lse[row]);
+          double ds = p * (dot(dyi, vj, Dv) - delta[row]);
+          for (int64_t d = 0; d < Dv; ++d) av[d] += p * dyi[d];
+          for (int64_t d = 0; d < D; ++d) ak[d] += ds * qi[d];
+        }
+      for (int64_t d = 0; d < D; ++d) dk[krow * D + d] = float(scale * ak[d]);
+      for (int64_t d = 0; d < Dv; ++d) dv[krow * Dv + d] = float(av[d]);
+    }
+  });
+  return true;
+}
+
+// RotaryGrad: the forward is y = x cos + rotate_half(x) sin, linear in x, so
+//   dx = dy cos + rotate_half^T(dy sin),
+//   rotate_half^T(z) = concat(z[..., D/2:], -z[..., :D/2]), i.e.
+//   dx[d] = dy[d] cos[d] + dy[d + D/2] sin[d + D/2]   for d < D/2
+//   dx[d] = dy[d] cos[d] - dy[d - D/2] sin[d - D/2]   for d >= D/2.
+// cos and sin broadcast to dy as in the forward kernel.
+bool runRotaryGrad(const KernelCall &c, ThreadPool &pool, std::string &) {
+  const Tensor &dyT = c.in[0], &cosT = c.in[1], &sinT = c.in[2];
+  const Shape &shape = dyT.shape();
+  int64_t D = shape.back(), half = D / 2, rows = D ? dyT.numel() / D : 0;
+  Shape rowShape(shape.begin(), shape.end() - 1);
+  Shape cs = broadcastStrides(cosT.shape(), shape), ss = broadcastStrides(sinT.shape(), shape);
+  int64_t cd = cs.back(), sd = ss.back(); // 0 when the table has one column
+  cs.pop_back();
+  ss.pop_back();
+  const float *dy = dyT.as<float>(), *cp = cosT.as<float>(), *sp = sinT.as<float>();
+  float *dx = c.out[0].as<float>();
+  pool.parallelFor(rows, rowGrain(D), [&](int64_t begin, int64_t end) {
+    for (int64_t r = begin; r < end; ++r) {
+      const float *g = dy + r * D;
+      const float *cr = cp + offsetOf(r, rowShape, cs), *sr = sp + offsetOf(r, rowShape, ss);
+      float *o = dx + r * D;
+      for (int64_t d = 0; d < half; ++d)
+        o[d] = float(double(g[d]) * cr[d * cd] + double(g[d + half]) * sr[(d + half) * sd]);
+      for (int64_t d = half; d < D; ++d)
+        o[d] = float(double(g[d]) * cr[d * cd] - double(g[d - half]) * sr[(d - half) * sd]);
+    }
+  });
+  return true;
+}
+
+// ActivationGrad: dx = f'(x) dy, elementwise, with
+//   silu      f = x s,  s = sigmoid(x):     f' = s (1 + x (1 - s))
+//   gelu erf  f = x Phi(x):                 f' = Phi(x) + x phi(x),
+//             Phi(x) = (1 + erf(x / sqrt 2)) / 2, phi(x) = exp(-x^2/2) / sqrt(2 pi)
+//   gelu tanh f = x (1 + tanh u) / 2, u = sqrt(2/pi) (x + 0.044715 x^3):
+//             f' = (1 + tanh u) / 2 + x (1 - tanh^2 u) sqrt(2/pi) (1 + 3 0.044715 x^2) / 2
+bool runActivationGrad(const KernelCall &c, ThreadPool &pool, std::string &) {
+  const float *x = c.in[0].as<float>(), *dy = c.in[1].as<float>();
+  float *dx = c.out[0].as<float>();
+  int kind = int(c.instr->ints[0]);
+  constexpr double kSqrt2OverPi = 0.7978845608028654;   // sqrt(2 / pi)
+  constexpr double kInvSqrt2Pi = 0.3989422804014327;    // 1 / sqrt(2 pi)
+  auto derivative = [kind](double v) {
+    switch (kind) {
+    case 0: {
+      double s = 1.0 / (1.0 + std::exp(-v));
+      return s * (1.0 + v * (1.0 - s));
+    }
+    case 1:
+      return 0.5 * (1.0 + std::erf(v * M_SQRT1_2)) + v * kInvSqrt2Pi * std::exp(-0.5 * v * v);
+    default: {
+      double t = std::tanh(kSqrt2OverPi * (v + 0.044715 * v * v * v));
+      return 0.5 * (1.0 + t) +
+             0.5 * v * (1.0 - t * t) * kSqrt2OverPi * (1.0 + 3.0 * 0.044715 * v * v);
+    }
+    }
+  };
+  pool.parallelFor(c.out[0].numel(), 1 << 12, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) dx[i] = float(derivative(x[i]) * double(dy[i]));
+  });
+  return true;
+}
+
+// SoftmaxGrad along one axis, given the forward output y:
+//   dx_i = y_i (dy_i - sum_j dy_j y_j)
+// The tensor is viewed as [outer, len, inner] lines as in runSoftmax.
+bool runSoftmaxGrad(const KernelCall &c, ThreadPool &pool, std::string &) {
+  const Shape &shape = c.in[0].shape();
+  size_t axis = size_t(c.instr->ints[0]);
+  int64_t outer = 1, len = shape[axis], inner = 1;
+  for (size_t d = 0; d < axis; ++d) outer *= shape[d];
+  for (size_t d = axis + 1; d < shape.size(); ++d) inner *= shape[d];
+  const float *y = c.in[0].as<float>(), *dy = c.in[1].as<float>();
+  float *dx = c.out[0].as<float>();
+  pool.parallelFor(outer * inner, rowGrain(len), [&](int64_t begin, int64_t end) {
+    for (int64_t line = begin; line < end; ++line) {
+      int64_t base = (line / inner) * len * inner + line % inner;
+      double dot = 0;
+      for (int64_t i = 0; i < len; ++i) dot += double(dy[base + i * inner]) * y[base + i * inner];
+      for (int64_t i = 0; i < len; ++i) {
+        int64_t at = base + i * inner;
+        dx[at] = float(double(y[at]) * (double(dy[at]) - dot));
+      }
+    }
+  });
+  return true;
+}
+
+// CrossEntropyGrad of loss = mean_n (logsumexp(x_n) - x_n[t_n]):
+//   dx[n, v] = (softmax(x_n)[v] - [v == t_n]) dloss / N
+// with the softmax shifted by the row max as in the forward kernel.
+bool runCrossEntropyGrad(const KernelCall &c, ThreadPool &pool, std::string &err) {
+  const Tensor &logits = c.in[0], &targets = c.in[1];
+  int64_t N = logits.shape()[0], V = logits.shape()[1];
+  for (int64_t n = 0; n < N; ++n) {
+    int64_t t = indexAt(targets, n);
+    if (t < 0 || t >= V) {
+      err = cat("target ", t, " at row ", n, " out of range [0, ", V, ")");
+      return false;
+    }
+  }
+  double factor = double(*c.in[2].as<float>()) / double(N);
+  const float *x = logits.as<float>();
+  float *dx = c.out[0].as<float>();
+  pool.parallelFor(N, rowGrain(V), [&](int64_t begin, int64_t end) {
+    for (int64_t n = begin; n < end; ++n) {
+      const float *row = x + n * V;
+      double mx = -std::numeric_limits<double>::infinity();
+      for (int64_t v = 0; v < V; ++v) mx = std::max(mx, double(row[v]));
+      double sum = 0;
+      for (int64_t v = 0; v < V; ++v) sum += std::exp(row[v] - mx);
+      int64_t t = indexAt(targets, n);
+      for (int64_t v = 0; v < V; ++v)
+        dx[n * V + v] = float((std::exp(row[v] - mx) / sum - (v == t ? 1.0 : 0.0)) * factor);
+    }
+  });
+  return true;
+}
+
+// SliceGrad: out = 0, then out[start_d + i_d step_d ...] = dy[i ...] for
+// every index i of dy. Steps are nonzero, so the positions are distinct and
+// a plain store (no add) is the adjoint of Slice. Any dtype: zero is all
+// zero bytes in every dtype, and elements move as raw words.
+namespace {
+template <typename Word>
+void scatterTyped(const Tensor &dy, const Tensor &out, int64_t base, const Shape &outStrides,
+                  ThreadPool &pool) {
+  const Shape &shape = dy.shape();
+  StridedLoop loop(shape, {contiguousStrides(shape), outStrides});
+  int64_t n = loop.innerSize(), s = loop.innerStride(1);
+  const Word *src = dy.as<Word>();
+  Word *dst = out.as<Word>() + base;
+  loop.forEachRow(pool, [&](int64_t row) {
+    const Word *x = src + loop.rowOffset(0, row);
+    Word *y = dst + loop.rowOffset(1, row);
+    for (int64_t i = 0; i < n; ++i) y[i * s] = x[i];
+  });
+}
+} // namespace
+
+bool runSliceGrad(const KernelCall &c, ThreadPool &pool, std::string &) {
+  const Tensor &dy = c.in[0], &out = c.out[0];
+  std::memset(out.data, 0, out.desc->bytes);
+  if (dy.numel() == 0) // an empty window may start anywhere
+    return true;
+  Shape own = contiguousStrides(out.shape()), strides;
+  int64_t base = 0;
+  for (size_t d = 0; d < own.size(); ++d) {
+    base += c.instr->ints[2 * d] * own[d];
+    strides.push_back(c.instr->ints[2 * d + 1] * own[d]);
+  }
+  switch (dtypeSize(out.dtype())) {
+  case 1: scatterTyped<uint8_t>(dy, out, base, strides, pool); break;
+  case 2: scatterTyped<uint16_t>(dy, out, base, strides, pool); break;
+  case 4: scatterTyped<uint32_t>(dy, out, base, strides, pool); break;
+  case 8: scatterTyped<uint64_t>(dy, out, base, strides, pool); break;
+  }
+  return true;
+}
+
+// AdamW with PyTorch semantics (torch.optim.AdamW, no amsgrad), with
+// t = step + 1 and lr, step read from rank-0 buffers at run time:
+//   p' = p (1 - lr wd)                                  decoupled decay
+//   m' = b1 m + (1 - b1) g
+//   v' = b2 v + (1 - b2) g^2
+//   p' = p' - lr / (1 - b1^t) * m' / (sqrt(v') / sqrt(1 - b2^t) + eps)
+// Each element is computed in double and rounded once per output.
+bool runAdamW(const KernelCall &c, ThreadPool &pool, std::string &) {
+  const float *p = c.in[0].as<float>(), *g = c.in[1].as<float>();
+  const float *m = c.in[2].as<float>(), *v = c.in[3].as<float>();
+  double lr = *c.in[4].as<float>(), t = double(*c.in[5].as<float>()) + 1.0;
+  double b1 = c.instr->floats[0], b2 = c.instr->floats[1];
+  double eps = c.instr->floats[2], wd = c.instr->floats[3];
+  float *po = c.out[0].as<float>(), *mo = c.out[1].as<float>(), *vo = c.out[2].as<float>();
+  double stepSize = lr / (1.0 - std::pow(b1, t));
+  double bc2Sqrt = std::sqrt(1.0 - std::pow(b2, t));
+  double decay = 1.0 - lr * wd;
+  pool.parallelFor(c.in[0].numel(), 1 << 12, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) {
+      double gi = g[i];
+      double mi = b1 * m[i] + (1.0 - b1) * gi;
+      double vi = b2 * v[i] + (1.0 - b2) * gi * gi;
+      double pi = p[i] * decay - stepSize * mi / (std::sqrt(vi) / bc2Sqrt + eps);
+      po[i] = float(pi);
+      mo[i] = float(mi);
+      vo[i] = float(vi);
+    }
+  });
+  return true;
+}
+
+} // namespace loom::rt
