@@ -22,7 +22,10 @@
 
 namespace loom::rt {
 
-bool runAttention(const KernelCall &c, ThreadPool &pool, std::string &) {
+namespace {
+
+template <typename Elem>
+bool attentionTyped(const KernelCall &c, ThreadPool &pool, std::string &) {
   const std::vector<int64_t> &qs = c.in[0].shape(), &ks = c.in[1].shape(), &vs = c.in[2].shape();
   int64_t B = qs[0], Hq = qs[1], T = qs[2], D = qs[3];
   int64_t Hkv = ks[1], S = ks[2], Dv = vs[3];
@@ -30,20 +33,20 @@ bool runAttention(const KernelCall &c, ThreadPool &pool, std::string &) {
   bool causal = c.instr->ints[0] != 0;
   double scale = c.instr->floats[0];
   int64_t offset = S > T ? S - T : 0;
-  const float *q = c.in[0].as<float>(), *k = c.in[1].as<float>(), *v = c.in[2].as<float>();
-  float *o = c.out[0].as<float>();
+  const Elem *q = c.in[0].as<Elem>(), *k = c.in[1].as<Elem>(), *v = c.in[2].as<Elem>();
+  Elem *o = c.out[0].as<Elem>();
 
   pool.parallelFor(B * Hq * T, 1, [&](int64_t begin, int64_t end) {
     std::vector<double> p(static_cast<size_t>(S)), acc(static_cast<size_t>(Dv));
     for (int64_t row = begin; row < end; ++row) {
       int64_t i = row % T, bh = row / T, b = bh / Hq, h = bh % Hq;
       int64_t g = b * Hkv + h / group;
-      const float *qi = q + row * D, *kg = k + g * S * D, *vg = v + g * S * Dv;
+      const Elem *qi = q + row * D, *kg = k + g * S * D, *vg = v + g * S * Dv;
       int64_t visible = causal ? std::min(S, i + offset + 1) : S;
 
       double mx = -INFINITY;
       for (int64_t j = 0; j < visible; ++j) {
-        const float *kj = kg + j * D;
+        const Elem *kj = kg + j * D;
         double dot = 0;
         for (int64_t d = 0; d < D; ++d) dot += double(qi[d]) * kj[d];
         p[j] = scale * dot;
@@ -54,15 +57,24 @@ bool runAttention(const KernelCall &c, ThreadPool &pool, std::string &) {
 
       std::fill(acc.begin(), acc.end(), 0.0);
       for (int64_t j = 0; j < visible; ++j) {
-        const float *vj = vg + j * Dv;
+        const Elem *vj = vg + j * Dv;
         for (int64_t d = 0; d < Dv; ++d) acc[d] += p[j] * vj[d];
       }
       // No visible key (S == 0): an empty softmax; write zeros, not 0/0.
       double inv = visible ? 1.0 / sum : 0.0;
-      for (int64_t d = 0; d < Dv; ++d) o[row * Dv + d] = float(acc[d] * inv);
+      for (int64_t d = 0; d < Dv; ++d) o[row * Dv + d] = Elem(acc[d] * inv);
     }
   });
   return true;
+}
+
+} // namespace
+
+// The entry points: f32 or f64 by the output dtype, the same code for both.
+bool runAttention(const KernelCall &c, ThreadPool &pool, std::string &err) {
+  if (c.out[0].dtype() == DType::F64)
+    return attentionTyped<double>(c, pool, err);
+  return attentionTyped<float>(c, pool, err);
 }
 
 } // namespace loom::rt

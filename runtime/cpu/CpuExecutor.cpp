@@ -52,21 +52,23 @@ std::string cpuSupports(const Program &p, const Instr &I) {
   case OpCode::GeluTanh: case OpCode::GeluErf: case OpCode::Cos: case OpCode::Sin:
   case OpCode::Log:
     return need(I.out[0], {DType::F32, DType::F64}, "operands");
+  // The kernels below are templates over f32 and f64 (f64 serves gradient
+  // checks); bf16 is not computed on directly, graphs cast it to f32.
   case OpCode::MatMul: case OpCode::Reduce: case OpCode::Softmax: case OpCode::RmsNorm:
   case OpCode::LayerNorm: case OpCode::Rotary: case OpCode::Attention:
-    return need(I.in[0], {DType::F32}, "operands");
-  case OpCode::CrossEntropy:
-    return need(I.in[0], {DType::F32}, "logits");
   case OpCode::RmsNormGrad: case OpCode::LayerNormGrad: case OpCode::AttentionGrad:
   case OpCode::RotaryGrad: case OpCode::ActivationGrad: case OpCode::SoftmaxGrad:
-  case OpCode::AdamW: // validate() already insists on f32 for AdamW
-    return need(I.in[0], {DType::F32}, "operands");
+    return need(I.in[0], {DType::F32, DType::F64}, "operands");
+  case OpCode::CrossEntropy:
+    return need(I.in[0], {DType::F32, DType::F64}, "logits");
   case OpCode::EmbeddingGrad:
-    return need(I.in[0], {DType::F32}, "gradients");
+    return need(I.in[0], {DType::F32, DType::F64}, "gradients");
   case OpCode::CrossEntropyGrad:
-    if (std::string e = need(I.in[0], {DType::F32}, "logits"); !e.empty())
+    if (std::string e = need(I.in[0], {DType::F32, DType::F64}, "logits"); !e.empty())
       return e;
-    return need(I.in[2], {DType::F32}, "the loss gradient");
+    return need(I.in[2], {DType::F32, DType::F64}, "the loss gradient");
+  case OpCode::AdamW: // validate() already insists on f32
+    return need(I.in[0], {DType::F32}, "operands");
   // Data movement and conversion handle every dtype.
   case OpCode::Where: case OpCode::Cast: case OpCode::Embedding: case OpCode::Transpose:
   case OpCode::Slice: case OpCode::Concat: case OpCode::Split: case OpCode::Expand:

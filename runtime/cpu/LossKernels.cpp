@@ -16,6 +16,34 @@
 
 namespace loom::rt {
 
+namespace {
+
+/// The mean over rows of logsumexp(row) - row[t], for logits of type T.
+template <typename T>
+double meanLoss(const KernelCall &c, const std::vector<int64_t> &t, ThreadPool &pool) {
+  const Tensor &logits = c.in[0];
+  int64_t N = logits.shape()[0], V = logits.shape()[1];
+  const T *x = logits.as<T>();
+  std::vector<double> rowLoss(static_cast<size_t>(N));
+  int64_t grain = std::max<int64_t>(1, (int64_t(1) << 14) / V);
+  pool.parallelFor(N, grain, [&](int64_t begin, int64_t end) {
+    for (int64_t n = begin; n < end; ++n) {
+      const T *row = x + n * V;
+      double mx = -std::numeric_limits<double>::infinity();
+      for (int64_t v = 0; v < V; ++v) mx = std::max(mx, double(row[v]));
+      double sum = 0;
+      for (int64_t v = 0; v < V; ++v) sum += std::exp(row[v] - mx);
+      rowLoss[n] = mx + std::log(sum) - row[t[n]];
+    }
+  });
+  double total = 0;
+  for (double l : rowLoss) total += l;
+  return total / double(N);
+}
+
+} // namespace
+
+// f32 or f64 logits; the loss is f32, or f64 for f64 logits.
 bool runCrossEntropy(const KernelCall &c, ThreadPool &pool, std::string &err) {
   const Tensor &logits = c.in[0], &targets = c.in[1];
   int64_t N = logits.shape()[0], V = logits.shape()[1];
@@ -27,21 +55,12 @@ bool runCrossEntropy(const KernelCall &c, ThreadPool &pool, std::string &err) {
       return false;
     }
   }
-  const float *x = logits.as<float>();
-  std::vector<double> rowLoss(static_cast<size_t>(N));
-  pool.parallelFor(N, std::max<int64_t>(1, (int64_t(1) << 14) / V), [&](int64_t begin, int64_t end) {
-    for (int64_t n = begin; n < end; ++n) {
-      const float *row = x + n * V;
-      double mx = -std::numeric_limits<double>::infinity();
-      for (int64_t v = 0; v < V; ++v) mx = std::max(mx, double(row[v]));
-      double sum = 0;
-      for (int64_t v = 0; v < V; ++v) sum += std::exp(row[v] - mx);
-      rowLoss[n] = mx + std::log(sum) - row[t[n]];
-    }
-  });
-  double total = 0;
-  for (double l : rowLoss) total += l;
-  *c.out[0].as<float>() = float(total / double(N));
+  double loss = logits.dtype() == DType::F64 ? meanLoss<double>(c, t, pool)
+                                              : meanLoss<float>(c, t, pool);
+  if (c.out[0].dtype() == DType::F64)
+    *c.out[0].as<double>() = loss;
+  else
+    *c.out[0].as<float>() = float(loss);
   return true;
 }
 

@@ -15,6 +15,9 @@
 // and of B (KC x NC, 128 KiB) contiguously, and a 4 x 8 register-tile
 // micro-kernel accumulates in float. Summing in KC-sized partial blocks keeps
 // the rounding error near sqrt(K) * 2^-24 relative to sum |a||b|.
+//
+// f64 operands (the compiler's gradient checks, not training) take a plain
+// row-by-row loop that accumulates in double.
 //===----------------------------------------------------------------------===//
 #include "cpu/Kernels.h"
 #include "cpu/Strided.h"
@@ -137,9 +140,43 @@ void runGemms(const std::vector<Gemm> &gemms, ThreadPool &pool) {
 }
 #endif
 
+/// f64 products (the precision of gradient checks, not of training): one
+/// output row per task, a plain i-k-j loop accumulating in double.
+void matMulF64(const KernelCall &c, ThreadPool &pool) {
+  const Tensor &A = c.in[0], &B = c.in[1], &C = c.out[0];
+  bool ta = c.instr->ints[0] != 0, tb = c.instr->ints[1] != 0;
+  const Shape &as = A.shape(), &bs = B.shape(), &cs = C.shape();
+  size_t ra = as.size(), rb = bs.size(), rc = cs.size();
+  int64_t m = cs[rc - 2], n = cs[rc - 1], k = ta ? as[ra - 2] : as[ra - 1];
+  int64_t lda = as[ra - 1], ldb = bs[rb - 1];
+  Shape batch(cs.begin(), cs.end() - 2);
+  Shape aStrides = broadcastStrides(Shape(as.begin(), as.end() - 2), batch);
+  Shape bStrides = broadcastStrides(Shape(bs.begin(), bs.end() - 2), batch);
+  int64_t batches = 1;
+  for (int64_t d : batch) batches *= d;
+  pool.parallelFor(batches * m, std::max<int64_t>(1, 4096 / std::max<int64_t>(1, n * k)),
+                   [&](int64_t begin, int64_t end) {
+    for (int64_t row = begin; row < end; ++row) {
+      int64_t bi = row / m, i = row % m;
+      const double *a = A.as<double>() + offsetOf(bi, batch, aStrides) * m * k;
+      const double *b = B.as<double>() + offsetOf(bi, batch, bStrides) * k * n;
+      double *out = C.as<double>() + row * n;
+      std::fill(out, out + n, 0.0);
+      for (int64_t p = 0; p < k; ++p) {
+        double x = ta ? a[p * lda + i] : a[i * lda + p];
+        for (int64_t j = 0; j < n; ++j) out[j] += x * (tb ? b[j * ldb + p] : b[p * ldb + j]);
+      }
+    }
+  });
+}
+
 } // namespace
 
 bool runMatMul(const KernelCall &c, ThreadPool &pool, std::string &) {
+  if (c.out[0].dtype() == DType::F64) {
+    matMulF64(c, pool);
+    return true;
+  }
   const Tensor &A = c.in[0], &B = c.in[1], &C = c.out[0];
   bool ta = c.instr->ints[0] != 0, tb = c.instr->ints[1] != 0;
   const Shape &as = A.shape(), &bs = B.shape(), &cs = C.shape();

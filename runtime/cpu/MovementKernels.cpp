@@ -145,7 +145,8 @@ bool runEmbedding(const KernelCall &c, ThreadPool &pool, std::string &err) {
 // out = x * cos + rotate_half(x) * sin over the last dim D, where
 // rotate_half(x)[d] = -x[d + D/2] for d < D/2 and x[d - D/2] otherwise.
 // cos and sin broadcast to x, usually [T, D] against [B, H, T, D].
-bool runRotary(const KernelCall &c, ThreadPool &pool, std::string &) {
+namespace {
+template <typename T> void rotaryTyped(const KernelCall &c, ThreadPool &pool) {
   const Tensor &x = c.in[0], &cosT = c.in[1], &sinT = c.in[2];
   const Shape &shape = x.shape();
   int64_t D = shape.back(), half = D / 2, rows = D ? x.numel() / D : 0;
@@ -154,19 +155,27 @@ bool runRotary(const KernelCall &c, ThreadPool &pool, std::string &) {
   int64_t cd = cs.back(), sd = ss.back(); // 0 when the table has one column
   cs.pop_back();
   ss.pop_back();
-  const float *xp = x.as<float>(), *cp = cosT.as<float>(), *sp = sinT.as<float>();
-  float *yp = c.out[0].as<float>();
+  const T *xp = x.as<T>(), *cp = cosT.as<T>(), *sp = sinT.as<T>();
+  T *yp = c.out[0].as<T>();
   pool.parallelFor(rows, std::max<int64_t>(1, 4096 / std::max<int64_t>(1, D)), [&](int64_t begin, int64_t end) {
     for (int64_t r = begin; r < end; ++r) {
-      const float *xr = xp + r * D;
-      const float *cr = cp + offsetOf(r, rowShape, cs), *sr = sp + offsetOf(r, rowShape, ss);
-      float *yr = yp + r * D;
+      const T *xr = xp + r * D;
+      const T *cr = cp + offsetOf(r, rowShape, cs), *sr = sp + offsetOf(r, rowShape, ss);
+      T *yr = yp + r * D;
       for (int64_t d = 0; d < half; ++d)
-        yr[d] = float(double(xr[d]) * cr[d * cd] - double(xr[d + half]) * sr[d * sd]);
+        yr[d] = T(double(xr[d]) * cr[d * cd] - double(xr[d + half]) * sr[d * sd]);
       for (int64_t d = half; d < D; ++d)
-        yr[d] = float(double(xr[d]) * cr[d * cd] + double(xr[d - half]) * sr[d * sd]);
+        yr[d] = T(double(xr[d]) * cr[d * cd] + double(xr[d - half]) * sr[d * sd]);
     }
   });
+}
+} // namespace
+
+bool runRotary(const KernelCall &c, ThreadPool &pool, std::string &) {
+  if (c.out[0].dtype() == DType::F64)
+    rotaryTyped<double>(c, pool);
+  else
+    rotaryTyped<float>(c, pool);
   return true;
 }
 

@@ -2,7 +2,7 @@
 //
 // Part of loom, under the Apache License v2.0.
 //
-// All f32 in and out; every sum accumulates in double, so the only f32
+// f32 or f64 in and out; every sum accumulates in double, so the only f32
 // rounding is the final store and results match an fp64 reference to about
 // one ulp. Rows (or output elements) are spread over the pool.
 //===----------------------------------------------------------------------===//
@@ -18,21 +18,20 @@ namespace {
 /// Rows of length `d` per task such that a task covers ~16K elements.
 int64_t rowGrain(int64_t d) { return std::max<int64_t>(1, (int64_t(1) << 14) / std::max<int64_t>(1, d)); }
 
-} // namespace
-
 // y = x / sqrt(mean(x^2) + eps) * w, over the last dim.
-bool runRmsNorm(const KernelCall &c, ThreadPool &pool, std::string &) {
-  const float *x = c.in[0].as<float>(), *w = c.in[1].as<float>();
-  float *y = c.out[0].as<float>();
+template <typename T>
+bool rmsNormTyped(const KernelCall &c, ThreadPool &pool, std::string &) {
+  const T *x = c.in[0].as<T>(), *w = c.in[1].as<T>();
+  T *y = c.out[0].as<T>();
   int64_t d = c.in[0].shape().back(), rows = d ? c.in[0].numel() / d : 0;
   double eps = c.instr->floats[0];
   pool.parallelFor(rows, rowGrain(d), [&](int64_t begin, int64_t end) {
     for (int64_t r = begin; r < end; ++r) {
-      const float *xr = x + r * d;
+      const T *xr = x + r * d;
       double ss = 0;
       for (int64_t i = 0; i < d; ++i) ss += double(xr[i]) * xr[i];
       double inv = 1.0 / std::sqrt(ss / double(d) + eps);
-      for (int64_t i = 0; i < d; ++i) y[r * d + i] = float(xr[i] * inv * w[i]);
+      for (int64_t i = 0; i < d; ++i) y[r * d + i] = T(xr[i] * inv * w[i]);
     }
   });
   return true;
@@ -41,22 +40,23 @@ bool runRmsNorm(const KernelCall &c, ThreadPool &pool, std::string &) {
 // y = (x - mean) / sqrt(var + eps) * w + b, over the last dim; var is the
 // biased variance mean((x - mean)^2), computed in a second pass so it does
 // not suffer the cancellation of mean(x^2) - mean^2.
-bool runLayerNorm(const KernelCall &c, ThreadPool &pool, std::string &) {
-  const float *x = c.in[0].as<float>(), *w = c.in[1].as<float>();
-  const float *b = c.in.size() > 2 ? c.in[2].as<float>() : nullptr;
-  float *y = c.out[0].as<float>();
+template <typename T>
+bool layerNormTyped(const KernelCall &c, ThreadPool &pool, std::string &) {
+  const T *x = c.in[0].as<T>(), *w = c.in[1].as<T>();
+  const T *b = c.in.size() > 2 ? c.in[2].as<T>() : nullptr;
+  T *y = c.out[0].as<T>();
   int64_t d = c.in[0].shape().back(), rows = d ? c.in[0].numel() / d : 0;
   double eps = c.instr->floats[0];
   pool.parallelFor(rows, rowGrain(d), [&](int64_t begin, int64_t end) {
     for (int64_t r = begin; r < end; ++r) {
-      const float *xr = x + r * d;
+      const T *xr = x + r * d;
       double sum = 0, sq = 0;
       for (int64_t i = 0; i < d; ++i) sum += xr[i];
       double mean = sum / double(d);
       for (int64_t i = 0; i < d; ++i) sq += (xr[i] - mean) * (xr[i] - mean);
       double inv = 1.0 / std::sqrt(sq / double(d) + eps);
       for (int64_t i = 0; i < d; ++i)
-        y[r * d + i] = float((xr[i] - mean) * inv * w[i] + (b ? b[i] : 0.0));
+        y[r * d + i] = T((xr[i] - mean) * inv * w[i] + (b ? b[i] : 0.0));
     }
   });
   return true;
@@ -65,14 +65,15 @@ bool runLayerNorm(const KernelCall &c, ThreadPool &pool, std::string &) {
 // y_i = exp(x_i - max) / sum_j exp(x_j - max) along one axis. Subtracting the
 // max keeps every exponent <= 0, so nothing overflows. The tensor is viewed
 // as [outer, len, inner]; each (outer, inner) pair is one independent line.
-bool runSoftmax(const KernelCall &c, ThreadPool &pool, std::string &) {
+template <typename T>
+bool softmaxTyped(const KernelCall &c, ThreadPool &pool, std::string &) {
   const Shape &shape = c.in[0].shape();
   size_t axis = size_t(c.instr->ints[0]);
   int64_t outer = 1, len = shape[axis], inner = 1;
   for (size_t d = 0; d < axis; ++d) outer *= shape[d];
   for (size_t d = axis + 1; d < shape.size(); ++d) inner *= shape[d];
-  const float *x = c.in[0].as<float>();
-  float *y = c.out[0].as<float>();
+  const T *x = c.in[0].as<T>();
+  T *y = c.out[0].as<T>();
   pool.parallelFor(outer * inner, rowGrain(len), [&](int64_t begin, int64_t end) {
     std::vector<double> e(static_cast<size_t>(len));
     for (int64_t line = begin; line < end; ++line) {
@@ -81,7 +82,7 @@ bool runSoftmax(const KernelCall &c, ThreadPool &pool, std::string &) {
       for (int64_t i = 0; i < len; ++i) mx = std::max(mx, double(x[base + i * inner]));
       double sum = 0;
       for (int64_t i = 0; i < len; ++i) sum += e[i] = std::exp(x[base + i * inner] - mx);
-      for (int64_t i = 0; i < len; ++i) y[base + i * inner] = float(e[i] / sum);
+      for (int64_t i = 0; i < len; ++i) y[base + i * inner] = T(e[i] / sum);
     }
   });
   return true;
@@ -90,7 +91,8 @@ bool runSoftmax(const KernelCall &c, ThreadPool &pool, std::string &) {
 // Sum, mean or max over a set of axes. The input's dims split into kept dims
 // (they index the output, in order) and reduced dims (summed over); adjacent
 // reduced dims are collapsed so the innermost loop is as long as possible.
-bool runReduce(const KernelCall &c, ThreadPool &pool, std::string &) {
+template <typename T>
+bool reduceTyped(const KernelCall &c, ThreadPool &pool, std::string &) {
   const Shape &shape = c.in[0].shape();
   Shape strides = contiguousStrides(shape);
   std::vector<bool> reduced(shape.size(), false);
@@ -117,8 +119,8 @@ bool runReduce(const KernelCall &c, ThreadPool &pool, std::string &) {
     redStrides = {0};
   }
   int kind = int(c.instr->ints[0]); // 0 sum, 1 mean, 2 max
-  const float *x = c.in[0].as<float>();
-  float *y = c.out[0].as<float>();
+  const T *x = c.in[0].as<T>();
+  T *y = c.out[0].as<T>();
   Shape outerRed(redShape.begin(), redShape.end() - 1), outerStrides(redStrides.begin(), redStrides.end() - 1);
   int64_t innerLen = redShape.back(), innerStride = redStrides.back();
   int64_t outerCount = innerLen ? count / innerLen : 0;
@@ -128,17 +130,44 @@ bool runReduce(const KernelCall &c, ThreadPool &pool, std::string &) {
       double sum = 0;
       double mx = -std::numeric_limits<double>::infinity();
       for (int64_t r = 0; r < outerCount; ++r) {
-        const float *p = x + base + offsetOf(r, outerRed, outerStrides);
+        const T *p = x + base + offsetOf(r, outerRed, outerStrides);
         for (int64_t i = 0; i < innerLen; ++i) {
           double v = p[i * innerStride];
           sum += v;
           mx = v != v || v > mx ? v : mx; // NaN propagates, like NumPy's max
         }
       }
-      y[o] = float(kind == 2 ? mx : kind == 1 ? sum / double(count) : sum);
+      y[o] = T(kind == 2 ? mx : kind == 1 ? sum / double(count) : sum);
     }
   });
   return true;
+}
+
+} // namespace
+
+// The entry points: f32 or f64 by the output dtype, the same code for both.
+bool runRmsNorm(const KernelCall &c, ThreadPool &pool, std::string &err) {
+  if (c.out[0].dtype() == DType::F64)
+    return rmsNormTyped<double>(c, pool, err);
+  return rmsNormTyped<float>(c, pool, err);
+}
+
+bool runLayerNorm(const KernelCall &c, ThreadPool &pool, std::string &err) {
+  if (c.out[0].dtype() == DType::F64)
+    return layerNormTyped<double>(c, pool, err);
+  return layerNormTyped<float>(c, pool, err);
+}
+
+bool runSoftmax(const KernelCall &c, ThreadPool &pool, std::string &err) {
+  if (c.out[0].dtype() == DType::F64)
+    return softmaxTyped<double>(c, pool, err);
+  return softmaxTyped<float>(c, pool, err);
+}
+
+bool runReduce(const KernelCall &c, ThreadPool &pool, std::string &err) {
+  if (c.out[0].dtype() == DType::F64)
+    return reduceTyped<double>(c, pool, err);
+  return reduceTyped<float>(c, pool, err);
 }
 
 } // namespace loom::rt

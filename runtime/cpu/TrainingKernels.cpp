@@ -6,10 +6,10 @@
 // forward inputs it needs plus the output gradient dy and returns the
 // vector-Jacobian product; the math is spelled out above each kernel.
 //
-// Precision: f32 in and out, but every sum (row statistics, dot products,
-// the dw/db column sums, attention rows, scatter-adds) accumulates in double
-// and is rounded once on the store, so results track an fp64 reference to a
-// few f32 roundings.
+// Precision: f32 or f64 in and out (AdamW: f32 only, as Program.h says).
+// Every sum (row statistics, dot products, the dw/db column sums, attention
+// rows, scatter-adds) accumulates in double and is rounded once on the
+// store, so f32 results track an fp64 reference to a few f32 roundings.
 //
 // Determinism: results are bitwise identical for every thread count. No two
 // threads ever add into the same output element: reductions over rows (dw,
@@ -43,8 +43,8 @@ int64_t indexAt(const Tensor &t, int64_t i) {
 /// double. Threads own blocks of columns, so each sum has one fixed order
 /// whatever the thread count; a block of 32 columns reads 128 contiguous
 /// bytes per row.
-template <typename Term>
-void columnSums(ThreadPool &pool, int64_t rows, int64_t cols, float *out, const Term &term) {
+template <typename T, typename Term>
+void columnSums(ThreadPool &pool, int64_t rows, int64_t cols, T *out, const Term &term) {
   constexpr int64_t kBlock = 32;
   int64_t blocks = (cols + kBlock - 1) / kBlock;
   pool.parallelFor(blocks, 1, [&](int64_t begin, int64_t end) {
@@ -54,18 +54,17 @@ void columnSums(ThreadPool &pool, int64_t rows, int64_t cols, float *out, const 
       std::fill(acc, acc + kBlock, 0.0);
       for (int64_t r = 0; r < rows; ++r)
         for (int64_t i = c0; i < c1; ++i) acc[i - c0] += term(r, i);
-      for (int64_t i = c0; i < c1; ++i) out[i] = float(acc[i - c0]);
+      for (int64_t i = c0; i < c1; ++i) out[i] = T(acc[i - c0]);
     }
   });
 }
-
-} // namespace
 
 // EmbeddingGrad: dtable[v, :] = sum over positions n with ids[n] == v of
 // dy[n, :]; rows no id picks are zero.
 // The positions are bucketed by id with a stable counting sort, then each
 // vocab row is summed by one thread in position order.
-bool runEmbeddingGrad(const KernelCall &c, ThreadPool &pool, std::string &err) {
+template <typename T>
+bool embeddingGradTyped(const KernelCall &c, ThreadPool &pool, std::string &err) {
   const Tensor &dyT = c.in[0], &ids = c.in[1];
   int64_t V = c.out[0].shape()[0], D = c.out[0].shape()[1], N = ids.numel();
   std::vector<int64_t> first(size_t(V) + 1, 0), order(static_cast<size_t>(N));
@@ -81,17 +80,17 @@ bool runEmbeddingGrad(const KernelCall &c, ThreadPool &pool, std::string &err) {
   std::vector<int64_t> cursor(first.begin(), first.end() - 1);
   for (int64_t n = 0; n < N; ++n) order[size_t(cursor[size_t(indexAt(ids, n))]++)] = n;
 
-  const float *dy = dyT.as<float>();
-  float *out = c.out[0].as<float>();
+  const T *dy = dyT.as<T>();
+  T *out = c.out[0].as<T>();
   pool.parallelFor(V, rowGrain(D), [&](int64_t begin, int64_t end) {
     std::vector<double> acc(static_cast<size_t>(D));
     for (int64_t v = begin; v < end; ++v) {
       std::fill(acc.begin(), acc.end(), 0.0);
       for (int64_t k = first[v]; k < first[v + 1]; ++k) {
-        const float *row = dy + order[k] * D;
+        const T *row = dy + order[k] * D;
         for (int64_t i = 0; i < D; ++i) acc[i] += row[i];
       }
-      for (int64_t i = 0; i < D; ++i) out[v * D + i] = float(acc[i]);
+      for (int64_t i = 0; i < D; ++i) out[v * D + i] = T(acc[i]);
     }
   });
   return true;
@@ -102,15 +101,16 @@ bool runEmbeddingGrad(const KernelCall &c, ThreadPool &pool, std::string &err) {
 //   dx = r (g - n mean(g n))
 //   dw = sum over rows of dy n
 // (y = n w; dy/dx of n is r (I - n n^T / D).)
-bool runRmsNormGrad(const KernelCall &c, ThreadPool &pool, std::string &) {
-  const float *x = c.in[0].as<float>(), *w = c.in[1].as<float>(), *dy = c.in[2].as<float>();
-  float *dx = c.out[0].as<float>(), *dw = c.out[1].as<float>();
+template <typename T>
+bool rmsNormGradTyped(const KernelCall &c, ThreadPool &pool, std::string &) {
+  const T *x = c.in[0].as<T>(), *w = c.in[1].as<T>(), *dy = c.in[2].as<T>();
+  T *dx = c.out[0].as<T>(), *dw = c.out[1].as<T>();
   int64_t D = c.in[0].shape().back(), rows = D ? c.in[0].numel() / D : 0;
   double eps = c.instr->floats[0];
   std::vector<double> rstd(static_cast<size_t>(rows));
   pool.parallelFor(rows, rowGrain(D), [&](int64_t begin, int64_t end) {
     for (int64_t row = begin; row < end; ++row) {
-      const float *xr = x + row * D, *gr = dy + row * D;
+      const T *xr = x + row * D, *gr = dy + row * D;
       double ss = 0;
       for (int64_t i = 0; i < D; ++i) ss += double(xr[i]) * xr[i];
       double r = 1.0 / std::sqrt(ss / double(D) + eps);
@@ -118,12 +118,13 @@ bool runRmsNormGrad(const KernelCall &c, ThreadPool &pool, std::string &) {
       for (int64_t i = 0; i < D; ++i) gn += double(gr[i]) * w[i] * (xr[i] * r);
       double meanGn = gn / double(D);
       for (int64_t i = 0; i < D; ++i)
-        dx[row * D + i] = float(r * (double(gr[i]) * w[i] - xr[i] * r * meanGn));
+        dx[row * D + i] = T(r * (double(gr[i]) * w[i] - xr[i] * r * meanGn));
       rstd[row] = r;
     }
   });
-  columnSums(pool, rows, D, dw,
-             [&](int64_t row, int64_t i) { return double(dy[row * D + i]) * x[row * D + i] * rstd[row]; });
+  columnSums(pool, rows, D, dw, [&](int64_t row, int64_t i) {
+    return double(dy[row * D + i]) * x[row * D + i] * rstd[row];
+  });
   return true;
 }
 
@@ -131,15 +132,16 @@ bool runRmsNormGrad(const KernelCall &c, ThreadPool &pool, std::string &) {
 // r = 1/sqrt(var + eps), xhat = (x - mean) r and g = dy w:
 //   dx = r (g - mean(g) - xhat mean(g xhat))
 //   dw = sum over rows of dy xhat;  db = sum over rows of dy
-bool runLayerNormGrad(const KernelCall &c, ThreadPool &pool, std::string &) {
-  const float *x = c.in[0].as<float>(), *w = c.in[1].as<float>(), *dy = c.in[2].as<float>();
-  float *dx = c.out[0].as<float>(), *dw = c.out[1].as<float>(), *db = c.out[2].as<float>();
+template <typename T>
+bool layerNormGradTyped(const KernelCall &c, ThreadPool &pool, std::string &) {
+  const T *x = c.in[0].as<T>(), *w = c.in[1].as<T>(), *dy = c.in[2].as<T>();
+  T *dx = c.out[0].as<T>(), *dw = c.out[1].as<T>(), *db = c.out[2].as<T>();
   int64_t D = c.in[0].shape().back(), rows = D ? c.in[0].numel() / D : 0;
   double eps = c.instr->floats[0];
   std::vector<double> mean(static_cast<size_t>(rows)), rstd(static_cast<size_t>(rows));
   pool.parallelFor(rows, rowGrain(D), [&](int64_t begin, int64_t end) {
     for (int64_t row = begin; row < end; ++row) {
-      const float *xr = x + row * D, *gr = dy + row * D;
+      const T *xr = x + row * D, *gr = dy + row * D;
       double sum = 0, sq = 0;
       for (int64_t i = 0; i < D; ++i) sum += xr[i];
       double mu = sum / double(D);
@@ -154,7 +156,7 @@ bool runLayerNormGrad(const KernelCall &c, ThreadPool &pool, std::string &) {
       double meanG = g / double(D), meanGx = gx / double(D);
       for (int64_t i = 0; i < D; ++i) {
         double xhat = (xr[i] - mu) * r;
-        dx[row * D + i] = float(r * (double(gr[i]) * w[i] - meanG - xhat * meanGx));
+        dx[row * D + i] = T(r * (double(gr[i]) * w[i] - meanG - xhat * meanGx));
       }
       mean[row] = mu;
       rstd[row] = r;
@@ -181,7 +183,8 @@ bool runLayerNormGrad(const KernelCall &c, ThreadPool &pool, std::string &) {
 // <q_i, k_j> - lse_i) and dS_ij for the visible (h, i) in a fixed order and
 // sums dk_j and dv_j. The dot products are recomputed once more than a
 // single pass would need, in exchange for B * Hkv * S independent tasks.
-bool runAttentionGrad(const KernelCall &c, ThreadPool &pool, std::string &) {
+template <typename Elem>
+bool attentionGradTyped(const KernelCall &c, ThreadPool &pool, std::string &) {
   const std::vector<int64_t> &qs = c.in[0].shape(), &ks = c.in[1].shape(), &vs = c.in[2].shape();
   int64_t B = qs[0], Hq = qs[1], T = qs[2], D = qs[3];
   int64_t Hkv = ks[1], S = ks[2], Dv = vs[3];
@@ -189,10 +192,10 @@ bool runAttentionGrad(const KernelCall &c, ThreadPool &pool, std::string &) {
   bool causal = c.instr->ints[0] != 0;
   double scale = c.instr->floats[0];
   int64_t offset = S > T ? S - T : 0;
-  const float *q = c.in[0].as<float>(), *k = c.in[1].as<float>(), *v = c.in[2].as<float>();
-  const float *dy = c.in[3].as<float>();
-  float *dq = c.out[0].as<float>(), *dk = c.out[1].as<float>(), *dv = c.out[2].as<float>();
-  auto dot = [](const float *a, const float *b, int64_t n) {
+  const Elem *q = c.in[0].as<Elem>(), *k = c.in[1].as<Elem>(), *v = c.in[2].as<Elem>();
+  const Elem *dy = c.in[3].as<Elem>();
+  Elem *dq = c.out[0].as<Elem>(), *dk = c.out[1].as<Elem>(), *dv = c.out[2].as<Elem>();
+  auto dot = [](const Elem *a, const Elem *b, int64_t n) {
     double s = 0;
     for (int64_t d = 0; d < n; ++d) s += double(a[d]) * b[d];
     return s;
@@ -206,12 +209,13 @@ bool runAttentionGrad(const KernelCall &c, ThreadPool &pool, std::string &) {
     for (int64_t row = begin; row < end; ++row) {
       int64_t i = row % T, bh = row / T, b = bh / Hq, h = bh % Hq;
       int64_t g = b * Hkv + h / group;
-      const float *qi = q + row * D, *dyi = dy + row * Dv;
-      const float *kg = k + g * S * D, *vg = v + g * S * Dv;
+      const Elem *qi = q + row * D, *dyi = dy + row * Dv;
+      const Elem *kg = k + g * S * D, *vg = v + g * S * Dv;
       int64_t visible = causal ? std::min(S, i + offset + 1) : S;
 
       double mx = -INFINITY;
-      for (int64_t j = 0; j < visible; ++j) mx = std::max(mx, p[j] = scale * dot(qi, kg + j * D, D));
+      for (int64_t j = 0; j < visible; ++j)
+        mx = std::max(mx, p[j] = scale * dot(qi, kg + j * D, D));
       double sum = 0;
       for (int64_t j = 0; j < visible; ++j) sum += p[j] = std::exp(p[j] - mx);
       double dlt = 0;
@@ -223,10 +227,10 @@ bool runAttentionGrad(const KernelCall &c, ThreadPool &pool, std::string &) {
       std::fill(acc.begin(), acc.end(), 0.0);
       for (int64_t j = 0; j < visible; ++j) {
         ds[j] = p[j] * (ds[j] - dlt);
-        const float *kj = kg + j * D;
+        const Elem *kj = kg + j * D;
         for (int64_t d = 0; d < D; ++d) acc[d] += ds[j] * kj[d];
       }
-      for (int64_t d = 0; d < D; ++d) dq[row * D + d] = float(scale * acc[d]);
+      for (int64_t d = 0; d < D; ++d) dq[row * D + d] = Elem(scale * acc[d]);
       lse[row] = visible ? mx + std::log(sum) : 0.0;
       delta[row] = dlt;
     }
@@ -237,21 +241,21 @@ bool runAttentionGrad(const KernelCall &c, ThreadPool &pool, std::string &) {
     std::vector<double> ak(static_cast<size_t>(D)), av(static_cast<size_t>(Dv));
     for (int64_t krow = begin; krow < end; ++krow) {
       int64_t j = krow % S, bg = krow / S, b = bg / Hkv, g = bg % Hkv;
-      const float *kj = k + krow * D, *vj = v + krow * Dv;
+      const Elem *kj = k + krow * D, *vj = v + krow * Dv;
       int64_t firstQuery = causal ? std::max<int64_t>(0, j - offset) : 0;
       std::fill(ak.begin(), ak.end(), 0.0);
       std::fill(av.begin(), av.end(), 0.0);
       for (int64_t h = g * group; h < (g + 1) * group; ++h)
         for (int64_t i = firstQuery; i < T; ++i) {
           int64_t row = (b * Hq + h) * T + i;
-          const float *qi = q + row * D, *dyi = dy + row * Dv;
+          const Elem *qi = q + row * D, *dyi = dy + row * Dv;
           double p = std::exp(scale * dot(qi, kj, D) - lse[row]);
           double ds = p * (dot(dyi, vj, Dv) - delta[row]);
           for (int64_t d = 0; d < Dv; ++d) av[d] += p * dyi[d];
           for (int64_t d = 0; d < D; ++d) ak[d] += ds * qi[d];
         }
-      for (int64_t d = 0; d < D; ++d) dk[krow * D + d] = float(scale * ak[d]);
-      for (int64_t d = 0; d < Dv; ++d) dv[krow * Dv + d] = float(av[d]);
+      for (int64_t d = 0; d < D; ++d) dk[krow * D + d] = Elem(scale * ak[d]);
+      for (int64_t d = 0; d < Dv; ++d) dv[krow * Dv + d] = Elem(av[d]);
     }
   });
   return true;
@@ -263,7 +267,8 @@ bool runAttentionGrad(const KernelCall &c, ThreadPool &pool, std::string &) {
 //   dx[d] = dy[d] cos[d] + dy[d + D/2] sin[d + D/2]   for d < D/2
 //   dx[d] = dy[d] cos[d] - dy[d - D/2] sin[d - D/2]   for d >= D/2.
 // cos and sin broadcast to dy as in the forward kernel.
-bool runRotaryGrad(const KernelCall &c, ThreadPool &pool, std::string &) {
+template <typename T>
+bool rotaryGradTyped(const KernelCall &c, ThreadPool &pool, std::string &) {
   const Tensor &dyT = c.in[0], &cosT = c.in[1], &sinT = c.in[2];
   const Shape &shape = dyT.shape();
   int64_t D = shape.back(), half = D / 2, rows = D ? dyT.numel() / D : 0;
@@ -272,17 +277,17 @@ bool runRotaryGrad(const KernelCall &c, ThreadPool &pool, std::string &) {
   int64_t cd = cs.back(), sd = ss.back(); // 0 when the table has one column
   cs.pop_back();
   ss.pop_back();
-  const float *dy = dyT.as<float>(), *cp = cosT.as<float>(), *sp = sinT.as<float>();
-  float *dx = c.out[0].as<float>();
+  const T *dy = dyT.as<T>(), *cp = cosT.as<T>(), *sp = sinT.as<T>();
+  T *dx = c.out[0].as<T>();
   pool.parallelFor(rows, rowGrain(D), [&](int64_t begin, int64_t end) {
     for (int64_t r = begin; r < end; ++r) {
-      const float *g = dy + r * D;
-      const float *cr = cp + offsetOf(r, rowShape, cs), *sr = sp + offsetOf(r, rowShape, ss);
-      float *o = dx + r * D;
+      const T *g = dy + r * D;
+      const T *cr = cp + offsetOf(r, rowShape, cs), *sr = sp + offsetOf(r, rowShape, ss);
+      T *o = dx + r * D;
       for (int64_t d = 0; d < half; ++d)
-        o[d] = float(double(g[d]) * cr[d * cd] + double(g[d + half]) * sr[(d + half) * sd]);
+        o[d] = T(double(g[d]) * cr[d * cd] + double(g[d + half]) * sr[(d + half) * sd]);
       for (int64_t d = half; d < D; ++d)
-        o[d] = float(double(g[d]) * cr[d * cd] - double(g[d - half]) * sr[(d - half) * sd]);
+        o[d] = T(double(g[d]) * cr[d * cd] - double(g[d - half]) * sr[(d - half) * sd]);
     }
   });
   return true;
@@ -294,20 +299,20 @@ bool runRotaryGrad(const KernelCall &c, ThreadPool &pool, std::string &) {
 //             Phi(x) = (1 + erf(x / sqrt 2)) / 2, phi(x) = exp(-x^2/2) / sqrt(2 pi)
 //   gelu tanh f = x (1 + tanh u) / 2, u = sqrt(2/pi) (x + 0.044715 x^3):
 //             f' = (1 + tanh u) / 2 + x (1 - tanh^2 u) sqrt(2/pi) (1 + 3 0.044715 x^2) / 2
-bool runActivationGrad(const KernelCall &c, ThreadPool &pool, std::string &) {
-  const float *x = c.in[0].as<float>(), *dy = c.in[1].as<float>();
-  float *dx = c.out[0].as<float>();
+template <typename T>
+bool activationGradTyped(const KernelCall &c, ThreadPool &pool, std::string &) {
+  const T *x = c.in[0].as<T>(), *dy = c.in[1].as<T>();
+  T *dx = c.out[0].as<T>();
   int kind = int(c.instr->ints[0]);
-  constexpr double kSqrt2OverPi = 0.7978845608028654;   // sqrt(2 / pi)
-  constexpr double kInvSqrt2Pi = 0.3989422804014327;    // 1 / sqrt(2 pi)
+  constexpr double kSqrt2OverPi = 0.7978845608028654; // sqrt(2 / pi)
+  constexpr double kInvSqrt2Pi = 0.3989422804014327;  // 1 / sqrt(2 pi)
   auto derivative = [kind](double v) {
     switch (kind) {
     case 0: {
       double s = 1.0 / (1.0 + std::exp(-v));
       return s * (1.0 + v * (1.0 - s));
     }
-    case 1:
-      return 0.5 * (1.0 + std::erf(v * M_SQRT1_2)) + v * kInvSqrt2Pi * std::exp(-0.5 * v * v);
+    case 1: return 0.5 * (1.0 + std::erf(v * M_SQRT1_2)) + v * kInvSqrt2Pi * std::exp(-0.5 * v * v);
     default: {
       double t = std::tanh(kSqrt2OverPi * (v + 0.044715 * v * v * v));
       return 0.5 * (1.0 + t) +
@@ -316,7 +321,7 @@ bool runActivationGrad(const KernelCall &c, ThreadPool &pool, std::string &) {
     }
   };
   pool.parallelFor(c.out[0].numel(), 1 << 12, [&](int64_t begin, int64_t end) {
-    for (int64_t i = begin; i < end; ++i) dx[i] = float(derivative(x[i]) * double(dy[i]));
+    for (int64_t i = begin; i < end; ++i) dx[i] = T(derivative(x[i]) * double(dy[i]));
   });
   return true;
 }
@@ -324,14 +329,15 @@ bool runActivationGrad(const KernelCall &c, ThreadPool &pool, std::string &) {
 // SoftmaxGrad along one axis, given the forward output y:
 //   dx_i = y_i (dy_i - sum_j dy_j y_j)
 // The tensor is viewed as [outer, len, inner] lines as in runSoftmax.
-bool runSoftmaxGrad(const KernelCall &c, ThreadPool &pool, std::string &) {
+template <typename T>
+bool softmaxGradTyped(const KernelCall &c, ThreadPool &pool, std::string &) {
   const Shape &shape = c.in[0].shape();
   size_t axis = size_t(c.instr->ints[0]);
   int64_t outer = 1, len = shape[axis], inner = 1;
   for (size_t d = 0; d < axis; ++d) outer *= shape[d];
   for (size_t d = axis + 1; d < shape.size(); ++d) inner *= shape[d];
-  const float *y = c.in[0].as<float>(), *dy = c.in[1].as<float>();
-  float *dx = c.out[0].as<float>();
+  const T *y = c.in[0].as<T>(), *dy = c.in[1].as<T>();
+  T *dx = c.out[0].as<T>();
   pool.parallelFor(outer * inner, rowGrain(len), [&](int64_t begin, int64_t end) {
     for (int64_t line = begin; line < end; ++line) {
       int64_t base = (line / inner) * len * inner + line % inner;
@@ -339,7 +345,7 @@ bool runSoftmaxGrad(const KernelCall &c, ThreadPool &pool, std::string &) {
       for (int64_t i = 0; i < len; ++i) dot += double(dy[base + i * inner]) * y[base + i * inner];
       for (int64_t i = 0; i < len; ++i) {
         int64_t at = base + i * inner;
-        dx[at] = float(double(y[at]) * (double(dy[at]) - dot));
+        dx[at] = T(double(y[at]) * (double(dy[at]) - dot));
       }
     }
   });
@@ -349,7 +355,8 @@ bool runSoftmaxGrad(const KernelCall &c, ThreadPool &pool, std::string &) {
 // CrossEntropyGrad of loss = mean_n (logsumexp(x_n) - x_n[t_n]):
 //   dx[n, v] = (softmax(x_n)[v] - [v == t_n]) dloss / N
 // with the softmax shifted by the row max as in the forward kernel.
-bool runCrossEntropyGrad(const KernelCall &c, ThreadPool &pool, std::string &err) {
+template <typename T>
+bool crossEntropyGradTyped(const KernelCall &c, ThreadPool &pool, std::string &err) {
   const Tensor &logits = c.in[0], &targets = c.in[1];
   int64_t N = logits.shape()[0], V = logits.shape()[1];
   for (int64_t n = 0; n < N; ++n) {
@@ -359,22 +366,75 @@ bool runCrossEntropyGrad(const KernelCall &c, ThreadPool &pool, std::string &err
       return false;
     }
   }
-  double factor = double(*c.in[2].as<float>()) / double(N);
-  const float *x = logits.as<float>();
-  float *dx = c.out[0].as<float>();
+  const Tensor &dloss = c.in[2];
+  double g = dloss.dtype() == DType::F64 ? *dloss.as<double>() : double(*dloss.as<float>());
+  double factor = g / double(N);
+  const T *x = logits.as<T>();
+  T *dx = c.out[0].as<T>();
   pool.parallelFor(N, rowGrain(V), [&](int64_t begin, int64_t end) {
     for (int64_t n = begin; n < end; ++n) {
-      const float *row = x + n * V;
+      const T *row = x + n * V;
       double mx = -std::numeric_limits<double>::infinity();
       for (int64_t v = 0; v < V; ++v) mx = std::max(mx, double(row[v]));
       double sum = 0;
       for (int64_t v = 0; v < V; ++v) sum += std::exp(row[v] - mx);
       int64_t t = indexAt(targets, n);
       for (int64_t v = 0; v < V; ++v)
-        dx[n * V + v] = float((std::exp(row[v] - mx) / sum - (v == t ? 1.0 : 0.0)) * factor);
+        dx[n * V + v] = T((std::exp(row[v] - mx) / sum - (v == t ? 1.0 : 0.0)) * factor);
     }
   });
   return true;
+}
+
+} // namespace
+
+// The entry points: f32 or f64 by the output dtype, the same code for both.
+bool runEmbeddingGrad(const KernelCall &c, ThreadPool &pool, std::string &err) {
+  if (c.out[0].dtype() == DType::F64)
+    return embeddingGradTyped<double>(c, pool, err);
+  return embeddingGradTyped<float>(c, pool, err);
+}
+
+bool runRmsNormGrad(const KernelCall &c, ThreadPool &pool, std::string &err) {
+  if (c.out[0].dtype() == DType::F64)
+    return rmsNormGradTyped<double>(c, pool, err);
+  return rmsNormGradTyped<float>(c, pool, err);
+}
+
+bool runLayerNormGrad(const KernelCall &c, ThreadPool &pool, std::string &err) {
+  if (c.out[0].dtype() == DType::F64)
+    return layerNormGradTyped<double>(c, pool, err);
+  return layerNormGradTyped<float>(c, pool, err);
+}
+
+bool runAttentionGrad(const KernelCall &c, ThreadPool &pool, std::string &err) {
+  if (c.out[0].dtype() == DType::F64)
+    return attentionGradTyped<double>(c, pool, err);
+  return attentionGradTyped<float>(c, pool, err);
+}
+
+bool runRotaryGrad(const KernelCall &c, ThreadPool &pool, std::string &err) {
+  if (c.out[0].dtype() == DType::F64)
+    return rotaryGradTyped<double>(c, pool, err);
+  return rotaryGradTyped<float>(c, pool, err);
+}
+
+bool runActivationGrad(const KernelCall &c, ThreadPool &pool, std::string &err) {
+  if (c.out[0].dtype() == DType::F64)
+    return activationGradTyped<double>(c, pool, err);
+  return activationGradTyped<float>(c, pool, err);
+}
+
+bool runSoftmaxGrad(const KernelCall &c, ThreadPool &pool, std::string &err) {
+  if (c.out[0].dtype() == DType::F64)
+    return softmaxGradTyped<double>(c, pool, err);
+  return softmaxGradTyped<float>(c, pool, err);
+}
+
+bool runCrossEntropyGrad(const KernelCall &c, ThreadPool &pool, std::string &err) {
+  if (c.out[0].dtype() == DType::F64)
+    return crossEntropyGradTyped<double>(c, pool, err);
+  return crossEntropyGradTyped<float>(c, pool, err);
 }
 
 // SliceGrad: out = 0, then out[start_d + i_d step_d ...] = dy[i ...] for

@@ -388,8 +388,9 @@ std::string checkCrossEntropy(const OpView &v) {
     return cat("logits ", shapeStr(logits), " must have N > 0 rows of V > 0 classes");
   if (!isIndex(v.in(1).dtype))
     return cat("targets must be i64 or i32, got ", dtypeName(v.in(1).dtype));
-  if (v.out().dtype != DType::F32)
-    return cat("output must be f32, got ", dtypeName(v.out().dtype));
+  // The loss is f32 (whatever the logits' precision), or f64 for f64 logits.
+  if (v.out().dtype != DType::F32 && !(v.out().dtype == DType::F64 && v.in(0).dtype == DType::F64))
+    return cat("output must be f32 (or f64 with f64 logits), got ", dtypeName(v.out().dtype));
   return first([&] { return v.floatDType(v.in(0), "logits"); },
                [&] { return v.outShape({}); });
 }

@@ -34,7 +34,7 @@ TEST(Executor, UnsupportedDTypeIsRefusedAtCreation) {
   b.instr(OpCode::MatMul, {x, y}, {o}, {0, 0});
   std::string err;
   EXPECT_EQ(createExecutor(std::make_shared<Program>(b.p), "cpu", 1, err), nullptr);
-  EXPECT_EQ(err, "instr 0 (matmul): the cpu backend supports operands of f32, not bf16");
+  EXPECT_EQ(err, "instr 0 (matmul): the cpu backend supports operands of f32/f64, not bf16");
 }
 
 TEST(Executor, InputAndOutputSizesAreChecked) {

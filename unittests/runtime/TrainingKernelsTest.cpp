@@ -13,6 +13,9 @@
 // gradient tensor; a NaN (an element the kernel never wrote: the executor's
 // arena starts as NaN) fails it. AdamW is checked against a scalar double
 // reimplementation of torch.optim.AdamW over three steps.
+//
+// The kernels also run in f64 (the precision of the compiler's gradient
+// checks); every finite-difference test runs both, with the same inputs.
 //===----------------------------------------------------------------------===//
 #include "RuntimeTestUtil.h"
 
@@ -31,8 +34,21 @@ namespace {
 using Vec = std::vector<double>;
 using Forward = std::function<Vec(const Vec &)>;
 
-/// f32 rounding of the kernels leaves ~1e-7; a wrong term is O(1).
-constexpr double kFdTol = 1e-5;
+/// The float types the kernels run in, and the bound on the relative L2
+/// error of each: f32 rounding leaves ~1e-7, finite differences ~1e-9; a
+/// wrong term is O(1).
+const DType kFloatTypes[] = {DType::F32, DType::F64};
+double fdTolerance(DType t) { return t == DType::F64 ? 1e-7 : 1e-5; }
+
+/// `v` stored as f32 or f64.
+Bytes asBytes(DType t, const std::vector<float> &v) {
+  return t == DType::F64 ? toBytes(std::vector<double>(v.begin(), v.end())) : toBytes(v);
+}
+
+/// Output k of an f32 or f64 run, as doubles.
+Vec outVec(const RunResult &r, size_t k, DType t) {
+  return t == DType::F64 ? r.out<double>(k) : toDouble(r.out<float>(k));
+}
 
 /// Central-difference gradient of sum(f(x) * r) with respect to x.
 Vec numericGrad(const Forward &f, Vec x, const Vec &r, double h = 1e-5) {
@@ -56,7 +72,7 @@ Vec numericGrad(const Forward &f, Vec x, const Vec &r, double h = 1e-5) {
 }
 
 /// ||got - want|| / ||want||; NaN if got has a NaN or the sizes differ.
-double relL2(const std::vector<float> &got, const Vec &want) {
+double relL2(const Vec &got, const Vec &want) {
   if (got.size() != want.size())
     return NAN;
   double num = 0, den = 0;
@@ -69,10 +85,11 @@ double relL2(const std::vector<float> &got, const Vec &want) {
 
 /// Checks a kernel's gradient against finite differences and prints the
 /// error (grep "[fd]" in the test log for the measured values).
-void expectGradient(const std::string &what, const std::vector<float> &got, const Vec &fd) {
+void expectGradient(const std::string &what, DType t, const Vec &got, const Vec &fd) {
   double err = relL2(got, fd);
-  std::printf("[fd] %-48s rel L2 error %.3g\n", what.c_str(), err);
-  EXPECT_LT(err, kFdTol) << what; // NaN fails too
+  std::string name = what + " " + dtypeName(t);
+  std::printf("[fd] %-56s rel L2 error %.3g\n", name.c_str(), err);
+  EXPECT_LT(err, fdTolerance(t)) << name; // NaN fails too
 }
 
 std::string shapeName(const Shape &s) {
@@ -122,8 +139,8 @@ struct AttnCase {
   bool causal;
   std::string name() const {
     return "B" + std::to_string(B) + " Hq" + std::to_string(Hq) + " Hkv" + std::to_string(Hkv) +
-           " T" + std::to_string(T) + " S" + std::to_string(S) + " D" + std::to_string(D) +
-           " Dv" + std::to_string(Dv) + (causal ? " causal" : "");
+           " T" + std::to_string(T) + " S" + std::to_string(S) + " D" + std::to_string(D) + " Dv" +
+           std::to_string(Dv) + (causal ? " causal" : "");
   }
 };
 
@@ -141,7 +158,8 @@ Vec attentionRef(const AttnCase &c, const Vec &q, const Vec &k, const Vec &v, do
         for (int64_t j = 0; j < c.S; ++j) {
           double dot = 0;
           for (int64_t d = 0; d < c.D; ++d)
-            dot += q[((b * c.Hq + h) * c.T + i) * c.D + d] * k[((b * c.Hkv + g) * c.S + j) * c.D + d];
+            dot +=
+                q[((b * c.Hq + h) * c.T + i) * c.D + d] * k[((b * c.Hkv + g) * c.S + j) * c.D + d];
           s[j] = c.causal && j > i + offset ? -INFINITY : scale * dot;
           mx = std::max(mx, s[j]);
         }
@@ -223,28 +241,30 @@ TEST(TrainingKernels, EmbeddingGradScatterAddsRepeatedIds) {
   auto idv = rng.ints(numel(ids), 0, 4);
   idv[0] = idv[5] = idv[11] = 2; // at least one id used three times
   auto table = rng.uniform(V * D), r = rng.uniform(numel(ys));
-  for (DType idType : {DType::I64, DType::I32}) {
-    SCOPED_TRACE(dtypeName(idType));
-    ProgramBuilder b;
-    uint32_t dy = b.input(DType::F32, ys), x = b.input(idType, ids);
-    uint32_t o = b.output(DType::F32, {V, D});
-    b.instr(OpCode::EmbeddingGrad, {dy, x}, {o});
-    Bytes idBytes = idType == DType::I64 ? toBytes(idv)
-                                         : toBytes(std::vector<int32_t>(idv.begin(), idv.end()));
-    RunResult res = runProgram(b.p, {toBytes(r), idBytes});
-    ASSERT_TRUE(res.ok) << res.err;
-    Vec fd = numericGrad(
-        [&](const Vec &t) {
-          Vec y;
-          for (int64_t id : idv)
-            for (int64_t d = 0; d < D; ++d) y.push_back(t[id * D + d]);
-          return y;
-        },
-        toDouble(table), toDouble(r));
-    expectGradient(std::string("embedding_grad dtable ids ") + dtypeName(idType), res.out<float>(), fd);
-    auto got = res.out<float>();
-    for (int64_t i = 5 * D; i < V * D; ++i) EXPECT_EQ(got[i], 0.0f) << "unpicked row, element " << i;
-  }
+  Vec fd = numericGrad(
+      [&](const Vec &t) {
+        Vec y;
+        for (int64_t id : idv)
+          for (int64_t d = 0; d < D; ++d) y.push_back(t[id * D + d]);
+        return y;
+      },
+      toDouble(table), toDouble(r));
+  for (DType dt : kFloatTypes)
+    for (DType idType : {DType::I64, DType::I32}) {
+      SCOPED_TRACE(std::string(dtypeName(dt)) + " ids " + dtypeName(idType));
+      ProgramBuilder b;
+      uint32_t dy = b.input(dt, ys), x = b.input(idType, ids);
+      uint32_t o = b.output(dt, {V, D});
+      b.instr(OpCode::EmbeddingGrad, {dy, x}, {o});
+      Bytes idBytes = idType == DType::I64 ? toBytes(idv)
+                                           : toBytes(std::vector<int32_t>(idv.begin(), idv.end()));
+      RunResult res = runProgram(b.p, {asBytes(dt, r), idBytes});
+      ASSERT_TRUE(res.ok) << res.err;
+      Vec got = outVec(res, 0, dt);
+      expectGradient(std::string("embedding_grad dtable ids ") + dtypeName(idType), dt, got, fd);
+      for (int64_t i = 5 * D; i < V * D; ++i)
+        EXPECT_EQ(got[i], 0.0) << "unpicked row, element " << i;
+    }
 }
 
 TEST(TrainingKernels, EmbeddingGradRejectsOutOfRangeId) {
@@ -252,8 +272,8 @@ TEST(TrainingKernels, EmbeddingGradRejectsOutOfRangeId) {
   uint32_t dy = b.input(DType::F32, {3, 2}), x = b.input(DType::I64, {3});
   uint32_t o = b.output(DType::F32, {4, 2});
   b.instr(OpCode::EmbeddingGrad, {dy, x}, {o});
-  RunResult r = runProgram(b.p, {toBytes(std::vector<float>(6, 1.0f)),
-                                 toBytes(std::vector<int64_t>{0, 4, 1})});
+  RunResult r = runProgram(
+      b.p, {toBytes(std::vector<float>(6, 1.0f)), toBytes(std::vector<int64_t>{0, 4, 1})});
   ASSERT_FALSE(r.ok);
   EXPECT_EQ(r.err, "instr 0 (embedding_grad): id 4 at position 1 out of range [0, 4)");
 }
@@ -266,18 +286,21 @@ TEST(TrainingKernels, RmsNormGradMatchesFiniteDifferences) {
   for (Shape s : {Shape{3, 4, 7}, Shape{5, 16}, Shape{2, 3}}) {
     SCOPED_TRACE(shapeName(s));
     int64_t D = s.back();
-    ProgramBuilder b;
-    uint32_t x = b.input(DType::F32, s), w = b.input(DType::F32, {D}), dy = b.input(DType::F32, s);
-    uint32_t dx = b.output(DType::F32, s), dw = b.output(DType::F32, {D});
-    b.instr(OpCode::RmsNormGrad, {x, w, dy}, {dx, dw}, {}, {eps});
-    auto xv = rng.uniform(numel(s), -2, 2), wv = rng.uniform(D, 0.5, 1.5), r = rng.uniform(numel(s));
-    RunResult res = runProgram(b.p, {toBytes(xv), toBytes(wv), toBytes(r)});
-    ASSERT_TRUE(res.ok) << res.err;
+    auto xv = rng.uniform(numel(s), -2, 2), wv = rng.uniform(D, 0.5, 1.5);
+    auto r = rng.uniform(numel(s));
     Vec xd = toDouble(xv), wd = toDouble(wv), rd = toDouble(r);
-    expectGradient("rms_norm_grad dx " + shapeName(s), res.out<float>(0),
-                   numericGrad([&](const Vec &t) { return rmsNormRef(t, wd, D, eps); }, xd, rd));
-    expectGradient("rms_norm_grad dw " + shapeName(s), res.out<float>(1),
-                   numericGrad([&](const Vec &t) { return rmsNormRef(xd, t, D, eps); }, wd, rd));
+    Vec fdx = numericGrad([&](const Vec &t) { return rmsNormRef(t, wd, D, eps); }, xd, rd);
+    Vec fdw = numericGrad([&](const Vec &t) { return rmsNormRef(xd, t, D, eps); }, wd, rd);
+    for (DType dt : kFloatTypes) {
+      ProgramBuilder b;
+      uint32_t x = b.input(dt, s), w = b.input(dt, {D}), dy = b.input(dt, s);
+      uint32_t dx = b.output(dt, s), dw = b.output(dt, {D});
+      b.instr(OpCode::RmsNormGrad, {x, w, dy}, {dx, dw}, {}, {eps});
+      RunResult res = runProgram(b.p, {asBytes(dt, xv), asBytes(dt, wv), asBytes(dt, r)});
+      ASSERT_TRUE(res.ok) << res.err;
+      expectGradient("rms_norm_grad dx " + shapeName(s), dt, outVec(res, 0, dt), fdx);
+      expectGradient("rms_norm_grad dw " + shapeName(s), dt, outVec(res, 1, dt), fdw);
+    }
   }
 }
 
@@ -287,21 +310,23 @@ TEST(TrainingKernels, LayerNormGradMatchesFiniteDifferences) {
   for (Shape s : {Shape{2, 3, 9}, Shape{4, 16}}) {
     SCOPED_TRACE(shapeName(s));
     int64_t D = s.back();
-    ProgramBuilder b;
-    uint32_t x = b.input(DType::F32, s), w = b.input(DType::F32, {D}), dy = b.input(DType::F32, s);
-    uint32_t dx = b.output(DType::F32, s), dw = b.output(DType::F32, {D}), db = b.output(DType::F32, {D});
-    b.instr(OpCode::LayerNormGrad, {x, w, dy}, {dx, dw, db}, {}, {eps});
     auto xv = rng.uniform(numel(s), -2, 2), wv = rng.uniform(D, 0.5, 1.5), bv = rng.uniform(D);
     auto r = rng.uniform(numel(s));
-    RunResult res = runProgram(b.p, {toBytes(xv), toBytes(wv), toBytes(r)});
-    ASSERT_TRUE(res.ok) << res.err;
     Vec xd = toDouble(xv), wd = toDouble(wv), bd = toDouble(bv), rd = toDouble(r);
-    expectGradient("layer_norm_grad dx " + shapeName(s), res.out<float>(0),
-                   numericGrad([&](const Vec &t) { return layerNormRef(t, wd, bd, D, eps); }, xd, rd));
-    expectGradient("layer_norm_grad dw " + shapeName(s), res.out<float>(1),
-                   numericGrad([&](const Vec &t) { return layerNormRef(xd, t, bd, D, eps); }, wd, rd));
-    expectGradient("layer_norm_grad db " + shapeName(s), res.out<float>(2),
-                   numericGrad([&](const Vec &t) { return layerNormRef(xd, wd, t, D, eps); }, bd, rd));
+    Vec fdx = numericGrad([&](const Vec &t) { return layerNormRef(t, wd, bd, D, eps); }, xd, rd);
+    Vec fdw = numericGrad([&](const Vec &t) { return layerNormRef(xd, t, bd, D, eps); }, wd, rd);
+    Vec fdb = numericGrad([&](const Vec &t) { return layerNormRef(xd, wd, t, D, eps); }, bd, rd);
+    for (DType dt : kFloatTypes) {
+      ProgramBuilder b;
+      uint32_t x = b.input(dt, s), w = b.input(dt, {D}), dy = b.input(dt, s);
+      uint32_t dx = b.output(dt, s), dw = b.output(dt, {D}), db = b.output(dt, {D});
+      b.instr(OpCode::LayerNormGrad, {x, w, dy}, {dx, dw, db}, {}, {eps});
+      RunResult res = runProgram(b.p, {asBytes(dt, xv), asBytes(dt, wv), asBytes(dt, r)});
+      ASSERT_TRUE(res.ok) << res.err;
+      expectGradient("layer_norm_grad dx " + shapeName(s), dt, outVec(res, 0, dt), fdx);
+      expectGradient("layer_norm_grad dw " + shapeName(s), dt, outVec(res, 1, dt), fdw);
+      expectGradient("layer_norm_grad db " + shapeName(s), dt, outVec(res, 2, dt), fdb);
+    }
   }
 }
 
@@ -312,23 +337,26 @@ void checkAttentionGrad(const AttnCase &c, Rng &rng) {
   Shape qs = {c.B, c.Hq, c.T, c.D}, ks = {c.B, c.Hkv, c.S, c.D}, vs = {c.B, c.Hkv, c.S, c.Dv};
   Shape os = {c.B, c.Hq, c.T, c.Dv};
   double scale = 1 / std::sqrt(double(c.D));
-  ProgramBuilder pb;
-  uint32_t q = pb.input(DType::F32, qs), k = pb.input(DType::F32, ks), v = pb.input(DType::F32, vs);
-  uint32_t dy = pb.input(DType::F32, os);
-  uint32_t dq = pb.output(DType::F32, qs), dk = pb.output(DType::F32, ks), dv = pb.output(DType::F32, vs);
-  pb.instr(OpCode::AttentionGrad, {q, k, v, dy}, {dq, dk, dv}, {c.causal}, {scale});
   // Scores of a few units: the softmax is far from uniform.
   auto qv = rng.uniform(numel(qs), -2, 2), kv = rng.uniform(numel(ks), -2, 2);
   auto vv = rng.uniform(numel(vs)), r = rng.uniform(numel(os));
-  RunResult res = runProgram(pb.p, {toBytes(qv), toBytes(kv), toBytes(vv), toBytes(r)});
-  ASSERT_TRUE(res.ok) << res.err;
   Vec qd = toDouble(qv), kd = toDouble(kv), vd = toDouble(vv), rd = toDouble(r);
-  expectGradient("attention_grad dq " + c.name(), res.out<float>(0),
-                 numericGrad([&](const Vec &t) { return attentionRef(c, t, kd, vd, scale); }, qd, rd));
-  expectGradient("attention_grad dk " + c.name(), res.out<float>(1),
-                 numericGrad([&](const Vec &t) { return attentionRef(c, qd, t, vd, scale); }, kd, rd));
-  expectGradient("attention_grad dv " + c.name(), res.out<float>(2),
-                 numericGrad([&](const Vec &t) { return attentionRef(c, qd, kd, t, scale); }, vd, rd));
+  Vec fdq = numericGrad([&](const Vec &t) { return attentionRef(c, t, kd, vd, scale); }, qd, rd);
+  Vec fdk = numericGrad([&](const Vec &t) { return attentionRef(c, qd, t, vd, scale); }, kd, rd);
+  Vec fdv = numericGrad([&](const Vec &t) { return attentionRef(c, qd, kd, t, scale); }, vd, rd);
+  for (DType dt : kFloatTypes) {
+    ProgramBuilder pb;
+    uint32_t q = pb.input(dt, qs), k = pb.input(dt, ks), v = pb.input(dt, vs);
+    uint32_t dy = pb.input(dt, os);
+    uint32_t dq = pb.output(dt, qs), dk = pb.output(dt, ks), dv = pb.output(dt, vs);
+    pb.instr(OpCode::AttentionGrad, {q, k, v, dy}, {dq, dk, dv}, {c.causal}, {scale});
+    RunResult res =
+        runProgram(pb.p, {asBytes(dt, qv), asBytes(dt, kv), asBytes(dt, vv), asBytes(dt, r)});
+    ASSERT_TRUE(res.ok) << res.err;
+    expectGradient("attention_grad dq " + c.name(), dt, outVec(res, 0, dt), fdq);
+    expectGradient("attention_grad dk " + c.name(), dt, outVec(res, 1, dt), fdk);
+    expectGradient("attention_grad dv " + c.name(), dt, outVec(res, 2, dt), fdv);
+  }
 }
 
 TEST(TrainingKernels, AttentionGradGroupedQueryCausal) {
@@ -355,18 +383,20 @@ TEST(TrainingKernels, RotaryGradWithBroadcastTables) {
   Shape xs = {2, 3, 5, 8};
   for (Shape ts : {Shape{5, 8}, Shape{1, 1, 5, 8}, Shape{1, 3, 5, 8}}) {
     SCOPED_TRACE(shapeName(ts));
-    ProgramBuilder b;
-    uint32_t dy = b.input(DType::F32, xs), c = b.input(DType::F32, ts), s = b.input(DType::F32, ts);
-    uint32_t dx = b.output(DType::F32, xs);
-    b.instr(OpCode::RotaryGrad, {dy, c, s}, {dx});
     auto cv = rng.uniform(numel(ts)), sv = rng.uniform(numel(ts)), r = rng.uniform(numel(xs));
     auto xv = rng.uniform(numel(xs));
-    RunResult res = runProgram(b.p, {toBytes(r), toBytes(cv), toBytes(sv)});
-    ASSERT_TRUE(res.ok) << res.err;
     Vec cd = toDouble(cv), sd = toDouble(sv);
-    expectGradient("rotary_grad dx tables " + shapeName(ts), res.out<float>(),
-                   numericGrad([&](const Vec &t) { return rotaryRef(t, xs, cd, sd, ts); },
-                               toDouble(xv), toDouble(r)));
+    Vec fd = numericGrad([&](const Vec &t) { return rotaryRef(t, xs, cd, sd, ts); }, toDouble(xv),
+                         toDouble(r));
+    for (DType dt : kFloatTypes) {
+      ProgramBuilder b;
+      uint32_t dy = b.input(dt, xs), c = b.input(dt, ts), s = b.input(dt, ts);
+      uint32_t dx = b.output(dt, xs);
+      b.instr(OpCode::RotaryGrad, {dy, c, s}, {dx});
+      RunResult res = runProgram(b.p, {asBytes(dt, r), asBytes(dt, cv), asBytes(dt, sv)});
+      ASSERT_TRUE(res.ok) << res.err;
+      expectGradient("rotary_grad dx tables " + shapeName(ts), dt, outVec(res, 0, dt), fd);
+    }
   }
 }
 
@@ -378,20 +408,22 @@ TEST(TrainingKernels, ActivationGradForEveryKind) {
   const char *names[] = {"silu", "gelu erf", "gelu tanh"};
   for (int kind = 0; kind < 3; ++kind) {
     SCOPED_TRACE(names[kind]);
-    ProgramBuilder b;
-    uint32_t x = b.input(DType::F32, s), dy = b.input(DType::F32, s), dx = b.output(DType::F32, s);
-    b.instr(OpCode::ActivationGrad, {x, dy}, {dx}, {kind});
     auto xv = rng.uniform(numel(s), -4, 4), r = rng.uniform(numel(s));
-    RunResult res = runProgram(b.p, {toBytes(xv), toBytes(r)});
-    ASSERT_TRUE(res.ok) << res.err;
-    expectGradient(std::string("activation_grad ") + names[kind], res.out<float>(),
-                   numericGrad(
-                       [&](const Vec &t) {
-                         Vec y;
-                         for (double v : t) y.push_back(activationRef(kind, v));
-                         return y;
-                       },
-                       toDouble(xv), toDouble(r)));
+    Vec fd = numericGrad(
+        [&](const Vec &t) {
+          Vec y;
+          for (double v : t) y.push_back(activationRef(kind, v));
+          return y;
+        },
+        toDouble(xv), toDouble(r));
+    for (DType dt : kFloatTypes) {
+      ProgramBuilder b;
+      uint32_t x = b.input(dt, s), dy = b.input(dt, s), dx = b.output(dt, s);
+      b.instr(OpCode::ActivationGrad, {x, dy}, {dx}, {kind});
+      RunResult res = runProgram(b.p, {asBytes(dt, xv), asBytes(dt, r)});
+      ASSERT_TRUE(res.ok) << res.err;
+      expectGradient(std::string("activation_grad ") + names[kind], dt, outVec(res, 0, dt), fd);
+    }
   }
 }
 
@@ -400,16 +432,21 @@ TEST(TrainingKernels, SoftmaxGradAlongEveryAxis) {
   Shape s = {3, 5, 7};
   for (int64_t axis = 0; axis < 3; ++axis) {
     SCOPED_TRACE("axis " + std::to_string(axis));
-    ProgramBuilder b;
-    uint32_t y = b.input(DType::F32, s), dy = b.input(DType::F32, s), dx = b.output(DType::F32, s);
-    b.instr(OpCode::SoftmaxGrad, {y, dy}, {dx}, {axis});
     auto xv = rng.uniform(numel(s), -3, 3), r = rng.uniform(numel(s));
     Vec xd = toDouble(xv), yd = softmaxRef(xd, s, size_t(axis));
-    RunResult res = runProgram(b.p, {toBytes(std::vector<float>(yd.begin(), yd.end())), toBytes(r)});
-    ASSERT_TRUE(res.ok) << res.err;
-    expectGradient("softmax_grad axis " + std::to_string(axis), res.out<float>(),
-                   numericGrad([&](const Vec &t) { return softmaxRef(t, s, size_t(axis)); }, xd,
-                               toDouble(r)));
+    Vec fd =
+        numericGrad([&](const Vec &t) { return softmaxRef(t, s, size_t(axis)); }, xd, toDouble(r));
+    for (DType dt : kFloatTypes) {
+      ProgramBuilder b;
+      uint32_t y = b.input(dt, s), dy = b.input(dt, s), dx = b.output(dt, s);
+      b.instr(OpCode::SoftmaxGrad, {y, dy}, {dx}, {axis});
+      // The kernel gets the forward output y, rounded to its dtype.
+      Bytes yBytes =
+          dt == DType::F64 ? toBytes(yd) : toBytes(std::vector<float>(yd.begin(), yd.end()));
+      RunResult res = runProgram(b.p, {yBytes, asBytes(dt, r)});
+      ASSERT_TRUE(res.ok) << res.err;
+      expectGradient("softmax_grad axis " + std::to_string(axis), dt, outVec(res, 0, dt), fd);
+    }
   }
 }
 
@@ -420,29 +457,33 @@ TEST(TrainingKernels, CrossEntropyGradMatchesFiniteDifferences) {
   int64_t N = 6, V = 9;
   auto lv = rng.uniform(N * V, -3, 3), dloss = rng.uniform(1, 0.5, 2);
   auto tv = rng.ints(N, 0, V - 1);
-  for (DType tType : {DType::I64, DType::I32}) {
-    SCOPED_TRACE(dtypeName(tType));
-    ProgramBuilder b;
-    uint32_t l = b.input(DType::F32, {N, V}), t = b.input(tType, {N}), g = b.input(DType::F32, {});
-    uint32_t o = b.output(DType::F32, {N, V});
-    b.instr(OpCode::CrossEntropyGrad, {l, t, g}, {o});
-    Bytes tBytes = tType == DType::I64 ? toBytes(tv)
-                                       : toBytes(std::vector<int32_t>(tv.begin(), tv.end()));
-    RunResult res = runProgram(b.p, {toBytes(lv), tBytes, toBytes(dloss)});
-    ASSERT_TRUE(res.ok) << res.err;
-    expectGradient(std::string("cross_entropy_grad targets ") + dtypeName(tType), res.out<float>(),
-                   numericGrad([&](const Vec &x) { return Vec{crossEntropyRef(x, tv, V)}; },
-                               toDouble(lv), Vec{double(dloss[0])}));
-  }
+  Vec fd = numericGrad([&](const Vec &x) { return Vec{crossEntropyRef(x, tv, V)}; }, toDouble(lv),
+                       Vec{double(dloss[0])});
+  for (DType dt : kFloatTypes)
+    for (DType tType : {DType::I64, DType::I32}) {
+      SCOPED_TRACE(std::string(dtypeName(dt)) + " targets " + dtypeName(tType));
+      ProgramBuilder b;
+      uint32_t l = b.input(dt, {N, V}), t = b.input(tType, {N}), g = b.input(dt, {});
+      uint32_t o = b.output(dt, {N, V});
+      b.instr(OpCode::CrossEntropyGrad, {l, t, g}, {o});
+      Bytes tBytes =
+          tType == DType::I64 ? toBytes(tv) : toBytes(std::vector<int32_t>(tv.begin(), tv.end()));
+      RunResult res = runProgram(b.p, {asBytes(dt, lv), tBytes, asBytes(dt, dloss)});
+      ASSERT_TRUE(res.ok) << res.err;
+      expectGradient(std::string("cross_entropy_grad targets ") + dtypeName(tType), dt,
+                     outVec(res, 0, dt), fd);
+    }
 }
 
 TEST(TrainingKernels, CrossEntropyGradRejectsOutOfRangeTarget) {
   ProgramBuilder b;
-  uint32_t l = b.input(DType::F32, {2, 3}), t = b.input(DType::I64, {2}), g = b.input(DType::F32, {});
+  uint32_t l = b.input(DType::F32, {2, 3}), t = b.input(DType::I64, {2}),
+           g = b.input(DType::F32, {});
   uint32_t o = b.output(DType::F32, {2, 3});
   b.instr(OpCode::CrossEntropyGrad, {l, t, g}, {o});
-  RunResult r = runProgram(b.p, {toBytes(std::vector<float>(6, 0.0f)),
-                                 toBytes(std::vector<int64_t>{0, -1}), toBytes(std::vector<float>{1})});
+  RunResult r =
+      runProgram(b.p, {toBytes(std::vector<float>(6, 0.0f)), toBytes(std::vector<int64_t>{0, -1}),
+                       toBytes(std::vector<float>{1})});
   ASSERT_FALSE(r.ok);
   EXPECT_EQ(r.err, "instr 0 (cross_entropy_grad): target -1 at row 1 out of range [0, 3)");
 }
@@ -464,20 +505,23 @@ TEST(TrainingKernels, SliceGradWithNegativeSteps) {
   };
   for (const SliceCase &c : cases) {
     SCOPED_TRACE(shapeName(c.x) + " -> " + shapeName(c.y));
-    ProgramBuilder b;
-    uint32_t dy = b.input(DType::F32, c.y), dx = b.output(DType::F32, c.x);
-    b.instr(OpCode::SliceGrad, {dy}, {dx}, c.ints);
-    ASSERT_EQ(b.p.validate(), "");
     auto xv = rng.uniform(numel(c.x)), r = rng.uniform(numel(c.y));
-    RunResult res = runProgram(b.p, {toBytes(r)});
-    ASSERT_TRUE(res.ok) << res.err;
     Vec fd = numericGrad([&](const Vec &t) { return sliceRef(t, c.x, c.y, c.ints); }, toDouble(xv),
                          toDouble(r));
-    if (numel(c.y) == 0) {
-      EXPECT_EQ(res.out<float>(), std::vector<float>(size_t(numel(c.x)), 0.0f));
-      continue;
+    for (DType dt : kFloatTypes) {
+      ProgramBuilder b;
+      uint32_t dy = b.input(dt, c.y), dx = b.output(dt, c.x);
+      b.instr(OpCode::SliceGrad, {dy}, {dx}, c.ints);
+      ASSERT_EQ(b.p.validate(), "");
+      RunResult res = runProgram(b.p, {asBytes(dt, r)});
+      ASSERT_TRUE(res.ok) << res.err;
+      if (numel(c.y) == 0) {
+        EXPECT_EQ(outVec(res, 0, dt), Vec(size_t(numel(c.x)), 0.0));
+        continue;
+      }
+      expectGradient("slice_grad " + shapeName(c.x) + " <- " + shapeName(c.y), dt,
+                     outVec(res, 0, dt), fd);
     }
-    expectGradient("slice_grad " + shapeName(c.x) + " <- " + shapeName(c.y), res.out<float>(), fd);
   }
 }
 
@@ -506,8 +550,8 @@ struct AdamWState {
 
 /// torch.optim.AdamW (amsgrad off) for one step, in double, element by
 /// element: the reference the kernel is held to.
-void adamwRef(AdamWState &s, const Vec &g, double lr, double step, double b1, double b2,
-              double eps, double wd) {
+void adamwRef(AdamWState &s, const Vec &g, double lr, double step, double b1, double b2, double eps,
+              double wd) {
   double t = step + 1;
   double bc1 = 1 - std::pow(b1, t), bc2 = 1 - std::pow(b2, t);
   for (size_t i = 0; i < g.size(); ++i) {
@@ -559,6 +603,124 @@ TEST(TrainingKernels, AdamWMatchesTorchOverThreeSteps) {
   checkAdamW(rng, 1e-3, 1e-3, 0.0);
 }
 
+//===--- Forward kernels in f64 -------------------------------------------===//
+
+/// Largest |got - want|, NaN if any got is NaN.
+double maxAbsDiff(const Vec &got, const Vec &want) {
+  if (got.size() != want.size())
+    return NAN;
+  double m = 0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    double d = std::fabs(got[i] - want[i]);
+    if (!(d <= m))
+      m = d; // NaN sticks
+  }
+  return m;
+}
+
+/// Runs a one-instruction f64 program on `inputs` and returns output k.
+Vec runF64(ProgramBuilder &b, const std::vector<Vec> &inputs, size_t k = 0) {
+  std::vector<Bytes> bytes;
+  for (const Vec &v : inputs) bytes.push_back(toBytes(v));
+  RunResult r = runProgram(b.p, bytes);
+  EXPECT_TRUE(r.ok) << r.err;
+  return r.ok ? r.out<double>(k) : Vec();
+}
+
+TEST(TrainingKernels, ForwardKernelsRunInF64) {
+  // The compiler's gradient checks run whole forward-and-backward graphs in
+  // f64; the forward kernels must match an fp64 reference to double rounding.
+  Rng rng;
+  const DType F64 = DType::F64;
+  constexpr double kTol = 1e-13;
+  auto uni = [&](int64_t n, double lo = -1, double hi = 1) {
+    return toDouble(rng.uniform(n, lo, hi));
+  };
+  {
+    Shape s = {3, 7};
+    Vec x = uni(21, -2, 2), w = uni(7), bias = uni(7);
+    ProgramBuilder rb;
+    rb.instr(OpCode::RmsNorm, {rb.input(F64, s), rb.input(F64, {7})}, {rb.output(F64, s)}, {},
+             {1e-6});
+    EXPECT_LT(maxAbsDiff(runF64(rb, {x, w}), rmsNormRef(x, w, 7, 1e-6)), kTol) << "rms_norm";
+    ProgramBuilder lb;
+    lb.instr(OpCode::LayerNorm, {lb.input(F64, s), lb.input(F64, {7}), lb.input(F64, {7})},
+             {lb.output(F64, s)}, {}, {1e-5});
+    EXPECT_LT(maxAbsDiff(runF64(lb, {x, w, bias}), layerNormRef(x, w, bias, 7, 1e-5)), kTol)
+        << "layer_norm";
+    ProgramBuilder sb;
+    sb.instr(OpCode::Softmax, {sb.input(F64, s)}, {sb.output(F64, s)}, {0});
+    EXPECT_LT(maxAbsDiff(runF64(sb, {x}), softmaxRef(x, s, 0)), kTol) << "softmax";
+    ProgramBuilder db;
+    db.instr(OpCode::Reduce, {db.input(F64, s)}, {db.output(F64, {})}, {0, 0, 1});
+    double sum = 0;
+    for (double v : x) sum += v;
+    EXPECT_LT(maxAbsDiff(runF64(db, {x}), {sum}), kTol) << "reduce";
+  }
+  {
+    AttnCase c = {1, 4, 2, 3, 3, 2, 2, true};
+    Shape qs = {1, 4, 3, 2}, ks = {1, 2, 3, 2};
+    Vec q = uni(24, -1.5, 1.5), k = uni(12, -1.5, 1.5), v = uni(12);
+    ProgramBuilder b;
+    b.instr(OpCode::Attention, {b.input(F64, qs), b.input(F64, ks), b.input(F64, ks)},
+            {b.output(F64, qs)}, {1}, {0.7});
+    EXPECT_LT(maxAbsDiff(runF64(b, {q, k, v}), attentionRef(c, q, k, v, 0.7)), kTol) << "attention";
+  }
+  {
+    Shape xs = {1, 2, 3, 4}, ts = {3, 4};
+    Vec x = uni(24), cs = uni(12), sn = uni(12);
+    ProgramBuilder b;
+    b.instr(OpCode::Rotary, {b.input(F64, xs), b.input(F64, ts), b.input(F64, ts)},
+            {b.output(F64, xs)});
+    EXPECT_LT(maxAbsDiff(runF64(b, {x, cs, sn}), rotaryRef(x, xs, cs, sn, ts)), kTol) << "rotary";
+  }
+  {
+    Vec logits = uni(24, -2, 2);
+    std::vector<int64_t> t = {0, 5, 2, 2};
+    ProgramBuilder b;
+    uint32_t l = b.input(F64, {4, 6}), tt = b.input(DType::I64, {4}), o = b.output(F64, {});
+    b.instr(OpCode::CrossEntropy, {l, tt}, {o});
+    RunResult r = runProgram(b.p, {toBytes(logits), toBytes(t)});
+    ASSERT_TRUE(r.ok) << r.err;
+    EXPECT_LT(std::fabs(r.out<double>()[0] - crossEntropyRef(logits, t, 6)), kTol)
+        << "cross_entropy";
+  }
+  // MatMul: transposes and batch broadcasts, against a triple loop.
+  struct MM {
+    Shape a, b, out;
+    bool ta, tb;
+  };
+  for (const MM &c :
+       {MM{{2, 3, 4}, {4, 5}, {2, 3, 5}, false, false},
+        MM{{2, 4, 3}, {2, 5, 4}, {2, 3, 5}, true, true},
+        MM{{4, 3}, {2, 4, 5}, {2, 3, 5}, true, false}, MM{{6, 3}, {6, 5}, {3, 5}, true, false}}) {
+    SCOPED_TRACE("matmul " + shapeName(c.a) + " x " + shapeName(c.b));
+    Vec a = uni(numel(c.a)), bv = uni(numel(c.b));
+    ProgramBuilder b;
+    b.instr(OpCode::MatMul, {b.input(F64, c.a), b.input(F64, c.b)}, {b.output(F64, c.out)},
+            {c.ta, c.tb});
+    Vec got = runF64(b, {a, bv});
+    size_t ra = c.a.size(), ro = c.out.size();
+    int64_t M = c.out[ro - 2], N = c.out[ro - 1], K = c.ta ? c.a[ra - 2] : c.a[ra - 1];
+    Shape batch(c.out.begin(), c.out.end() - 2);
+    Vec want;
+    for (int64_t bi = 0; bi < numel(batch); ++bi) {
+      const double *A =
+          a.data() + broadcastIndex(bi, batch, Shape(c.a.begin(), c.a.end() - 2)) * M * K;
+      const double *B =
+          bv.data() + broadcastIndex(bi, batch, Shape(c.b.begin(), c.b.end() - 2)) * K * N;
+      for (int64_t i = 0; i < M; ++i)
+        for (int64_t j = 0; j < N; ++j) {
+          double sum = 0;
+          for (int64_t p = 0; p < K; ++p)
+            sum += (c.ta ? A[p * M + i] : A[i * K + p]) * (c.tb ? B[j * K + p] : B[p * N + j]);
+          want.push_back(sum);
+        }
+    }
+    EXPECT_LT(maxAbsDiff(got, want), kTol);
+  }
+}
+
 //===--- Determinism ------------------------------------------------------===//
 
 /// Runs `p` with several thread counts; the outputs must be bitwise equal.
@@ -604,8 +766,9 @@ TEST(TrainingKernels, ReductionsDoNotDependOnThreadCount) {
     b.instr(OpCode::AttentionGrad, {q, k, v, dy},
             {b.output(DType::F32, qs), b.output(DType::F32, ks), b.output(DType::F32, ks)}, {1},
             {0.25});
-    expectSameForAnyThreadCount(b.p, {toBytes(rng.uniform(numel(qs))), toBytes(rng.uniform(numel(ks))),
-                                      toBytes(rng.uniform(numel(ks))), toBytes(rng.uniform(numel(qs)))});
+    expectSameForAnyThreadCount(b.p,
+                                {toBytes(rng.uniform(numel(qs))), toBytes(rng.uniform(numel(ks))),
+                                 toBytes(rng.uniform(numel(ks))), toBytes(rng.uniform(numel(qs)))});
   }
 }
 
@@ -622,8 +785,8 @@ Program trainingOpsProgram() {
   b.instr(OpCode::RmsNormGrad, {x, w, dy}, {out({2, 3, 4}), out({4})}, {}, {1e-6});
   b.instr(OpCode::LayerNormGrad, {x, w, dy}, {out({2, 3, 4}), out({4}), out({4})}, {}, {1e-5});
   uint32_t q = in({1, 4, 3, 4}), k = in({1, 2, 3, 4}), v = in({1, 2, 3, 4}), dyq = in({1, 4, 3, 4});
-  b.instr(OpCode::AttentionGrad, {q, k, v, dyq}, {out({1, 4, 3, 4}), out({1, 2, 3, 4}), out({1, 2, 3, 4})},
-          {1}, {0.5});
+  b.instr(OpCode::AttentionGrad, {q, k, v, dyq},
+          {out({1, 4, 3, 4}), out({1, 2, 3, 4}), out({1, 2, 3, 4})}, {1}, {0.5});
   uint32_t cs = in({3, 4}), sn = in({3, 4});
   b.instr(OpCode::RotaryGrad, {dyq, cs, sn}, {out({1, 4, 3, 4})});
   // From here on each instruction has inputs of its own, so that breaking
@@ -642,9 +805,9 @@ Program trainingOpsProgram() {
 TEST(TrainingKernels, EveryOpcodeValidatesRunsAndRoundTrips) {
   Program p = trainingOpsProgram();
   ASSERT_EQ(p.validate(), "");
-  const char *names[] = {"embedding_grad", "rms_norm_grad", "layer_norm_grad", "attention_grad",
-                         "rotary_grad", "activation_grad", "softmax_grad", "cross_entropy_grad",
-                         "slice_grad", "adamw"};
+  const char *names[] = {
+      "embedding_grad",  "rms_norm_grad", "layer_norm_grad",    "attention_grad", "rotary_grad",
+      "activation_grad", "softmax_grad",  "cross_entropy_grad", "slice_grad",     "adamw"};
   for (int op = 80; op <= 89; ++op) EXPECT_STREQ(opcodeName(OpCode(op)), names[op - 80]);
 
   // Runs on the CPU backend (ids and targets must be in range).
@@ -665,8 +828,9 @@ TEST(TrainingKernels, EveryOpcodeValidatesRunsAndRoundTrips) {
 
   // The artifact keeps the opcodes and their attributes.
   namespace fs = std::filesystem;
-  std::string file = (fs::path(::testing::TempDir()) /
-                      ("loom-training-" + std::to_string(::getpid()) + ".loom")).string();
+  std::string file =
+      (fs::path(::testing::TempDir()) / ("loom-training-" + std::to_string(::getpid()) + ".loom"))
+          .string();
   std::string err;
   ASSERT_TRUE(writeArtifact(p, file, err)) << err;
   Program q;
@@ -721,36 +885,72 @@ TEST(TrainingKernels, ValidateRejectsWrongArityShapesAndAttributes) {
   expectBroken(8, "takes 6 int attributes", [](Program &, Instr &I) { I.ints.pop_back(); });
   expectBroken(9, "takes 6 inputs, got 5", [](Program &, Instr &I) { I.in.pop_back(); });
   expectBroken(9, "takes 3 outputs, got 2", [](Program &, Instr &I) { I.out.pop_back(); });
-  expectBroken(9, "takes 4 float attributes, got 3", [](Program &, Instr &I) { I.floats.pop_back(); });
+  expectBroken(9, "takes 4 float attributes, got 3",
+               [](Program &, Instr &I) { I.floats.pop_back(); });
 
   // Shapes and dtypes.
   expectBroken(0, "ids must be i64 or i32", [](Program &p, Instr &I) {
     p.buffers[I.in[1]].dtype = DType::F32;
     p.buffers[I.in[1]].bytes /= 2;
   });
-  expectBroken(0, "output has shape [10,5], expected [V, 4]",
-               [](Program &p, Instr &I) { reshape(p, I.out[0], {10, 5}); });
-  expectBroken(0, "must be the ids' shape", [](Program &p, Instr &I) { reshape(p, I.in[1], {3, 2}); });
-  expectBroken(1, "weight has shape [5], expected [4]", [](Program &p, Instr &I) { reshape(p, I.in[1], {5}); });
-  expectBroken(1, "output 1 has shape [3], expected [4]", [](Program &p, Instr &I) { reshape(p, I.out[1], {3}); });
-  expectBroken(2, "output 2 has shape [1], expected [4]", [](Program &p, Instr &I) { reshape(p, I.out[2], {1}); });
-  expectBroken(3, "output gradient has shape", [](Program &p, Instr &I) { reshape(p, I.in[3], {1, 2, 3, 4}); });
-  expectBroken(3, "output 1 has shape [1,4,3,4], expected [1,2,3,4]",
-               [](Program &p, Instr &I) { reshape(p, I.out[1], {1, 4, 3, 4}); });
+  expectBroken(0, "output has shape [10,5], expected [V, 4]", [](Program &p, Instr &I) {
+    reshape(p, I.out[0], {10, 5});
+  });
+  expectBroken(0, "must be the ids' shape", [](Program &p, Instr &I) {
+    reshape(p, I.in[1], {3, 2});
+  });
+  expectBroken(1, "weight has shape [5], expected [4]",
+               [](Program &p, Instr &I) { reshape(p, I.in[1], {5}); });
+  expectBroken(1, "output 1 has shape [3], expected [4]",
+               [](Program &p, Instr &I) { reshape(p, I.out[1], {3}); });
+  expectBroken(2, "output 2 has shape [1], expected [4]",
+               [](Program &p, Instr &I) { reshape(p, I.out[2], {1}); });
+  expectBroken(3, "output gradient has shape", [](Program &p, Instr &I) {
+    reshape(p, I.in[3], {1, 2, 3, 4});
+  });
+  expectBroken(3, "output 1 has shape [1,4,3,4], expected [1,2,3,4]", [](Program &p, Instr &I) {
+    reshape(p, I.out[1], {1, 4, 3, 4});
+  });
   expectBroken(3, "query heads are not a multiple", [](Program &p, Instr &I) {
     reshape(p, I.in[1], {1, 3, 3, 4});
     reshape(p, I.in[2], {1, 3, 3, 4});
   });
-  expectBroken(4, "does not broadcast to", [](Program &p, Instr &I) { reshape(p, I.in[1], {2, 4}); });
-  expectBroken(5, "gradient has shape [4], expected [2,3,4]", [](Program &p, Instr &I) { reshape(p, I.in[1], {4}); });
-  expectBroken(7, "loss gradient has shape [1], expected []", [](Program &p, Instr &I) { reshape(p, I.in[2], {1}); });
-  expectBroken(7, "targets must be i64 or i32", [](Program &p, Instr &I) { p.buffers[I.in[1]].dtype = DType::F32; });
+  expectBroken(4, "does not broadcast to", [](Program &p, Instr &I) {
+    reshape(p, I.in[1], {2, 4});
+  });
+  expectBroken(5, "gradient has shape [4], expected [2,3,4]",
+               [](Program &p, Instr &I) { reshape(p, I.in[1], {4}); });
+  expectBroken(7, "loss gradient has shape [1], expected []",
+               [](Program &p, Instr &I) { reshape(p, I.in[2], {1}); });
+  expectBroken(7, "targets must be i64 or i32",
+               [](Program &p, Instr &I) { p.buffers[I.in[1]].dtype = DType::F32; });
   expectBroken(8, "dim 2 window (start 8, count 4, step -3) leaves [0, 9)",
                [](Program &, Instr &I) { I.ints[5] = -3; });
-  expectBroken(8, "differs from output rank", [](Program &p, Instr &I) { reshape(p, I.in[0], {6, 4}); });
-  expectBroken(9, "lr has shape [1], expected []", [](Program &p, Instr &I) { reshape(p, I.in[4], {1}); });
-  expectBroken(9, "exp_avg has shape [5], expected [6]", [](Program &p, Instr &I) { reshape(p, I.in[2], {5}); });
-  expectBroken(9, "step must be f32, got i32", [](Program &p, Instr &I) { p.buffers[I.in[5]].dtype = DType::I32; });
+  expectBroken(8, "differs from output rank", [](Program &p, Instr &I) {
+    reshape(p, I.in[0], {6, 4});
+  });
+  expectBroken(9, "lr has shape [1], expected []",
+               [](Program &p, Instr &I) { reshape(p, I.in[4], {1}); });
+  expectBroken(9, "exp_avg has shape [5], expected [6]",
+               [](Program &p, Instr &I) { reshape(p, I.in[2], {5}); });
+  expectBroken(9, "step must be f32, got i32",
+               [](Program &p, Instr &I) { p.buffers[I.in[5]].dtype = DType::I32; });
+  expectBroken(9, "output 2 must be f32, got i32",
+               [](Program &p, Instr &I) { p.buffers[I.out[2]].dtype = DType::I32; });
+}
+
+TEST(TrainingKernels, CrossEntropyLossIsF64OnlyForF64Logits) {
+  for (DType logits : {DType::F32, DType::F64}) {
+    ProgramBuilder b;
+    uint32_t l = b.input(logits, {2, 3}), t = b.input(DType::I64, {2});
+    b.instr(OpCode::CrossEntropy, {l, t}, {b.output(DType::F64, {})});
+    std::string e = b.p.validate();
+    if (logits == DType::F64)
+      EXPECT_EQ(e, "");
+    else
+      EXPECT_NE(e.find("output must be f32 (or f64 with f64 logits), got f64"), std::string::npos)
+          << e;
+  }
 }
 
 } // namespace
