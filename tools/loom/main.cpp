@@ -17,9 +17,14 @@ static void usage() {
       "  import   MODEL.onnx            print the model as loom IR\n"
       "  compile  MODEL.onnx -o ART     compile to a runtime artifact\n"
       "  eval     MODEL.onnx|ART        run the forward pass: logits and loss\n"
+      "  plan     MODEL.onnx --gpus N   rank parallelism plans: memory, step time, MFU\n"
       "  train    MODEL.onnx --data F   train: forward, backward, AdamW, checkpoints\n\n"
       "Run 'loom COMMAND --help' for a command's options.\n");
 }
+
+namespace loom::tools {
+int runPlan(int argc, char **argv); // PlanCommand.cpp
+} // namespace loom::tools
 
 int main(int argc, char **argv) {
   if (argc < 2 || !std::strcmp(argv[1], "--help") || !std::strcmp(argv[1], "-h")) {
@@ -30,6 +35,7 @@ int main(int argc, char **argv) {
   if (cmd == "import") return loom::tools::runImport(argc, argv);
   if (cmd == "compile") return loom::tools::runCompile(argc, argv);
   if (cmd == "eval") return loom::tools::runEval(argc, argv);
+  if (cmd == "plan") return loom::tools::runPlan(argc, argv);
   if (cmd == "train") return loom::tools::runTrain(argc, argv);
   std::fprintf(stderr, "loom: error: unknown command '%s' (see loom --help)\n", cmd.c_str());
   return 1;

@@ -1,0 +1,106 @@
+//===- BufferPlanMemory.cpp -----------------------------------------------===//
+//
+// Part of loom, under the Apache License v2.0.
+//
+//===----------------------------------------------------------------------===//
+#include "planner/BufferPlanMemory.h"
+
+#include <algorithm>
+#include <vector>
+
+namespace loom::planner {
+
+namespace {
+enum class Role { Other, Param, Optimizer, Grad };
+} // namespace
+
+bool bufferPlanMemory(const rt::Program &p, MemoryBreakdown &out, std::string &err) {
+  using rt::BufferKind;
+  size_t n = p.buffers.size();
+  std::vector<Role> role(n, Role::Other);
+  int64_t lossAt = -1;
+  bool anyAdam = false;
+  for (size_t i = 0; i < p.instrs.size(); ++i) {
+    const rt::Instr &in = p.instrs[i];
+    if (in.op == rt::OpCode::CrossEntropy && lossAt < 0)
+      lossAt = int64_t(i);
+    if (in.op != rt::OpCode::AdamW || in.in.size() < 4 || in.out.size() < 3)
+      continue;
+    anyAdam = true;
+    role[in.in[0]] = Role::Param;
+    role[in.in[1]] = Role::Grad;
+    role[in.in[2]] = role[in.in[3]] = Role::Optimizer;
+    role[in.out[0]] = Role::Param;
+    role[in.out[1]] = role[in.out[2]] = Role::Optimizer;
+  }
+  if (!anyAdam) {
+    err = "the program has no AdamW step";
+    return false;
+  }
+  // Clipping scales each gradient by a scalar right before AdamW: the
+  // unscaled gradient it reads is a gradient too.
+  for (const rt::Instr &in : p.instrs)
+    if (in.op == rt::OpCode::Mul && in.in.size() == 2 && in.out.size() == 1 &&
+        role[in.out[0]] == Role::Grad)
+      for (int k = 0; k < 2; ++k)
+        if (p.buffers[in.in[k]].numElements() == p.buffers[in.out[0]].numElements() &&
+            p.buffers[in.in[1 - k]].numElements() == 1 && role[in.in[k]] == Role::Other)
+          role[in.in[k]] = Role::Grad;
+  // Outputs the driver reads are copies (see codegen): follow a Cast whose
+  // input plays a role, so params' etc. keep it.
+  for (const rt::Instr &in : p.instrs)
+    if (in.op == rt::OpCode::Cast && in.in.size() == 1 && in.out.size() == 1 &&
+        role[in.out[0]] == Role::Other && p.buffers[in.out[0]].kind == BufferKind::Output)
+      role[in.out[0]] = role[in.in[0]];
+
+  int64_t end = int64_t(p.instrs.size());
+  std::vector<int64_t> first(n, -1), last(n, -1);
+  for (int64_t i = 0; i < end; ++i) {
+    for (uint32_t id : p.instrs[i].out) first[id] = i;
+    for (uint32_t id : p.instrs[i].in) last[id] = i;
+  }
+  auto liveAt = [&](size_t id, int64_t t) {
+    const rt::BufferDesc &d = p.buffers[id];
+    if (d.kind == BufferKind::Constant)
+      return false;
+    int64_t from = d.kind == BufferKind::Input ? -1 : first[id];
+    int64_t to = d.kind == BufferKind::Input || d.kind == BufferKind::Output
+                     ? end
+                     : std::max(last[id], first[id]);
+    return from <= t && t <= to;
+  };
+  int64_t peakAt = -1;
+  double peak = -1;
+  for (int64_t t = -1; t <= end; ++t) {
+    double live = 0;
+    for (size_t id = 0; id < n; ++id)
+      if (liveAt(id, t)) live += double(p.buffers[id].bytes);
+    if (live > peak) {
+      peak = live;
+      peakAt = t;
+    }
+  }
+  MemoryBreakdown m;
+  for (size_t id = 0; id < n; ++id) {
+    if (!liveAt(id, peakAt))
+      continue;
+    double bytes = double(p.buffers[id].bytes);
+    switch (role[id]) {
+    case Role::Param: m.params += bytes; break;
+    case Role::Optimizer: m.optimizer += bytes; break;
+    case Role::Grad: m.grads += bytes; break;
+    case Role::Other: {
+      const rt::BufferDesc &d = p.buffers[id];
+      bool forward = d.kind == BufferKind::Input ? d.numElements() > 1 // tokens, targets
+                                                 : lossAt >= 0 && first[id] <= lossAt;
+      (forward ? m.activations : m.workspace) += bytes;
+      break;
+    }
+    }
+  }
+  m.workspace += std::max(0.0, double(p.arenaBytes) - peak) + double(p.constants.size());
+  out = m;
+  return true;
+}
+
+} // namespace loom::planner

@@ -1,0 +1,570 @@
+//===- CostModel.cpp ------------------------------------------------------===//
+//
+// Part of loom, under the Apache License v2.0.
+//
+//===----------------------------------------------------------------------===//
+#include "planner/CostModel.h"
+#include "planner/Collectives.h"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <sstream>
+
+namespace loom::planner {
+
+namespace {
+
+constexpr double kParamBytes = 4;     // fp32 parameters (the master copy)
+constexpr double kGradBytes = 4;      // fp32 gradient accumulation
+constexpr double kOptimizerBytes = 8; // AdamW exp_avg + exp_avg_sq, fp32
+constexpr double kActBytes = 2;       // bf16 activations
+constexpr double kDdpBucketBytes = 25.0 * 1024 * 1024; // torch DDP default bucket
+
+std::string gib(double bytes) {
+  std::ostringstream s;
+  s.precision(bytes >= 1024.0 * 1024 * 1024 ? 1 : 3);
+  s << std::fixed << bytes / (1024.0 * 1024 * 1024) << " GiB";
+  return s.str();
+}
+
+// Mesh [pp, dp_replicate, dp_shard, cp, tp], tp innermost.
+int cpStride(const Plan &p) { return p.tp; }
+int dpsStride(const Plan &p) { return p.tp * p.cp; }
+int dprStride(const Plan &p) { return p.tp * p.cp * p.dpShard; }
+int ppStride(const Plan &p) { return p.tp * p.cp * p.dpShard * p.dpReplicate; }
+
+} // namespace
+
+int savedElementBytes(const SavedTensor &s, bool fp8) {
+  if (s.bytesPerElement)
+    return s.bytesPerElement;
+  return fp8 && s.gemmOnly ? 1 : int(kActBytes);
+}
+
+CostModel::CostModel(const ModelCost &model, const HardwareProfile &hw, const PlanRequest &req)
+    : m(model), hw(hw), req(req) {
+  globalBatch_ = req.globalBatch > 0 ? req.globalBatch : req.microbatch * req.gpus;
+  numGroups = m.numLayers + 2;
+  opsByGroup.assign(numGroups, {});
+  tpByGroup.assign(numGroups, {});
+  statics.assign(numGroups, {});
+  auto clampGroup = [&](int layer) { return std::clamp(groupIndex(layer), 0, numGroups - 1); };
+  for (const ParamInfo &p : m.params) {
+    GroupStatic &g = statics[clampGroup(p.layer)];
+    bool split = p.rule != TpRule::Replicated;
+    (split ? g.paramSharded : g.paramReplicated) += p.elements;
+    if (p.tiedToHead)
+      (split ? g.tiedSharded : g.tiedReplicated) += p.elements;
+  }
+  std::map<std::string, int> kindBits;
+  for (size_t i = 0; i < m.ops.size(); ++i) {
+    const CostOp &op = m.ops[i];
+    if (op.phase != Phase::Optimizer) {
+      opsByGroup[clampGroup(op.layer)].push_back(int(i));
+      if (op.kind != OpKind::View) {
+        GroupStatic &g = statics[clampGroup(op.layer)];
+        g.maxOut = std::max(g.maxOut, op.outElements);
+      }
+      if (op.kind == OpKind::Attention)
+        maxKvElements = std::max(maxKvElements, op.kvElements);
+      continue;
+    }
+    int bit = kindBits.emplace(op.name, int(kindBits.size()) % 64).first->second;
+    if (op.param < 0) {
+      scalarOptElements += op.elements;
+      scalarOptKinds |= uint64_t(1) << bit;
+      continue;
+    }
+    const ParamInfo &p = m.params[op.param];
+    GroupStatic &g = statics[clampGroup(p.layer)];
+    (p.rule != TpRule::Replicated ? g.optSharded : g.optReplicated) += op.elements;
+    g.optKinds |= uint64_t(1) << bit;
+  }
+  for (const SavedTensor &s : m.saved) {
+    GroupStatic &g = statics[clampGroup(s.layer)];
+    for (int fp8 = 0; fp8 < 2; ++fp8) {
+      double bytes = s.elements * savedElementBytes(s, fp8);
+      g.saved[fp8][0] += bytes;
+      if (s.none) g.saved[fp8][1] += bytes;
+      if (s.selective) g.saved[fp8][2] += bytes;
+      if (s.full) g.saved[fp8][3] += bytes;
+    }
+  }
+  for (const CostOp &op : m.ops)
+    if (op.phase != Phase::Optimizer && (op.kind == OpKind::Matmul || op.kind == OpKind::Attention))
+      flopsPerMicrobatch += op.flops * (op.kind == OpKind::Attention && op.causal ? 0.5 : 1.0);
+  for (size_t i = 0; i < m.tpCollectives.size(); ++i) {
+    const TpCollective &c = m.tpCollectives[i];
+    tpByGroup[clampGroup(c.layer)].push_back(int(i));
+    maxTpBuffer = std::max(maxTpBuffer, c.elements * (c.fp32 ? 4 : kActBytes));
+  }
+}
+
+double CostModel::groupLocalParams(int g, const Plan &p, bool withTied) const {
+  const GroupStatic &s = statics[g];
+  double e = s.paramReplicated + s.paramSharded / p.tp;
+  if (withTied)
+    e = s.tiedReplicated + s.tiedSharded / p.tp;
+  return e / p.dpShard;
+}
+
+double CostModel::opTime(const CostOp &op, int tp, int cp, bool fp8) const {
+  double div = double(tp) * cp;
+  switch (op.kind) {
+  case OpKind::View:
+  case OpKind::Optimizer:
+    return 0;
+  case OpKind::Matmul: {
+    double dims[3] = {op.m, op.n, op.k};
+    if (op.tpDim >= 0)
+      dims[op.tpDim] /= tp;
+    if (op.tokenDim >= 0)
+      dims[op.tokenDim] /= cp;
+    double minDim = std::max(1.0, std::min({dims[0], dims[1], dims[2]}));
+    bool low = fp8 && op.fp8;
+    double peak = low ? hw.peakFp8 : hw.peakBf16;
+    double compute = op.flops / div / (peak * hw.gemm.at(minDim));
+    double memory = op.elements / div * (low ? 1 : kActBytes) / hw.hbmBandwidth;
+    return std::max(compute, memory) + hw.kernelOverhead;
+  }
+  case OpKind::Attention: {
+    double flops = op.flops * (op.causal ? 0.5 : 1.0) / div;
+    double eff = hw.attention.at(std::max(1.0, op.seqQ / cp));
+    if (op.phase == Phase::Backward)
+      eff *= hw.attentionBackwardFactor;
+    double compute = flops / (hw.peakBf16 * eff);
+    double memory = op.elements / div * kActBytes / hw.hbmBandwidth;
+    return std::max(compute, memory) + hw.kernelOverhead;
+  }
+  case OpKind::MemoryBound:
+    return op.elements / div * kActBytes / hw.hbmBandwidth + hw.kernelOverhead;
+  }
+  return 0;
+}
+
+const std::vector<CostModel::GroupTimes> &CostModel::groupTimes(int tp, int cp, bool fp8,
+                                                                int gpusPerNode) const {
+  auto key = std::make_tuple(tp, cp, fp8);
+  auto it = cache.find(key);
+  if (it != cache.end())
+    return it->second;
+  std::vector<GroupTimes> times(numGroups);
+  const Link &tpLink = groupLink(hw, tp, 1, gpusPerNode);
+  const Link &cpLink = groupLink(hw, cp, tp, gpusPerNode);
+  for (int g = 0; g < numGroups; ++g) {
+    GroupTimes &t = times[g];
+    for (int i : opsByGroup[g]) {
+      const CostOp &op = m.ops[i];
+      double s = opTime(op, tp, cp, fp8);
+      bool fwd = op.phase == Phase::Forward;
+      (fwd ? t.fwd : t.bwd) += s;
+      if (fwd && op.recomputeSelective)
+        t.selectiveRecompute += s;
+      if (op.kind == OpKind::Attention) {
+        (fwd ? t.attnFwd : t.attnBwd) += s;
+        // Ring attention: each rank passes its K/V chunk cp-1 times; the
+        // backward passes K/V again and returns dK/dV.
+        double chunk = op.kvElements / (double(tp) * cp) * kActBytes;
+        double ring = (cp - 1) * (cp > 1 ? sendRecvTime(chunk, cpLink) : 0);
+        (fwd ? t.cpFwd : t.cpBwd) += fwd ? ring : 2 * ring;
+      }
+      if (op.kind != OpKind::View)
+        t.maxOut = std::max(t.maxOut, op.outElements);
+    }
+    for (int i : tpByGroup[g]) {
+      const TpCollective &c = m.tpCollectives[i];
+      double bytes = c.elements / cp * (c.fp32 ? 4 : kActBytes);
+      double s = collectiveTime(c.kind, tp, bytes, tpLink);
+      (c.phase == Phase::Forward ? t.tpFwd : t.tpBwd) += s;
+    }
+  }
+  return cache.emplace(key, std::move(times)).first->second;
+}
+
+int CostModel::deviceOf(int layer, const Plan &p) const {
+  if (p.pp == 1)
+    return 0;
+  if (layer <= kEmbedLayer)
+    return 0;
+  if (layer >= m.numLayers)
+    return p.pp - 1;
+  int chunks = p.pp * p.virtualStages;
+  int chunk = int(int64_t(layer) * chunks / std::max(1, m.numLayers));
+  return chunk % p.pp;
+}
+
+double CostModel::inFlight(int d, const Plan &p) const {
+  double mb = p.microbatches;
+  switch (p.schedule) {
+  case Schedule::None:
+    return 1; // gradient accumulation: one microbatch's activations at a time
+  case Schedule::GPipe:
+    return mb; // every forward before any backward
+  case Schedule::OneFOneB:
+    return std::min(mb, double(p.pp - d));
+  case Schedule::Interleaved: {
+    // Megatron's interleaved warm-up: rank d runs (pp-d-1)*2 + (v-1)*pp
+    // chunk forwards before its first backward, plus the one in flight;
+    // each chunk holds 1/v of the rank's layers.
+    double v = p.virtualStages;
+    double chunks = std::min(mb * v, double((p.pp - d - 1) * 2 + (p.virtualStages - 1) * p.pp + 1));
+    return chunks / v;
+  }
+  }
+  return 1;
+}
+
+double CostModel::localElements(const ParamInfo &p, const Plan &plan) const {
+  double e = p.elements;
+  if (p.rule != TpRule::Replicated)
+    e = std::ceil(e / plan.tp);
+  return std::ceil(e / plan.dpShard);
+}
+
+std::vector<std::string> CostModel::constraintViolations(const Plan &p) const {
+  std::vector<std::string> why;
+  auto str = [](auto v) { return std::to_string(v); };
+  if (p.tp > 1) {
+    if (m.heads > 0 && m.heads % p.tp)
+      why.push_back(str(m.heads) + " attention heads not divisible by tp=" + str(p.tp));
+    if (m.kvHeads > 0 && m.kvHeads % p.tp)
+      why.push_back(str(m.kvHeads) + " KV heads not divisible by tp=" + str(p.tp));
+    for (const ParamInfo &prm : m.params) {
+      if ((prm.rule != TpRule::Column && prm.rule != TpRule::Row) || prm.shardAxis < 0)
+        continue;
+      int64_t extent = prm.shape[prm.shardAxis];
+      if (extent % p.tp) {
+        why.push_back(prm.name + " dim " + str(extent) + " not divisible by tp=" + str(p.tp));
+        break;
+      }
+    }
+  }
+  if (m.numLayers % p.pp)
+    why.push_back(str(m.numLayers) + " layers not divisible into pp=" + str(p.pp) + " stages");
+  if (p.schedule == Schedule::Interleaved) {
+    int chunks = p.pp * p.virtualStages;
+    if (m.numLayers % chunks)
+      why.push_back(str(m.numLayers) + " layers not divisible into pp*v=" + str(chunks) +
+                    " interleaved chunks");
+    if (p.microbatches % p.pp)
+      why.push_back("interleaved 1F1B needs microbatches (" + str(p.microbatches) +
+                    ") divisible by pp=" + str(p.pp));
+  }
+  if (p.cp > 1 && m.seq % (2 * p.cp))
+    why.push_back("seq " + str(m.seq) + " not divisible into 2*cp=" + str(2 * p.cp) +
+                  " load-balanced causal chunks");
+  int64_t perStep = m.batch * p.dp();
+  if (globalBatch_ % perStep)
+    why.push_back("global batch " + str(globalBatch_) + " not divisible by microbatch " +
+                  str(m.batch) + " x dp " + str(p.dp()));
+  return why;
+}
+
+MemoryBreakdown CostModel::deviceMemory(int d, const Plan &p) const {
+  MemoryBreakdown mem;
+  double shard = double(p.tp) * p.cp;
+  int headDevice = deviceOf(m.headLayer(), p), embedDevice = deviceOf(kEmbedLayer, p);
+  double params = 0, maxLayerParams = 0;
+  double mult = inFlight(d, p), kept = 0, recomputeTransient = 0, maxOut = 0;
+  int policy = p.checkpoint == Checkpoint::None ? 1 : p.checkpoint == Checkpoint::Selective ? 2 : 3;
+  for (int g = 0; g < numGroups; ++g) {
+    if (deviceOf(g - 1, p) != d)
+      continue;
+    const GroupStatic &s = statics[g];
+    params += groupLocalParams(g, p, false);
+    maxLayerParams = std::max(maxLayerParams, s.paramReplicated + s.paramSharded / p.tp);
+    // Activations: what the group keeps for backward, times the microbatches
+    // in flight; recomputation rematerializes one layer at a time.
+    kept += s.saved[p.fp8][policy] / shard;
+    recomputeTransient = std::max(recomputeTransient, (s.saved[p.fp8][0] - s.saved[p.fp8][policy]) / shard);
+    maxOut = std::max(maxOut, s.maxOut);
+  }
+  // A tied embedding is also the LM head: the head's rank keeps a copy.
+  if (d == headDevice && d != embedDevice)
+    params += groupLocalParams(groupIndex(kEmbedLayer), p, true);
+  mem.params = params * kParamBytes;
+  mem.grads = params * kGradBytes;
+  mem.optimizer = params * kOptimizerBytes;
+  mem.activations = kept * mult;
+  // Communication buffers: gathered TP activations (double-buffered),
+  // FSDP's gathered layer (current + prefetched) and unsharded gradients,
+  // DDP buckets, pipeline send/recv, the context-parallel K/V ring.
+  if (p.tp > 1)
+    mem.comm += 2 * maxTpBuffer / p.cp;
+  if (p.dpShard > 1)
+    mem.comm += 2 * maxLayerParams * kActBytes + maxLayerParams * kGradBytes;
+  else if (p.dpReplicate > 1)
+    mem.comm += 2 * std::min(kDdpBucketBytes, mem.grads);
+  if (p.pp > 1)
+    mem.comm += 2 * m.boundaryElements / shard * kActBytes;
+  if (p.cp > 1)
+    mem.comm += 2 * maxKvElements / shard * kActBytes;
+  // Workspace: GEMM library workspace, the largest op output alive beside
+  // the saved set, a layer being recomputed, and (without FSDP, whose
+  // gathered copy already is one) the compute-width copy of a layer's weights.
+  mem.workspace = hw.gemmWorkspace + maxOut / shard * kActBytes + recomputeTransient;
+  if (p.dpShard == 1)
+    mem.workspace += maxLayerParams * (p.fp8 ? 1 : kActBytes);
+  return mem;
+}
+
+PlanEstimate CostModel::evaluate(const Plan &plan, bool detail) const {
+  PlanEstimate est;
+  est.plan = plan;
+  est.rejections = constraintViolations(plan);
+  const int pp = plan.pp, tp = plan.tp, cp = plan.cp;
+  const int gpn = req.gpusPerNode;
+  const std::vector<GroupTimes> &gt = groupTimes(tp, cp, plan.fp8, gpn);
+  const Link &dpsLink = groupLink(hw, plan.dpShard, dpsStride(plan), gpn);
+  const Link &dprLink = groupLink(hw, plan.dpReplicate, dprStride(plan), gpn);
+  const Link &ppLink = groupLink(hw, pp, ppStride(plan), gpn);
+  const double mb = plan.microbatches;
+  const double shard = double(tp) * cp;
+
+  // --- Memory: the worst pipeline rank -----------------------------------
+  for (int d = 0; d < pp; ++d) {
+    MemoryBreakdown mem = deviceMemory(d, plan);
+    if (d == 0 || mem.total() > est.analytical.total()) {
+      est.analytical = mem;
+      est.worstDevice = d;
+    }
+  }
+  est.memory = est.analytical;
+  est.memorySource = "analytical";
+  bool compilable = tp == 1 && cp == 1 && pp == 1 && plan.dpShard == 1 && mb == 1 &&
+                    plan.checkpoint == Checkpoint::None && !plan.fp8;
+  if (compilable && m.hasBufferPlan) {
+    // What the compiler allocates today for this single-device step, plus
+    // what it does not see: data-parallel buckets, the GEMM library's workspace.
+    est.memory = m.bufferPlan;
+    est.memory.comm = est.analytical.comm;
+    est.memory.workspace += hw.gemmWorkspace;
+    est.memorySource = "buffer-plan";
+  }
+  if (est.memory.total() > hw.memoryBytes)
+    est.rejections.push_back("memory " + gib(est.memory.total()) + " > " + gib(hw.memoryBytes) +
+                             " usable");
+
+  // --- Time per microbatch on each pipeline rank ------------------------
+  std::vector<double> fc(pp, 0), bc(pp, 0), comm(pp, 0), stageTotal(pp, 0);
+  std::vector<double> fsdpF(pp, 0), fsdpB(pp, 0), fsdpFirst(pp, 0), fsdpLast(pp, 0);
+  std::vector<int> groupsOnDevice(pp, 0);
+  for (int g = 0; g < numGroups; ++g) {
+    int d = deviceOf(g - 1, plan);
+    const GroupTimes &t = gt[g];
+    bool layer = g >= 1 && g <= m.numLayers;
+    double recompute = 0, recomputeComm = 0;
+    if (layer && plan.checkpoint == Checkpoint::Full) {
+      // The layer's forward runs again, its tensor-parallel gathers included.
+      recompute = t.fwd;
+      recomputeComm = t.tpFwd + std::max(0.0, t.cpFwd - t.attnFwd);
+    } else if (layer && plan.checkpoint == Checkpoint::Selective) {
+      recompute = t.selectiveRecompute;
+    }
+    fc[d] += t.fwd;
+    bc[d] += t.bwd + recompute;
+    // Tensor-parallel collectives sit on the critical path; the
+    // context-parallel ring hides behind attention when it can.
+    comm[d] += t.tpFwd + t.tpBwd + recomputeComm + std::max(0.0, t.cpFwd - t.attnFwd) +
+               std::max(0.0, t.cpBwd - t.attnBwd);
+    ++groupsOnDevice[d];
+    if (plan.dpShard > 1) {
+      const GroupStatic &s = statics[g];
+      double tpLocal = s.paramReplicated + s.paramSharded / tp;
+      double ag = allGatherTime(plan.dpShard, tpLocal * kActBytes, dpsLink); // bf16 weights
+      double rs = reduceScatterTime(plan.dpShard, tpLocal * kGradBytes, dpsLink); // fp32 grads
+      fsdpF[d] += ag;
+      fsdpB[d] += ag + rs;
+      fsdpFirst[d] = std::max(fsdpFirst[d], ag);
+      fsdpLast[d] = std::max(fsdpLast[d], rs);
+    }
+  }
+  double boundaryBytes = m.boundaryElements / shard * kActBytes;
+  double p2p = pp > 1 ? 2 * plan.virtualStages * sendRecvTime(boundaryBytes, ppLink) : 0;
+  for (int d = 0; d < pp; ++d) {
+    // FSDP prefetches the next layer while this one computes: only what
+    // does not fit behind compute shows, and never less than the first
+    // gather (forward) or the last reduce-scatter (backward).
+    double fsdp = 0;
+    if (plan.dpShard > 1)
+      fsdp = std::max(fsdpFirst[d], fsdpF[d] - fc[d]) + std::max(fsdpLast[d], fsdpB[d] - bc[d]);
+    comm[d] += fsdp + p2p;
+    stageTotal[d] = fc[d] + bc[d] + comm[d];
+  }
+  int b = int(std::max_element(stageTotal.begin(), stageTotal.end()) - stageTotal.begin());
+  double bubble = 0;
+  if (pp > 1) {
+    double sum = 0;
+    for (double s : stageTotal) sum += s;
+    bubble = (sum - stageTotal[b]) / (plan.schedule == Schedule::Interleaved ? plan.virtualStages : 1);
+  }
+
+  // --- Once per step: gradient sync, tied embedding, optimizer ----------
+  int headDevice = deviceOf(m.headLayer(), plan), embedDevice = deviceOf(kEmbedLayer, plan);
+  int embedGroup = groupIndex(kEmbedLayer);
+  double tiedLocal = headDevice != embedDevice ? groupLocalParams(embedGroup, plan, true) : 0;
+  double dpExposed = 0, optimizer = 0;
+  for (int d = 0; d < pp; ++d) {
+    double params = 0, optElements = 0;
+    uint64_t kinds = d == 0 ? scalarOptKinds : 0;
+    if (d == 0)
+      optElements += scalarOptElements;
+    for (int g = 0; g < numGroups; ++g) {
+      if (deviceOf(g - 1, plan) != d)
+        continue;
+      const GroupStatic &s = statics[g];
+      params += groupLocalParams(g, plan, false);
+      optElements += (s.optReplicated + s.optSharded / tp) / plan.dpShard;
+      kinds |= s.optKinds;
+    }
+    if (d == headDevice && tiedLocal > 0) {
+      params += tiedLocal;
+      optElements += 7 * tiedLocal; // AdamW on the head's copy: p, g, m, v in; p, m, v out
+    }
+    if (plan.dpReplicate > 1) {
+      // Buckets all-reduce while the last microbatch's backward runs; the
+      // last bucket (the first layers' gradients) cannot hide.
+      double t = allReduceTime(plan.dpReplicate, params * kGradBytes, dprLink);
+      double lastBucket = t / std::max(1, groupsOnDevice[d]);
+      dpExposed = std::max(dpExposed, std::max(lastBucket, t - bc[d]));
+    }
+    // Multi-tensor (foreach) optimizer kernels: one launch per kind of op.
+    double opt = optElements * 4 / hw.hbmBandwidth +
+                 double(__builtin_popcountll(kinds)) * hw.kernelOverhead;
+    optimizer = std::max(optimizer, opt);
+  }
+  double tied = 0;
+  if (tiedLocal > 0)
+    tied = allReduceTime(2, tiedLocal * kGradBytes, groupLink(hw, 2, (pp - 1) * ppStride(plan), gpn));
+
+  est.time.compute = mb * (fc[b] + bc[b]) + optimizer;
+  est.time.comm = mb * comm[b] + dpExposed + tied;
+  est.time.bubble = bubble;
+  est.time.optimizer = optimizer;
+
+  double microbatchesPerStep = mb * plan.dp();
+  est.sequencesPerStep = microbatchesPerStep * m.batch;
+  est.modelFlopsPerStep = flopsPerMicrobatch * microbatchesPerStep;
+  double step = est.time.total();
+  est.tokensPerSecond = step > 0 ? est.sequencesPerStep * m.seq / step : 0;
+  est.mfu = step > 0 ? est.modelFlopsPerStep / (step * plan.gpus() * hw.peakBf16) : 0;
+
+  if (!detail)
+    return est;
+
+  // --- Detail for --explain --------------------------------------------
+  est.deviceGroups.assign(pp, {});
+  for (int g = 0; g < numGroups; ++g)
+    est.deviceGroups[deviceOf(g - 1, plan)].push_back(g - 1);
+  const Link &tpLink = groupLink(hw, tp, 1, gpn);
+  const Link &cpLink = groupLink(hw, cp, tp, gpn);
+  if (tp > 1)
+    for (const TpCollective &c : m.tpCollectives) {
+      CollectiveUse u;
+      u.group = "tp";
+      u.layer = c.layer;
+      u.phase = c.phase;
+      u.kind = c.kind;
+      u.ranks = tp;
+      u.link = tpLink.name;
+      u.bytes = c.elements / cp * (c.fp32 ? 4 : kActBytes);
+      u.seconds = collectiveTime(c.kind, tp, u.bytes, tpLink);
+      bool layer = c.layer >= 0 && c.layer < m.numLayers;
+      u.callsPerStep = mb * (c.phase == Phase::Forward && layer && plan.checkpoint == Checkpoint::Full ? 2 : 1);
+      u.what = c.what;
+      est.collectives.push_back(u);
+    }
+  if (cp > 1)
+    for (const CostOp &op : m.ops)
+      if (op.kind == OpKind::Attention) {
+        CollectiveUse u;
+        u.group = "cp";
+        u.layer = op.layer;
+        u.phase = op.phase;
+        u.kind = CommKind::SendRecv;
+        u.ranks = cp;
+        u.link = cpLink.name;
+        u.bytes = op.kvElements / shard * kActBytes;
+        u.seconds = sendRecvTime(u.bytes, cpLink);
+        u.callsPerStep = mb * (cp - 1) * (op.phase == Phase::Forward ? 1 : 2);
+        u.what = op.phase == Phase::Forward ? "ring attention: pass K/V chunk"
+                                            : "ring attention backward: pass K/V and dK/dV";
+        est.collectives.push_back(u);
+      }
+  if (plan.dpShard > 1)
+    for (int g = 0; g < numGroups; ++g) {
+      const GroupStatic &s = statics[g];
+      double tpLocal = s.paramReplicated + s.paramSharded / tp;
+      if (tpLocal == 0)
+        continue;
+      for (int k = 0; k < 3; ++k) {
+        CollectiveUse u;
+        u.group = "dp_shard";
+        u.layer = g - 1;
+        u.phase = k == 0 ? Phase::Forward : Phase::Backward;
+        u.kind = k == 2 ? CommKind::ReduceScatter : CommKind::AllGather;
+        u.ranks = plan.dpShard;
+        u.link = dpsLink.name;
+        u.bytes = tpLocal * (k == 2 ? kGradBytes : kActBytes);
+        u.seconds = collectiveTime(u.kind, u.ranks, u.bytes, dpsLink);
+        u.callsPerStep = mb;
+        u.what = k == 2 ? "FSDP: reduce-scatter fp32 gradients"
+                        : (k == 0 ? "FSDP: gather bf16 weights" : "FSDP: re-gather bf16 weights for backward");
+        est.collectives.push_back(u);
+      }
+    }
+  if (plan.dpReplicate > 1) {
+    double grads = 0;
+    for (int g = 0; g < numGroups; ++g)
+      if (deviceOf(g - 1, plan) == b)
+        grads += groupLocalParams(g, plan, false) * kGradBytes;
+    if (b == headDevice)
+      grads += tiedLocal * kGradBytes;
+    CollectiveUse u;
+    u.group = "dp_replicate";
+    u.layer = m.numLayers + 1;
+    u.phase = Phase::Backward;
+    u.kind = CommKind::AllReduce;
+    u.ranks = plan.dpReplicate;
+    u.link = dprLink.name;
+    u.bytes = grads;
+    u.seconds = allReduceTime(u.ranks, grads, dprLink);
+    u.callsPerStep = 1;
+    u.what = plan.dpShard > 1 ? "HSDP: all-reduce sharded fp32 gradients (bucketed)"
+                              : "DDP: all-reduce fp32 gradients (bucketed)";
+    est.collectives.push_back(u);
+  }
+  if (pp > 1) {
+    CollectiveUse u;
+    u.group = "pp";
+    u.layer = m.numLayers + 1;
+    u.phase = Phase::Forward;
+    u.kind = CommKind::SendRecv;
+    u.ranks = pp;
+    u.link = ppLink.name;
+    u.bytes = boundaryBytes;
+    u.seconds = sendRecvTime(boundaryBytes, ppLink);
+    u.callsPerStep = 2 * mb * plan.virtualStages;
+    u.what = "stage boundary: activation forward, its gradient backward";
+    est.collectives.push_back(u);
+    if (tiedLocal > 0) {
+        const Link &l = groupLink(hw, 2, (pp - 1) * ppStride(plan), gpn);
+        CollectiveUse t;
+        t.group = "pp (tied embedding)";
+        t.layer = m.numLayers + 1;
+        t.phase = Phase::Backward;
+        t.kind = CommKind::AllReduce;
+        t.ranks = 2;
+        t.link = l.name;
+        t.bytes = tiedLocal * kGradBytes;
+        t.seconds = allReduceTime(2, t.bytes, l);
+        t.callsPerStep = 1;
+        t.what = "sum the tied embedding / LM head gradient between first and last stage";
+        est.collectives.push_back(t);
+      }
+  }
+  return est;
+}
+
+} // namespace loom::planner

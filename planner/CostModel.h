@@ -1,0 +1,130 @@
+//===- CostModel.h - Memory and step time of a plan -------------*- C++ -*-===//
+//
+// Part of loom, under the Apache License v2.0.
+//
+// Turns the IR-derived ModelCost, a hardware profile and a plan into
+// per-GPU memory (parameters, gradients, optimizer state, activations,
+// communication buffers, workspace) and step time (compute, exposed
+// communication, pipeline bubble), plus the constraints a plan breaks.
+// docs/planner.md states every formula and assumption; the unit tests in
+// unittests/planner pin them on cases worked out by hand.
+//===----------------------------------------------------------------------===//
+#ifndef LOOM_PLANNER_COSTMODEL_H
+#define LOOM_PLANNER_COSTMODEL_H
+
+#include "planner/HardwareProfile.h"
+#include "planner/ModelCost.h"
+#include "planner/Plan.h"
+
+#include <map>
+#include <string>
+#include <tuple>
+#include <vector>
+
+namespace loom::planner {
+
+struct TimeBreakdown {
+  double compute = 0;   // the bottleneck GPU's kernels, optimizer included
+  double comm = 0;      // communication not hidden behind compute
+  double bubble = 0;    // pipeline fill and drain
+  double optimizer = 0; // part of compute: the AdamW step
+  double total() const { return compute + comm + bubble; }
+};
+
+/// One collective a plan implies, for --explain.
+struct CollectiveUse {
+  std::string group; // "tp", "cp", "pp", "dp_shard", "dp_replicate", "pp (tied embedding)"
+  int layer = kEmbedLayer; // layer group; numLayers + 1: the whole device
+  Phase phase = Phase::Forward;
+  CommKind kind = CommKind::AllReduce;
+  int ranks = 1;
+  std::string link;
+  double bytes = 0;   // per call
+  double seconds = 0; // per call
+  double callsPerStep = 0;
+  std::string what;
+};
+
+struct PlanEstimate {
+  Plan plan;
+  MemoryBreakdown memory;     // the worst GPU
+  MemoryBreakdown analytical; // the analytical model's figure (same as memory unless a buffer plan was used)
+  std::string memorySource;   // "buffer-plan" or "analytical"
+  int worstDevice = 0;        // pipeline rank with the most memory
+  TimeBreakdown time;
+  double tokensPerSecond = 0, mfu = 0;
+  double modelFlopsPerStep = 0;
+  double sequencesPerStep = 0;
+  std::vector<std::string> rejections; // empty: feasible
+  // Detail (evaluate(..., true)):
+  std::vector<CollectiveUse> collectives;
+  std::vector<std::vector<int>> deviceGroups; // per pipeline rank: layer groups (-1 embed, L head)
+  bool feasible() const { return rejections.empty(); }
+};
+
+class CostModel {
+public:
+  CostModel(const ModelCost &model, const HardwareProfile &hw, const PlanRequest &req);
+
+  PlanEstimate evaluate(const Plan &plan, bool detail = false) const;
+
+  /// Seconds one op takes on one GPU of a (tp, cp) group, one microbatch.
+  double opTime(const CostOp &op, int tp, int cp, bool fp8) const;
+  /// Reasons the plan cannot run (besides memory), empty when it can.
+  std::vector<std::string> constraintViolations(const Plan &plan) const;
+  /// Pipeline rank of a layer group (-1 embed .. L head).
+  int deviceOf(int layer, const Plan &plan) const;
+  /// How many microbatches' activations a pipeline rank holds at its peak.
+  double inFlight(int device, const Plan &plan) const;
+  /// Parameter elements one GPU holds of parameter `p` (after tp and dp_shard).
+  double localElements(const ParamInfo &p, const Plan &plan) const;
+
+  const ModelCost &model() const { return m; }
+  const HardwareProfile &hardware() const { return hw; }
+  const PlanRequest &request() const { return req; }
+  int64_t globalBatch() const { return globalBatch_; }
+
+private:
+  struct GroupTimes {
+    double fwd = 0, bwd = 0, selectiveRecompute = 0;
+    double attnFwd = 0, attnBwd = 0;
+    double tpFwd = 0, tpBwd = 0;
+    double cpFwd = 0, cpBwd = 0; // ring traffic time (before overlap)
+    double maxOut = 0;           // largest op output, elements (unsharded)
+  };
+  /// Plan-independent sums per layer group, so a plan costs O(groups).
+  struct GroupStatic {
+    double paramReplicated = 0, paramSharded = 0; // elements (sharded: split by tp)
+    double tiedReplicated = 0, tiedSharded = 0;   // also held by the head's rank
+    double optReplicated = 0, optSharded = 0;     // optimizer-op elements touched
+    uint64_t optKinds = 0;                        // which optimizer kernels run
+    double saved[2][4] = {};                      // [fp8][all, none, selective, full] bytes
+    double maxOut = 0;                            // largest op output, elements
+  };
+  const std::vector<GroupTimes> &groupTimes(int tp, int cp, bool fp8, int gpusPerNode) const;
+  int groupIndex(int layer) const { return layer + 1; }
+  MemoryBreakdown deviceMemory(int device, const Plan &plan) const;
+  /// Parameter elements of group g one GPU holds (tp and dp_shard applied),
+  /// with or without the tied copy the head's rank keeps.
+  double groupLocalParams(int g, const Plan &plan, bool withTied) const;
+
+  const ModelCost &m;
+  const HardwareProfile &hw;
+  PlanRequest req;
+  int64_t globalBatch_;
+  int numGroups;
+  std::vector<std::vector<int>> opsByGroup, tpByGroup;
+  std::vector<GroupStatic> statics;
+  double scalarOptElements = 0; // optimizer bookkeeping tied to no parameter
+  uint64_t scalarOptKinds = 0;
+  double maxTpBuffer = 0, maxKvElements = 0;
+  double flopsPerMicrobatch = 0; // GEMM + attention, forward + backward (causal: half)
+  mutable std::map<std::tuple<int, int, bool>, std::vector<GroupTimes>> cache;
+};
+
+/// Bytes per element of a saved activation under the plan's precision.
+int savedElementBytes(const SavedTensor &s, bool fp8);
+
+} // namespace loom::planner
+
+#endif

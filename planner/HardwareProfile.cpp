@@ -1,0 +1,198 @@
+//===- HardwareProfile.cpp ------------------------------------------------===//
+//
+// Part of loom, under the Apache License v2.0.
+//
+//===----------------------------------------------------------------------===//
+#include "planner/HardwareProfile.h"
+#include "loom/io/Json.h"
+
+#include <cmath>
+#include <fstream>
+#include <sstream>
+
+namespace loom::planner {
+
+double EfficiencyCurve::at(double size) const {
+  if (points.empty())
+    return 1.0;
+  if (size <= points.front().first)
+    return points.front().second;
+  if (size >= points.back().first)
+    return points.back().second;
+  for (size_t i = 1; i < points.size(); ++i) {
+    if (size > points[i].first)
+      continue;
+    auto [x0, y0] = points[i - 1];
+    auto [x1, y1] = points[i];
+    double t = (std::log2(size) - std::log2(x0)) / (std::log2(x1) - std::log2(x0));
+    return y0 + t * (y1 - y0);
+  }
+  return points.back().second;
+}
+
+namespace {
+
+/// Reads numbers by dotted path and remembers the first one missing.
+class Reader {
+public:
+  Reader(const json::Value &root, const std::string &origin) : root(root), origin(origin) {}
+
+  const json::Value *find(const std::string &path) {
+    const json::Value *v = &root;
+    std::string part;
+    std::stringstream ss(path);
+    while (std::getline(ss, part, '.')) {
+      if (!v->isObject() || !(v = v->get(part)))
+        return nullptr;
+    }
+    return v;
+  }
+
+  double number(const std::string &path, bool positive = true) {
+    const json::Value *v = find(path);
+    if (!v || !v->isNumber()) {
+      fail("missing number '" + path + "'");
+      return 0;
+    }
+    if (positive && !(v->number() > 0)) {
+      fail("'" + path + "' must be positive");
+      return 0;
+    }
+    return v->number();
+  }
+
+  std::string string(const std::string &path) {
+    const json::Value *v = find(path);
+    if (!v || !v->isString()) {
+      fail("missing string '" + path + "'");
+      return "";
+    }
+    return v->str();
+  }
+
+  EfficiencyCurve curve(const std::string &path) {
+    EfficiencyCurve c;
+    const json::Value *v = find(path);
+    if (!v || !v->isArray() || v->items().empty()) {
+      fail("missing table '" + path + "' ([[size, fraction], ...])");
+      return c;
+    }
+    for (const json::Value &p : v->items()) {
+      if (!p.isArray() || p.items().size() != 2 || !p.items()[0].isNumber() ||
+          !p.items()[1].isNumber()) {
+        fail("'" + path + "' entries must be [size, fraction]");
+        return c;
+      }
+      double size = p.items()[0].number(), frac = p.items()[1].number();
+      if (!(size > 0) || !(frac > 0) || frac > 1) {
+        fail("'" + path + "' needs sizes > 0 and fractions in (0, 1]");
+        return c;
+      }
+      if (!c.points.empty() && size <= c.points.back().first) {
+        fail("'" + path + "' sizes must ascend");
+        return c;
+      }
+      c.points.emplace_back(size, frac);
+    }
+    return c;
+  }
+
+  Link link(const std::string &path) {
+    Link l;
+    l.name = string(path + ".link");
+    double fraction = number(path + ".achieved_fraction");
+    if (fraction > 1)
+      fail("'" + path + ".achieved_fraction' must be at most 1");
+    l.bandwidth = number(path + ".bandwidth_gbps") * 1e9 * fraction;
+    l.alpha = number(path + ".alpha_us") * 1e-6;
+    return l;
+  }
+
+  void fail(const std::string &msg) {
+    if (err.empty())
+      err = origin + ": " + msg;
+  }
+
+  std::string err;
+
+private:
+  const json::Value &root;
+  std::string origin;
+};
+
+} // namespace
+
+bool parseProfile(const std::string &text, const std::string &origin, HardwareProfile &out,
+                  std::string &err) {
+  json::Value root;
+  std::string perr;
+  if (!json::parse(text, root, perr)) {
+    err = origin + ": not valid JSON (" + perr + ")";
+    return false;
+  }
+  if (!root.isObject()) {
+    err = origin + ": a profile must be a JSON object";
+    return false;
+  }
+  Reader r(root, origin);
+  HardwareProfile p;
+  p.name = r.string("name");
+  p.source = r.string("source");
+  p.memoryBytes = r.number("memory.usable_gib") * 1024.0 * 1024.0 * 1024.0;
+  p.peakBf16 = r.number("gemm.peak_tflops.bf16") * 1e12;
+  p.peakFp8 = r.number("gemm.peak_tflops.fp8") * 1e12;
+  p.gemm = r.curve("gemm.efficiency_by_min_dim");
+  p.gemmWorkspace = r.number("gemm.workspace_mib") * 1024.0 * 1024.0;
+  p.attention = r.curve("attention.efficiency_by_seq");
+  p.attentionBackwardFactor = r.number("attention.backward_factor");
+  double hbmFraction = r.number("hbm.achieved_fraction");
+  if (hbmFraction > 1)
+    r.fail("'hbm.achieved_fraction' must be at most 1");
+  p.hbmBandwidth = r.number("hbm.bandwidth_gbps") * 1e9 * hbmFraction;
+  p.kernelOverhead = r.number("kernel_overhead_us", false) * 1e-6;
+  p.gpusPerNode = int(r.number("gpus_per_node"));
+  p.intraNode = r.link("intra_node");
+  p.interNode = r.link("inter_node");
+  if (!r.err.empty()) {
+    err = r.err;
+    return false;
+  }
+  out = std::move(p);
+  return true;
+}
+
+bool loadProfile(const std::string &nameOrPath, HardwareProfile &out, std::string &err) {
+  std::string text = builtinProfileText(nameOrPath);
+  if (!text.empty())
+    return parseProfile(text, nameOrPath + " (built-in profile)", out, err);
+  std::ifstream in(nameOrPath, std::ios::binary);
+  if (!in) {
+    err = "cannot open GPU profile '" + nameOrPath + "' (use h100, h200 or a JSON file)";
+    return false;
+  }
+  std::stringstream buf;
+  buf << in.rdbuf();
+  return parseProfile(buf.str(), nameOrPath, out, err);
+}
+
+} // namespace loom::planner
+
+namespace loom::planner {
+
+std::string builtinProfileText(const std::string &name) {
+#ifdef LOOM_PLANNER_BUILTIN_PROFILES
+  // planner/profiles/*.json, pasted in at configure time so the driver
+  // needs no data files next to it.
+  static const std::pair<const char *, const char *> profiles[] = {
+#include "planner/BuiltinProfiles.inc"
+  };
+  for (const auto &[n, text] : profiles)
+    if (name == n)
+      return text;
+#else
+  (void)name;
+#endif
+  return "";
+}
+
+} // namespace loom::planner

@@ -1,0 +1,61 @@
+//===- HardwareProfile.h - What one GPU and its links can do ----*- C++ -*-===//
+//
+// Part of loom, under the Apache License v2.0.
+//
+// A profile is a JSON file (planner/profiles/*.json, format in
+// docs/planner.md): peak GEMM throughput and achieved fraction by GEMM
+// shape, attention efficiency by sequence length, HBM bandwidth, and the
+// alpha-beta parameters of the intra-node and inter-node links. Each file
+// says where its numbers come from (measured, vendor spec or estimate).
+//===----------------------------------------------------------------------===//
+#ifndef LOOM_PLANNER_HARDWAREPROFILE_H
+#define LOOM_PLANNER_HARDWAREPROFILE_H
+
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace loom::planner {
+
+/// A fraction of peak as a function of a size, given at points and
+/// interpolated linearly in log2(size); clamped outside the table.
+struct EfficiencyCurve {
+  std::vector<std::pair<double, double>> points; // (size, fraction), sizes ascending
+  double at(double size) const;
+};
+
+/// Alpha-beta model of a link: a message of b bytes costs alpha + b / bandwidth.
+struct Link {
+  std::string name;
+  double bandwidth = 0; // achieved bytes/s per GPU, one direction
+  double alpha = 0;     // seconds per message (per ring step)
+};
+
+struct HardwareProfile {
+  std::string name, source;
+  double memoryBytes = 0;      // usable per GPU
+  double peakBf16 = 0;         // dense FLOP/s
+  double peakFp8 = 0;
+  EfficiencyCurve gemm;        // fraction of peak vs min(M, N, K)
+  EfficiencyCurve attention;   // fraction of bf16 peak vs sequence length (forward)
+  double attentionBackwardFactor = 1; // backward efficiency relative to forward
+  double hbmBandwidth = 0;     // achieved bytes/s
+  double kernelOverhead = 0;   // seconds per kernel launch
+  double gemmWorkspace = 0;    // bytes of GEMM library workspace
+  int gpusPerNode = 8;
+  Link intraNode, interNode;
+};
+
+/// Parses a profile; `origin` names the file in the one-line error.
+bool parseProfile(const std::string &text, const std::string &origin, HardwareProfile &out,
+                  std::string &err);
+
+/// "h100", "h200" (shipped with loom, compiled in) or a JSON file path.
+bool loadProfile(const std::string &nameOrPath, HardwareProfile &out, std::string &err);
+
+/// The JSON text of a shipped profile, or empty.
+std::string builtinProfileText(const std::string &name);
+
+} // namespace loom::planner
+
+#endif

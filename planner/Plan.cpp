@@ -1,0 +1,147 @@
+//===- Plan.cpp -----------------------------------------------------------===//
+//
+// Part of loom, under the Apache License v2.0.
+//
+//===----------------------------------------------------------------------===//
+#include "planner/Plan.h"
+
+#include <sstream>
+
+namespace loom::planner {
+
+const char *scheduleName(Schedule s) {
+  switch (s) {
+  case Schedule::None: return "none";
+  case Schedule::GPipe: return "gpipe";
+  case Schedule::OneFOneB: return "1f1b";
+  case Schedule::Interleaved: return "interleaved";
+  }
+  return "?";
+}
+
+const char *checkpointName(Checkpoint c) {
+  switch (c) {
+  case Checkpoint::None: return "none";
+  case Checkpoint::Selective: return "selective";
+  case Checkpoint::Full: return "full";
+  }
+  return "?";
+}
+
+std::string Plan::id() const {
+  std::ostringstream s;
+  s << "dpr=" << dpReplicate << ",dps=" << dpShard << ",cp=" << cp << ",tp=" << tp
+    << ",pp=" << pp << ",sched=" << scheduleName(schedule) << ",v=" << virtualStages
+    << ",mb=" << microbatches << ",ac=" << checkpointName(checkpoint)
+    << ",fp8=" << (fp8 ? "on" : "off");
+  return s.str();
+}
+
+std::vector<Plan> factorizations(int n) {
+  std::vector<Plan> out;
+  std::vector<int> divisors;
+  for (int d = 1; d <= n; ++d)
+    if (n % d == 0)
+      divisors.push_back(d);
+  for (int pp : divisors)
+    for (int tp : divisors) {
+      if ((n / pp) % tp)
+        continue;
+      int rest = n / pp / tp;
+      for (int cp : divisors) {
+        if (rest % cp)
+          continue;
+        int dp = rest / cp;
+        for (int dps : divisors) {
+          if (dp % dps)
+            continue;
+          Plan p;
+          p.pp = pp;
+          p.tp = tp;
+          p.cp = cp;
+          p.dpShard = dps;
+          p.dpReplicate = dp / dps;
+          out.push_back(p);
+        }
+      }
+    }
+  return out;
+}
+
+std::vector<Plan> enumeratePlans(const PlanRequest &req, int numLayers) {
+  std::vector<Plan> out;
+  int64_t globalBatch = req.globalBatch > 0 ? req.globalBatch : req.microbatch * req.gpus;
+  for (Plan base : factorizations(req.gpus)) {
+    int64_t perStep = req.microbatch * base.dp();
+    base.microbatches = int((globalBatch + perStep - 1) / perStep);
+    std::vector<std::pair<Schedule, int>> schedules;
+    if (base.pp == 1) {
+      schedules.push_back({Schedule::None, 1});
+    } else {
+      schedules.push_back({Schedule::GPipe, 1});
+      schedules.push_back({Schedule::OneFOneB, 1});
+      for (int v = 2; v <= req.maxVirtualStages && base.pp * v <= numLayers; ++v)
+        schedules.push_back({Schedule::Interleaved, v});
+    }
+    for (auto [schedule, v] : schedules)
+      for (Checkpoint ac : {Checkpoint::None, Checkpoint::Selective, Checkpoint::Full})
+        for (bool fp8 : {false, true}) {
+          if ((fp8 && !req.allowFp8) || (!fp8 && !req.allowBf16))
+            continue;
+          Plan p = base;
+          p.schedule = schedule;
+          p.virtualStages = v;
+          p.checkpoint = ac;
+          p.fp8 = fp8;
+          out.push_back(p);
+        }
+  }
+  return out;
+}
+
+bool parsePlanFilter(const std::string &text, PlanFilter &out, std::string &err) {
+  static const char *keys[] = {"dpr", "dps", "cp", "tp", "pp", "sched", "v", "mb", "ac", "fp8"};
+  out.clear();
+  std::stringstream ss(text);
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    if (item.empty())
+      continue;
+    auto eq = item.find('=');
+    if (eq == std::string::npos || eq == 0 || eq + 1 == item.size()) {
+      err = "plan '" + text + "': expected key=value items (e.g. tp=2,pp=2)";
+      return false;
+    }
+    std::string key = item.substr(0, eq), value = item.substr(eq + 1);
+    bool known = false;
+    for (const char *k : keys)
+      known |= key == k;
+    if (!known) {
+      err = "plan '" + text + "': unknown key '" + key +
+            "' (dpr, dps, cp, tp, pp, sched, v, mb, ac, fp8)";
+      return false;
+    }
+    out[key] = value;
+  }
+  if (out.empty()) {
+    err = "plan '" + text + "' is empty";
+    return false;
+  }
+  return true;
+}
+
+bool planMatches(const Plan &p, const PlanFilter &f) {
+  PlanFilter have;
+  std::stringstream ss(p.id());
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    auto eq = item.find('=');
+    have[item.substr(0, eq)] = item.substr(eq + 1);
+  }
+  for (const auto &[k, v] : f)
+    if (have[k] != v)
+      return false;
+  return true;
+}
+
+} // namespace loom::planner

@@ -1,0 +1,66 @@
+//===- Plan.h - One way to train a model on a cluster -----------*- C++ -*-===//
+//
+// Part of loom, under the Apache License v2.0.
+//
+// A plan factors the GPUs as dp_replicate * dp_shard * cp * tp * pp and picks
+// a pipeline schedule, a microbatch count, an activation-checkpoint policy
+// and fp8 on or off. Plans are named by an id such as
+//   dpr=2,dps=4,cp=1,tp=1,pp=1,sched=none,v=1,mb=1,ac=none,fp8=off
+// which --explain accepts whole or in part (tp=2,pp=2).
+//===----------------------------------------------------------------------===//
+#ifndef LOOM_PLANNER_PLAN_H
+#define LOOM_PLANNER_PLAN_H
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace loom::planner {
+
+enum class Schedule : uint8_t { None, GPipe, OneFOneB, Interleaved };
+enum class Checkpoint : uint8_t { None, Selective, Full };
+const char *scheduleName(Schedule s);
+const char *checkpointName(Checkpoint c);
+
+struct Plan {
+  int dpReplicate = 1, dpShard = 1, cp = 1, tp = 1, pp = 1;
+  Schedule schedule = Schedule::None;
+  int virtualStages = 1; // model chunks per GPU (interleaved 1F1B)
+  int microbatches = 1;  // per optimizer step, per data-parallel rank
+  Checkpoint checkpoint = Checkpoint::None;
+  bool fp8 = false;
+
+  int gpus() const { return dpReplicate * dpShard * cp * tp * pp; }
+  int dp() const { return dpReplicate * dpShard; }
+  std::string id() const;
+};
+
+/// What the user asked for.
+struct PlanRequest {
+  int gpus = 1;
+  int gpusPerNode = 8;
+  int64_t microbatch = 1;   // sequences per GPU per microbatch (the import's batch)
+  int64_t seq = 1;
+  int64_t globalBatch = 0;  // sequences per optimizer step; 0: microbatch * gpus
+  bool allowBf16 = true, allowFp8 = true;
+  int maxVirtualStages = 4;
+};
+
+/// Every ordered factorization (dpr, dps, cp, tp, pp) of n.
+std::vector<Plan> factorizations(int n);
+
+/// Every candidate: factorizations x schedules x checkpoint policies x fp8.
+/// The microbatch count follows from the global batch (rounded up when it
+/// does not divide; the constraint check rejects those). `numLayers` bounds
+/// the interleaving depth (pp * v <= layers).
+std::vector<Plan> enumeratePlans(const PlanRequest &req, int numLayers);
+
+/// A partial plan id ("tp=2,pp=2"): key -> value.
+using PlanFilter = std::map<std::string, std::string>;
+bool parsePlanFilter(const std::string &text, PlanFilter &out, std::string &err);
+bool planMatches(const Plan &p, const PlanFilter &f);
+
+} // namespace loom::planner
+
+#endif

@@ -1,0 +1,40 @@
+//===- IrCost.h - The planner's view of a model, read off the IR -*- C++ -*-===//
+//
+// Part of loom, under the Apache License v2.0.
+//
+// Imports the model the way the compiler does (ONNX import, fusion), builds
+// the training step with the same BuildTrainStep pass `loom train` uses and
+// walks @train_step: FLOPs and bytes per op, the layer each op belongs to
+// (from the parameter names on the IR), forward/backward/optimizer phase,
+// the activations the backward pass reads, the tensor-parallel rule of each
+// parameter and the collectives those rules imply. When the training step
+// cannot be built, the forward IR is costed instead with backward taken as
+// 2x forward (the ModelCost says so). The compiler's buffer plan of the
+// single-device step is attached when it compiles.
+//===----------------------------------------------------------------------===//
+#ifndef LOOM_PLANNER_IR_IRCOST_H
+#define LOOM_PLANNER_IR_IRCOST_H
+
+#include "planner/ModelCost.h"
+
+#include <string>
+
+namespace loom::planner {
+
+struct IrCostOptions {
+  int64_t batch = 0;        // the microbatch to cost
+  int64_t seq = 0;
+  bool forwardOnly = false; // cost the forward IR (backward = 2x forward)
+  bool bufferPlan = true;   // also compile the step and read its buffer plan
+};
+
+/// MODEL.onnx (or a .mlir file holding @forward) to a ModelCost. A model
+/// exported with a static batch is imported at its own batch and its costs
+/// rescaled to `batch` (exact: the walk tracks which dim of every value is
+/// the batch); a static sequence length must match.
+bool buildModelCost(const std::string &path, const IrCostOptions &opts, ModelCost &out,
+                    std::string &err);
+
+} // namespace loom::planner
+
+#endif
