@@ -123,10 +123,15 @@ double CostModel::opTime(const CostOp &op, int tp, int cp, bool fp8) const {
       dims[op.tokenDim] /= cp;
     double minDim = std::max(1.0, std::min({dims[0], dims[1], dims[2]}));
     bool low = fp8 && op.fp8;
-    double peak = low ? hw.peakFp8 : hw.peakBf16;
+    double peak = low ? hw.peakFp8 * hw.fp8Efficiency : hw.peakBf16;
     double compute = op.flops / div / (peak * hw.gemm.at(minDim));
     double memory = op.elements / div * (low ? 1 : kActBytes) / hw.hbmBandwidth;
-    return std::max(compute, memory) + hw.kernelOverhead;
+    // fp8 first quantizes the GEMM's inputs: read bf16, write fp8 (3 B per
+    // input element), a memory-bound pass of its own.
+    double quantize = low ? std::max(0.0, op.elements - op.outElements) / div * 3 / hw.hbmBandwidth +
+                                hw.kernelOverhead
+                          : 0;
+    return std::max(compute, memory) + quantize + hw.kernelOverhead;
   }
   case OpKind::Attention: {
     double flops = op.flops * (op.causal ? 0.5 : 1.0) / div;
@@ -240,7 +245,9 @@ std::vector<std::string> CostModel::constraintViolations(const Plan &p) const {
       }
     }
   }
-  if (m.numLayers % p.pp)
+  if (p.pp > 1 && m.numLayers == 0)
+    why.push_back("no transformer layers to split into pp=" + str(p.pp) + " stages");
+  else if (m.numLayers % p.pp)
     why.push_back(str(m.numLayers) + " layers not divisible into pp=" + str(p.pp) + " stages");
   if (p.schedule == Schedule::Interleaved) {
     int chunks = p.pp * p.virtualStages;

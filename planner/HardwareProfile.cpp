@@ -142,6 +142,9 @@ bool parseProfile(const std::string &text, const std::string &origin, HardwarePr
   p.peakBf16 = r.number("gemm.peak_tflops.bf16") * 1e12;
   p.peakFp8 = r.number("gemm.peak_tflops.fp8") * 1e12;
   p.gemm = r.curve("gemm.efficiency_by_min_dim");
+  p.fp8Efficiency = r.number("gemm.fp8_efficiency_ratio");
+  if (p.fp8Efficiency > 1)
+    r.fail("'gemm.fp8_efficiency_ratio' must be at most 1");
   p.gemmWorkspace = r.number("gemm.workspace_mib") * 1024.0 * 1024.0;
   p.attention = r.curve("attention.efficiency_by_seq");
   p.attentionBackwardFactor = r.number("attention.backward_factor");

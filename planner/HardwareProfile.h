@@ -36,6 +36,7 @@ struct HardwareProfile {
   double memoryBytes = 0;      // usable per GPU
   double peakBf16 = 0;         // dense FLOP/s
   double peakFp8 = 0;
+  double fp8Efficiency = 1;    // fp8 GEMMs reach this fraction of the bf16 curve's efficiency
   EfficiencyCurve gemm;        // fraction of peak vs min(M, N, K)
   EfficiencyCurve attention;   // fraction of bf16 peak vs sequence length (forward)
   double attentionBackwardFactor = 1; // backward efficiency relative to forward
