@@ -174,8 +174,6 @@ const std::vector<CostModel::GroupTimes> &CostModel::groupTimes(int tp, int cp, 
         double ring = (cp - 1) * (cp > 1 ? sendRecvTime(chunk, cpLink) : 0);
         (fwd ? t.cpFwd : t.cpBwd) += fwd ? ring : 2 * ring;
       }
-      if (op.kind != OpKind::View)
-        t.maxOut = std::max(t.maxOut, op.outElements);
     }
     for (int i : tpByGroup[g]) {
       const TpCollective &c = m.tpCollectives[i];

@@ -90,7 +90,6 @@ private:
     double attnFwd = 0, attnBwd = 0;
     double tpFwd = 0, tpBwd = 0;
     double cpFwd = 0, cpBwd = 0; // ring traffic time (before overlap)
-    double maxOut = 0;           // largest op output, elements (unsharded)
   };
   /// Plan-independent sums per layer group, so a plan costs O(groups).
   struct GroupStatic {
