@@ -249,10 +249,12 @@ bool ProgramBuilder::build(func::FuncOp func, std::string &err) {
       rt::Instr copy;
       copy.op = rt::OpCode::Cast;
       copy.in = {id};
-      copy.out = {newBuffer(Value(), rt::BufferKind::Temp, "")};
-      p.buffers[copy.out[0]].shape = p.buffers[id].shape;
-      p.buffers[copy.out[0]].dtype = p.buffers[id].dtype;
-      p.buffers[copy.out[0]].bytes = p.buffers[id].bytes;
+      // A fresh buffer shaped like the source (no SSA value names it).
+      rt::BufferDesc d = p.buffers[id];
+      d.kind = rt::BufferKind::Temp;
+      d.offset = 0;
+      p.buffers.push_back(d);
+      copy.out = {uint32_t(p.buffers.size() - 1)};
       p.instrs.push_back(copy);
       id = copy.out[0];
     }
