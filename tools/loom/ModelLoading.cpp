@@ -25,23 +25,32 @@ bool isArtifact(const std::string &path) {
   return in && std::memcmp(magic, "LOOMPROG", 8) == 0;
 }
 
+bool runPipeline(mlir::ModuleOp module, const std::string &path, const std::string &what,
+                 const std::function<void(mlir::PassManager &)> &addPasses, std::string &err) {
+  mlir::MLIRContext *ctx = module.getContext();
+  std::string diag;
+  mlir::ScopedDiagnosticHandler handler(ctx, [&](mlir::Diagnostic &d) {
+    if (diag.empty()) diag = d.str();
+    return mlir::success();
+  });
+  mlir::PassManager pm(ctx);
+  addPasses(pm);
+  if (mlir::failed(pm.run(module))) {
+    err = path + ": " + what + " failed: " + diag;
+    return false;
+  }
+  return true;
+}
+
 bool compileOnnx(const std::string &path, int64_t batch, int64_t seq,
                  rt::Program &program, std::string &err) {
   mlir::MLIRContext ctx;
   auto module = importOnnxModel(ctx, path, OnnxImportOptions{batch, seq}, err);
   if (!module)
     return false;
-  std::string diag;
-  mlir::ScopedDiagnosticHandler handler(&ctx, [&](mlir::Diagnostic &d) {
-    if (diag.empty()) diag = d.str();
-    return mlir::success();
-  });
-  mlir::PassManager pm(&ctx);
-  buildFusionPipeline(pm);
-  if (mlir::failed(pm.run(*module))) {
-    err = path + ": fusion pipeline failed: " + diag;
+  if (!runPipeline(*module, path, "fusion pipeline",
+                   [](mlir::PassManager &pm) { buildFusionPipeline(pm); }, err))
     return false;
-  }
   auto func = module->lookupSymbol<mlir::func::FuncOp>("forward");
   if (!lowerToProgram(func, program, err)) {
     err = path + ": " + err;

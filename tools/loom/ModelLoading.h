@@ -8,12 +8,22 @@
 
 #include "loom/runtime/Program.h"
 
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/Pass/PassManager.h"
+
+#include <functional>
+
 #include <string>
 
 namespace loom::tools {
 
 /// Whether `path` starts with the artifact magic.
 bool isArtifact(const std::string &path);
+
+/// Runs the passes `addPasses` puts in a pass manager over `module`; on
+/// failure sets `err` to "<path>: <what> failed: <first diagnostic>".
+bool runPipeline(mlir::ModuleOp module, const std::string &path, const std::string &what,
+                 const std::function<void(mlir::PassManager &)> &addPasses, std::string &err);
 
 /// Imports an ONNX model specialized to batch x seq, runs the fusion
 /// pipeline and lowers it to a program.

@@ -4,6 +4,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "TrainProgram.h"
+#include "ModelLoading.h"
 #include "codegen/LowerToProgram.h"
 #include "frontends/onnx/OnnxImporter.h"
 #include "ir/LoomOps.h"
@@ -51,15 +52,6 @@ bool compileTrainStep(const std::string &path, int64_t batch, int64_t seq,
   auto module = importOnnxModel(ctx, path, OnnxImportOptions{batch, seq}, err);
   if (!module)
     return false;
-  std::string diag;
-  mlir::ScopedDiagnosticHandler handler(&ctx, [&](mlir::Diagnostic &d) {
-    if (diag.empty()) diag = d.str();
-    return mlir::success();
-  });
-  mlir::PassManager pm(&ctx);
-  buildFusionPipeline(pm);
-  if (o.bf16)
-    pm.nest<mlir::func::FuncOp>().addPass(createAutocastBf16());
   BuildTrainStepOptions bt;
   bt.lr = o.lr;
   bt.beta1 = o.beta1;
@@ -74,14 +66,17 @@ bool compileTrainStep(const std::string &path, int64_t batch, int64_t seq,
   bt.trainable = o.trainable;
   bt.frozen = o.frozen;
   bt.returnGradients = o.returnGradients;
-  pm.addPass(createBuildTrainStep(bt));
-  // The backward pass repeats small constants and reshapes: clean up.
-  pm.addPass(mlir::createCanonicalizerPass(rewriteConfig()));
-  pm.addPass(mlir::createCSEPass());
-  if (mlir::failed(pm.run(*module))) {
-    err = path + ": building the training step failed: " + diag;
+  auto addPasses = [&](mlir::PassManager &pm) {
+    buildFusionPipeline(pm);
+    if (o.bf16)
+      pm.nest<mlir::func::FuncOp>().addPass(createAutocastBf16());
+    pm.addPass(createBuildTrainStep(bt));
+    // The backward pass repeats small constants and reshapes: clean up.
+    pm.addPass(mlir::createCanonicalizerPass(rewriteConfig()));
+    pm.addPass(mlir::createCSEPass());
+  };
+  if (!runPipeline(*module, path, "building the training step", addPasses, err))
     return false;
-  }
   auto fwd = module->lookupSymbol<mlir::func::FuncOp>("forward");
   auto step = module->lookupSymbol<mlir::func::FuncOp>("train_step");
   // Initial values: the forward function's constants, by parameter name.
