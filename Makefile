@@ -23,8 +23,11 @@ demo: build
 test: build
 	@bash scripts/run-tests.sh $(BUILD)
 
-gpu-test: build
-	@LOOM_GPU_TESTS=1 bash scripts/run-tests.sh $(BUILD)
+# The CUDA parity suite (scripts/gpu-test.sh). On the GPU machine, which has
+# no MLIR, run it on a bundle: make gpu-test BUILD=.carry/gpu LOOM_PREBUILT=1
+gpu-test:
+	@if [ -z "$(LOOM_PREBUILT)" ]; then $(MAKE) --no-print-directory build; fi
+	@bash scripts/gpu-test.sh $(BUILD)
 
 clean:
 	rm -rf $(BUILD) $(BUILD).configure.log

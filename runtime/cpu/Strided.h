@@ -97,6 +97,10 @@ public:
     return shape_.back() == 0 ? 0 : n; // an empty tensor has no rows
   }
   int64_t innerSize() const { return shape_.back(); }
+  /// The collapsed shape and operand k's strides over it (the CUDA backend
+  /// walks these directly instead of rows).
+  const Shape &shape() const { return shape_; }
+  const Shape &strides(size_t k) const { return strides_[k]; }
   /// Stride of operand k along the inner dim.
   int64_t innerStride(size_t k) const { return inner_[k]; }
   /// Offset of operand k at the first element of `row`.

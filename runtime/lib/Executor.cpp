@@ -5,6 +5,9 @@
 //===----------------------------------------------------------------------===//
 #include "loom/runtime/Executor.h"
 #include "cpu/CpuExecutor.h"
+#ifdef LOOM_HAVE_CUDA
+#include "cuda/CudaExecutor.h"
+#endif
 
 namespace loom::rt {
 
@@ -17,7 +20,17 @@ std::unique_ptr<Executor> createExecutor(std::shared_ptr<const Program> p,
   }
   if (backend == "cpu")
     return createCpuExecutor(std::move(p), threads, err);
+#ifdef LOOM_HAVE_CUDA
+  if (backend == "cuda")
+    return createCudaExecutor(std::move(p), err);
+  err = "unknown backend '" + backend + "' (available: cpu, cuda)";
+#else
+  if (backend == "cuda") {
+    err = "this build of loom has no CUDA backend (configure with a CUDA toolkit)";
+    return nullptr;
+  }
   err = "unknown backend '" + backend + "' (available: cpu)";
+#endif
   return nullptr;
 }
 

@@ -50,6 +50,7 @@ int runEval(int argc, char **argv) {
   args.flag("expect-logits", "compare against reference logits in this .npy file");
   args.flag("tolerance", "max relative error allowed by --expect-logits", false, "1e-5");
   args.flag("threads", "CPU threads (0: all)", false, "0");
+  args.flag("backend", "where the program runs: cpu or cuda", false, "cpu");
   if (!args.parse(argc, argv, 2))
     return args.wantsHelp() ? 0 : 1;
   if (args.positional().size() != 1)
@@ -92,7 +93,7 @@ int runEval(int argc, char **argv) {
                             " int64 token ids; the batch holds " + std::to_string(ids.size()));
   if (out.dtype != rt::DType::F32 || out.shape.size() != 3)
     return fail("eval", "the model's output is not float32 logits [B, T, V]");
-  auto exec = rt::createExecutor(program, "cpu", int(args.getInt("threads")), err);
+  auto exec = rt::createExecutor(program, args.get("backend"), int(args.getInt("threads")), err);
   if (!exec)
     return fail("eval", err);
   auto t1 = std::chrono::steady_clock::now();

@@ -136,6 +136,7 @@ int runTrain(int argc, char **argv) {
   args.flag("loss-tolerance", "max relative error for --expect-loss", false, "1e-5");
   args.flag("print-every", "without a terminal: print every K-th step (and the last)", false, "1");
   args.flag("threads", "CPU threads (0: all)", false, "0");
+  args.flag("backend", "where the program runs: cpu or cuda", false, "cpu");
   args.flag("die-after-step", "testing: exit abruptly (code 86) after this step completes");
   if (!args.parse(argc, argv, 2))
     return args.wantsHelp() ? 0 : 1;
@@ -200,7 +201,7 @@ int runTrain(int argc, char **argv) {
       return fail("train", err);
     std::printf("resumed from %s at step %lld\n", from.c_str(), (long long)state.step);
   }
-  auto exec = rt::createExecutor(tp.program, "cpu", int(args.getInt("threads")), err);
+  auto exec = rt::createExecutor(tp.program, args.get("backend"), int(args.getInt("threads")), err);
   if (!exec)
     return fail("train", err);
   int64_t numel = 0;

@@ -169,7 +169,8 @@ inline Program tinyLanguageModel(Rng &rng, int64_t N = 6, int64_t V = 11, int64_
   return b.p;
 }
 
-/// Runs `p` on the CPU backend; returns the outputs, or records a failure.
+/// Runs `p` on a backend (the CPU by default); returns the outputs, or why
+/// not.
 struct RunResult {
   bool ok = false;
   std::string err;
@@ -177,9 +178,10 @@ struct RunResult {
   template <typename T> std::vector<T> out(size_t k = 0) const { return fromBytes<T>(outputs[k]); }
 };
 
-inline RunResult runProgram(const Program &p, const std::vector<Bytes> &inputs, int threads = 3) {
+inline RunResult runProgram(const Program &p, const std::vector<Bytes> &inputs, int threads = 3,
+                            const std::string &backend = "cpu") {
   RunResult r;
-  auto exec = createExecutor(std::make_shared<Program>(p), "cpu", threads, r.err);
+  auto exec = createExecutor(std::make_shared<Program>(p), backend, threads, r.err);
   if (!exec)
     return r;
   for (size_t i = 0; i < inputs.size(); ++i)

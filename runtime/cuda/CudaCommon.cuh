@@ -1,0 +1,140 @@
+//===- CudaCommon.cuh - Helpers shared by the CUDA kernels -----*- CUDA -*-===//
+//
+// Part of loom, under the Apache License v2.0.
+//
+// - StridedMap: the CPU backend's StridedLoop (cpu/Strided.h) collapsed on
+//   the host and passed by value, so a kernel turns a flat output index into
+//   one offset per operand with a few divisions.
+// - Block reductions (sum, max) over warps with shuffles. Their order is a
+//   fixed tree for a given block size, so results are bitwise reproducible
+//   run to run: no kernel in this backend uses floating-point atomics.
+//   Memory-bound kernels accumulate in double like the CPU reference: on
+//   Hopper fp64 arithmetic is far from the bottleneck of a kernel that
+//   streams its operands once.
+// - bf16 conversion written out bit by bit so it matches the CPU backend
+//   exactly (round to nearest even, NaN kept quiet).
+// - reportError: the first data error of a run wins the DeviceError slot.
+//===----------------------------------------------------------------------===//
+#ifndef LOOM_RUNTIME_CUDA_CUDACOMMON_CUH
+#define LOOM_RUNTIME_CUDA_CUDACOMMON_CUH
+
+#include "cpu/Strided.h"
+#include "cuda/CudaKernels.h"
+
+#include <cstdint>
+#include <cuda_runtime.h>
+
+namespace loom::rt::cuda {
+
+constexpr int kMaxDims = 8;
+constexpr int kThreads = 256;
+
+/// Row-major walk of an output shape with K operands' element strides.
+template <int K> struct StridedMap {
+  int ndim = 0;
+  int64_t shape[kMaxDims] = {};
+  int64_t strides[K][kMaxDims] = {};
+
+  /// Offsets of flat output index `i` in each operand.
+  __device__ void offsets(int64_t i, int64_t (&off)[K]) const {
+    for (int k = 0; k < K; ++k) off[k] = 0;
+    for (int d = ndim - 1; d >= 0; --d) {
+      int64_t coord = i % shape[d];
+      i /= shape[d];
+      for (int k = 0; k < K; ++k) off[k] += coord * strides[k][d];
+    }
+  }
+};
+
+/// Collapses (shape, per-operand strides) with StridedLoop's rule and packs
+/// it. Collapsing never leaves more dims than the output has, and programs
+/// have rank <= kMaxDims (cudaSupports checks it).
+template <int K>
+StridedMap<K> makeStridedMap(const Shape &shape, const std::vector<Shape> &strides) {
+  StridedLoop loop(shape, strides);
+  StridedMap<K> m;
+  m.ndim = int(loop.shape().size());
+  for (int d = 0; d < m.ndim; ++d) {
+    m.shape[d] = loop.shape()[size_t(d)];
+    for (int k = 0; k < K; ++k) m.strides[k][d] = loop.strides(size_t(k))[size_t(d)];
+  }
+  return m;
+}
+
+/// A grid for a grid-stride loop over n items: enough blocks to fill the
+/// GPU several times, never more than needed.
+inline unsigned gridFor(int64_t n, int threads = kThreads) {
+  int64_t blocks = (n + threads - 1) / threads;
+  if (blocks > 132 * 16) blocks = 132 * 16;
+  return unsigned(blocks < 1 ? 1 : blocks);
+}
+
+#define LOOM_GRID_STRIDE(i, n)                                                                   \
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < (n);                      \
+       i += int64_t(gridDim.x) * blockDim.x)
+
+template <typename T> __device__ inline T warpSum(T v) {
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
+
+template <typename T> __device__ inline T warpMax(T v) {
+  for (int o = 16; o > 0; o >>= 1) {
+    T w = __shfl_xor_sync(0xffffffffu, v, o);
+    v = v != v || v > w ? v : w; // NaN propagates, like the CPU's max
+  }
+  return v;
+}
+
+/// Sum of v over the block (blockDim.x a multiple of 32, at most 1024);
+/// every thread gets the result. `shared` holds 32 values.
+template <typename T> __device__ inline T blockSum(T v, T *shared) {
+  int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
+  v = warpSum(v);
+  __syncthreads(); // `shared` may still be read by a previous call
+  if (lane == 0) shared[warp] = v;
+  __syncthreads();
+  v = lane < warps ? shared[lane] : T(0);
+  return warpSum(v);
+}
+
+template <typename T> __device__ inline T blockMax(T v, T *shared) {
+  int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
+  v = warpMax(v);
+  __syncthreads();
+  if (lane == 0) shared[warp] = v;
+  __syncthreads();
+  v = lane < warps ? shared[lane] : T(-INFINITY);
+  return warpMax(v);
+}
+
+/// bfloat16 is the top half of an IEEE f32; round to nearest even.
+__device__ inline uint16_t floatToBf16(float f) {
+  uint32_t u = __float_as_uint(f);
+  if ((u & 0x7fffffffu) > 0x7f800000u)
+    return uint16_t((u >> 16) | 0x40u);
+  u += 0x7fffu + ((u >> 16) & 1u);
+  return uint16_t(u >> 16);
+}
+
+__device__ inline float bf16ToFloat(uint16_t h) { return __uint_as_float(uint32_t(h) << 16); }
+
+/// Records a data error unless an earlier one is already recorded.
+__device__ inline void reportError(DeviceError *e, int instr, int what, long long value,
+                                   long long at, long long bound) {
+  if (atomicCAS(&e->instr, -1, instr) == -1) {
+    e->what = what;
+    e->value = value;
+    e->at = at;
+    e->bound = bound;
+  }
+}
+
+/// Element i of an index tensor (i64 or i32).
+__device__ inline int64_t indexAt(const void *p, bool is64, int64_t i) {
+  return is64 ? static_cast<const int64_t *>(p)[i] : static_cast<const int32_t *>(p)[i];
+}
+
+} // namespace loom::rt::cuda
+
+#endif

@@ -1,0 +1,335 @@
+//===- CudaExecutor.cpp - The CUDA backend --------------------------------===//
+//
+// Part of loom, under the Apache License v2.0.
+//
+// Memory: everything is allocated when the executor is created, never
+// during a run: one device arena of Program::arenaBytes (Input, Output and
+// Temp buffers at their planned offsets, filled with 0xff bytes so an
+// element a kernel forgets to write reads as NaN, as on the CPU backend),
+// the constant blob copied once, one scratch block sized for the hungriest
+// instruction, and cuBLASLt's workspace.
+//
+// Running: the first run() records every launch on the executor's stream
+// into a CUDA graph; every run replays it, so a step costs one graph launch
+// instead of hundreds of kernel launches. LOOM_CUDA_GRAPH=0 launches
+// directly (for debugging a kernel). After each run the DeviceError slot is
+// read back; a data error (an id out of range) fails the run with the same
+// one-line message shape as the CPU backend.
+//===----------------------------------------------------------------------===//
+#include "cuda/CudaExecutor.h"
+#include "cuda/CudaKernels.h"
+#include "lib/Diagnostics.h"
+
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+
+namespace loom::rt {
+
+using namespace cuda;
+
+namespace {
+
+constexpr size_t kGemmWorkspaceBytes = size_t(32) << 20;
+
+std::string cudaErr(const char *what, cudaError_t e) {
+  return cat(what, ": ", cudaGetErrorString(e));
+}
+
+bool isOneOf(DType t, std::initializer_list<DType> ts) {
+  for (DType u : ts)
+    if (t == u) return true;
+  return false;
+}
+
+void launch(const CudaCall &c, CudaContext &ctx, void *gemmWorkspace) {
+  switch (c.instr->op) {
+  case OpCode::Add: case OpCode::Sub: case OpCode::Mul: case OpCode::Div:
+  case OpCode::Pow: case OpCode::Max: case OpCode::Min:
+    return launchBinary(c, ctx);
+  case OpCode::Neg: case OpCode::Sqrt: case OpCode::Rsqrt: case OpCode::Reciprocal:
+  case OpCode::Exp: case OpCode::Tanh: case OpCode::Sigmoid: case OpCode::Silu:
+  case OpCode::GeluTanh: case OpCode::GeluErf: case OpCode::Cos: case OpCode::Sin:
+  case OpCode::Log:
+    return launchUnary(c, ctx);
+  case OpCode::Where: return launchWhere(c, ctx);
+  case OpCode::Cast: return launchCast(c, ctx);
+  case OpCode::MatMul: return ctx.gemms->launch(c, ctx, gemmWorkspace);
+  case OpCode::Reduce: return launchReduce(c, ctx);
+  case OpCode::Softmax: return launchSoftmax(c, ctx);
+  case OpCode::RmsNorm: return launchRmsNorm(c, ctx);
+  case OpCode::LayerNorm: return launchLayerNorm(c, ctx);
+  case OpCode::Attention: return launchAttention(c, ctx);
+  case OpCode::Embedding: return launchEmbedding(c, ctx);
+  case OpCode::Rotary: return launchRotary(c, ctx);
+  case OpCode::Transpose: return launchTranspose(c, ctx);
+  case OpCode::Slice: return launchSlice(c, ctx);
+  case OpCode::Concat: return launchConcat(c, ctx);
+  case OpCode::Split: return launchSplit(c, ctx);
+  case OpCode::Expand: return launchExpand(c, ctx);
+  case OpCode::CrossEntropy: return launchCrossEntropy(c, ctx);
+  case OpCode::EmbeddingGrad: return launchEmbeddingGrad(c, ctx);
+  case OpCode::RmsNormGrad: return launchRmsNormGrad(c, ctx);
+  case OpCode::LayerNormGrad: return launchLayerNormGrad(c, ctx);
+  case OpCode::AttentionGrad: return launchAttentionGrad(c, ctx);
+  case OpCode::RotaryGrad: return launchRotaryGrad(c, ctx);
+  case OpCode::ActivationGrad: return launchActivationGrad(c, ctx);
+  case OpCode::SoftmaxGrad: return launchSoftmaxGrad(c, ctx);
+  case OpCode::CrossEntropyGrad: return launchCrossEntropyGrad(c, ctx);
+  case OpCode::SliceGrad: return launchSliceGrad(c, ctx);
+  case OpCode::AdamW: return launchAdamW(c, ctx);
+  }
+}
+
+class CudaExecutor : public Executor {
+public:
+  explicit CudaExecutor(std::shared_ptr<const Program> p) : Executor(std::move(p)) {}
+
+  ~CudaExecutor() override {
+    if (graphExec_) cudaGraphExecDestroy(graphExec_);
+    if (graph_) cudaGraphDestroy(graph_);
+    gemms_.reset();
+    for (void *ptr : {arena_, constants_, scratch_, workspace_, static_cast<void *>(error_)})
+      if (ptr) cudaFree(ptr);
+    if (ctx_.stream) cudaStreamDestroy(ctx_.stream);
+  }
+
+  bool init(std::string &err) {
+    const Program &p = *program_;
+    cudaError_t e;
+    if ((e = cudaStreamCreateWithFlags(&ctx_.stream, cudaStreamNonBlocking)) != cudaSuccess)
+      return fail(err, cudaErr("cannot create a CUDA stream", e));
+    size_t arenaBytes = std::max<size_t>(p.arenaBytes, 1);
+    if ((e = cudaMalloc(&arena_, arenaBytes)) != cudaSuccess)
+      return fail(err, cat("cannot allocate the ", p.arenaBytes, "-byte arena on the GPU: ",
+                           cudaGetErrorString(e)));
+    cudaMemset(arena_, 0xff, arenaBytes);
+    if (!p.constants.empty()) {
+      if ((e = cudaMalloc(&constants_, p.constants.size())) != cudaSuccess)
+        return fail(err, cudaErr("cannot allocate the constants on the GPU", e));
+      cudaMemcpy(constants_, p.constants.data(), p.constants.size(), cudaMemcpyHostToDevice);
+    }
+    size_t scratch = 256;
+    for (const Instr &I : p.instrs)
+      scratch = std::max<size_t>({scratch, lossScratchBytes(p, I), attentionScratchBytes(p, I),
+                                  normScratchBytes(p, I)});
+    if ((e = cudaMalloc(&scratch_, scratch)) != cudaSuccess)
+      return fail(err, cudaErr("cannot allocate GPU scratch", e));
+    ctx_.scratch = scratch_;
+    ctx_.scratchBytes = scratch;
+    if ((e = cudaMalloc(&workspace_, kGemmWorkspaceBytes)) != cudaSuccess ||
+        (e = cudaMalloc(&error_, sizeof(DeviceError))) != cudaSuccess)
+      return fail(err, cudaErr("cannot allocate GPU workspace", e));
+    clearError();
+    ctx_.error = error_;
+    gemms_ = GemmCache::create(p, kGemmWorkspaceBytes, err);
+    if (!gemms_)
+      return false;
+    ctx_.gemms = gemms_.get();
+    for (size_t i = 0; i < p.instrs.size(); ++i) {
+      CudaCall call;
+      call.instr = &p.instrs[i];
+      call.index = int(i);
+      for (uint32_t id : p.instrs[i].in) call.in.push_back(tensor(id));
+      for (uint32_t id : p.instrs[i].out) call.out.push_back(tensor(id));
+      calls_.push_back(std::move(call));
+    }
+    const char *g = std::getenv("LOOM_CUDA_GRAPH");
+    useGraph_ = !(g && std::strcmp(g, "0") == 0);
+    if ((e = cudaDeviceSynchronize()) != cudaSuccess)
+      return fail(err, cudaErr("setting up the CUDA executor", e));
+    return true;
+  }
+
+  bool setInput(size_t index, const void *data, size_t bytes, std::string &err) override {
+    if (!checkIo(program_->inputs, "input", index, bytes, err))
+      return false;
+    if (!bytes) return true;
+    cudaError_t e = cudaMemcpyAsync(tensor(program_->inputs[index]).data, data, bytes,
+                                    cudaMemcpyHostToDevice, ctx_.stream);
+    if (e == cudaSuccess) e = cudaStreamSynchronize(ctx_.stream);
+    return e == cudaSuccess || fail(err, cudaErr("copying an input to the GPU", e));
+  }
+
+  bool getOutput(size_t index, void *data, size_t bytes, std::string &err) override {
+    if (!checkIo(program_->outputs, "output", index, bytes, err))
+      return false;
+    if (!bytes) return true;
+    cudaError_t e = cudaMemcpyAsync(data, tensor(program_->outputs[index]).data, bytes,
+                                    cudaMemcpyDeviceToHost, ctx_.stream);
+    if (e == cudaSuccess) e = cudaStreamSynchronize(ctx_.stream);
+    return e == cudaSuccess || fail(err, cudaErr("copying an output from the GPU", e));
+  }
+
+  bool run(std::string &err) override {
+    cudaError_t e = cudaSuccess;
+    if (!useGraph_) {
+      for (const CudaCall &c : calls_) {
+        launch(c, ctx_, workspace_);
+        if ((e = cudaGetLastError()) != cudaSuccess)
+          return fail(err, cat("instr ", c.index, " (", opcodeName(c.instr->op), "): ",
+                               cudaGetErrorString(e)));
+      }
+    } else {
+      if (!graphExec_ && !capture(err))
+        return false;
+      e = cudaGraphLaunch(graphExec_, ctx_.stream);
+    }
+    DeviceError de{};
+    if (e == cudaSuccess)
+      e = cudaMemcpyAsync(&de, error_, sizeof de, cudaMemcpyDeviceToHost, ctx_.stream);
+    if (e == cudaSuccess)
+      e = cudaStreamSynchronize(ctx_.stream);
+    if (e != cudaSuccess)
+      return fail(err, cudaErr("running the program on the GPU", e));
+    if (de.instr >= 0) {
+      clearError();
+      const char *what = de.what == 0 ? "id" : "target";
+      const char *where = de.what == 0 ? "position" : "row";
+      return fail(err, cat("instr ", de.instr, " (", opcodeName(program_->instrs[size_t(de.instr)].op),
+                           "): ", what, " ", de.value, " at ", where, " ", de.at,
+                           " out of range [0, ", de.bound, ")"));
+    }
+    return true;
+  }
+
+private:
+  static bool fail(std::string &err, std::string msg) {
+    err = std::move(msg);
+    return false;
+  }
+
+  bool capture(std::string &err) {
+    cudaError_t e = cudaStreamBeginCapture(ctx_.stream, cudaStreamCaptureModeThreadLocal);
+    if (e != cudaSuccess)
+      return fail(err, cudaErr("starting the CUDA graph capture", e));
+    for (const CudaCall &c : calls_) launch(c, ctx_, workspace_);
+    e = cudaStreamEndCapture(ctx_.stream, &graph_);
+    if (e == cudaSuccess)
+      e = cudaGraphInstantiate(&graphExec_, graph_, 0);
+    if (e != cudaSuccess) {
+      cudaGetLastError(); // clear the sticky launch error, if any
+      return fail(err, cudaErr("capturing the program into a CUDA graph", e));
+    }
+    return true;
+  }
+
+  void clearError() {
+    DeviceError none{-1, 0, 0, 0, 0};
+    cudaMemcpy(error_, &none, sizeof none, cudaMemcpyHostToDevice);
+  }
+
+  DevTensor tensor(uint32_t id) const {
+    const BufferDesc &b = program_->buffers[id];
+    auto *base = static_cast<uint8_t *>(b.kind == BufferKind::Constant ? constants_ : arena_);
+    return DevTensor{base + b.offset, &b};
+  }
+
+  bool checkIo(const std::vector<uint32_t> &ids, const char *what, size_t index, size_t bytes,
+               std::string &err) const {
+    if (index >= ids.size())
+      return fail(err, cat(what, " index ", index, " out of range (the program has ", ids.size(),
+                           " ", what, "s)"));
+    const BufferDesc &b = program_->buffers[ids[index]];
+    if (bytes != b.bytes)
+      return fail(err, cat(what, " ", index, " '", b.name, "' ", shapeStr(b.shape), " ",
+                           dtypeName(b.dtype), " has ", b.bytes, " bytes, not ", bytes));
+    return true;
+  }
+
+  CudaContext ctx_;
+  void *arena_ = nullptr, *constants_ = nullptr, *scratch_ = nullptr, *workspace_ = nullptr;
+  DeviceError *error_ = nullptr;
+  std::unique_ptr<GemmCache> gemms_;
+  std::vector<CudaCall> calls_;
+  bool useGraph_ = true;
+  cudaGraph_t graph_ = nullptr;
+  cudaGraphExec_t graphExec_ = nullptr;
+};
+
+} // namespace
+
+std::string cuda::cudaSupports(const Program &p, const Instr &I) {
+  auto dt = [&](uint32_t id) { return p.buffers[id].dtype; };
+  auto need = [&](uint32_t id, std::initializer_list<DType> ts, const char *which) -> std::string {
+    if (isOneOf(dt(id), ts)) return "";
+    std::string names;
+    for (DType t : ts) names += std::string(names.empty() ? "" : "/") + dtypeName(t);
+    return cat("the cuda backend supports ", which, " of ", names, ", not ", dtypeName(dt(id)));
+  };
+  for (uint32_t id : I.out)
+    if (p.buffers[id].shape.size() > size_t(8))
+      return cat("the cuda backend supports tensors of rank <= 8, not ", p.buffers[id].shape.size());
+  for (uint32_t id : I.in)
+    if (p.buffers[id].shape.size() > size_t(8))
+      return cat("the cuda backend supports tensors of rank <= 8, not ", p.buffers[id].shape.size());
+  switch (I.op) {
+  case OpCode::Add: case OpCode::Sub: case OpCode::Mul: case OpCode::Div:
+  case OpCode::Pow: case OpCode::Max: case OpCode::Min:
+    return need(I.out[0], {DType::F32, DType::F64, DType::I64, DType::I32}, "operands");
+  case OpCode::MatMul:
+    return need(I.out[0], {DType::F32, DType::F64}, "operands");
+  case OpCode::Attention: case OpCode::AttentionGrad: {
+    const BufferDesc &q = p.buffers[I.in[0]], &v = p.buffers[I.in[2]];
+    if (q.shape[3] > 256 || v.shape[3] > 256)
+      return cat("the cuda attention kernels support head dims <= 256, not ", q.shape[3]);
+    return need(I.in[0], {DType::F32}, "operands");
+  }
+  case OpCode::Neg: case OpCode::Sqrt: case OpCode::Rsqrt: case OpCode::Reciprocal:
+  case OpCode::Exp: case OpCode::Tanh: case OpCode::Sigmoid: case OpCode::Silu:
+  case OpCode::GeluTanh: case OpCode::GeluErf: case OpCode::Cos: case OpCode::Sin:
+  case OpCode::Log: case OpCode::Reduce: case OpCode::Softmax: case OpCode::RmsNorm:
+  case OpCode::LayerNorm: case OpCode::Rotary: case OpCode::RmsNormGrad:
+  case OpCode::LayerNormGrad: case OpCode::RotaryGrad: case OpCode::ActivationGrad:
+  case OpCode::SoftmaxGrad: case OpCode::AdamW: case OpCode::EmbeddingGrad:
+    return need(I.in[0], {DType::F32}, "operands");
+  case OpCode::CrossEntropy:
+    if (std::string e = need(I.in[0], {DType::F32}, "logits"); !e.empty()) return e;
+    return need(I.out[0], {DType::F32}, "the loss");
+  case OpCode::CrossEntropyGrad:
+    if (std::string e = need(I.in[0], {DType::F32}, "logits"); !e.empty()) return e;
+    return need(I.in[2], {DType::F32}, "the loss gradient");
+  case OpCode::Where: case OpCode::Cast: case OpCode::Embedding: case OpCode::Transpose:
+  case OpCode::Slice: case OpCode::Concat: case OpCode::Split: case OpCode::Expand:
+  case OpCode::SliceGrad:
+    return "";
+  }
+  return cat("unknown opcode ", int(I.op));
+}
+
+bool cudaDeviceAvailable(std::string &why) {
+  int n = 0;
+  cudaError_t e = cudaGetDeviceCount(&n);
+  if (e != cudaSuccess) {
+    why = cat("no usable CUDA device (", cudaGetErrorString(e), ")");
+    cudaGetLastError();
+    return false;
+  }
+  if (n == 0) {
+    why = "no CUDA device";
+    return false;
+  }
+  return true;
+}
+
+std::unique_ptr<Executor> createCudaExecutor(std::shared_ptr<const Program> p, std::string &err) {
+  if (std::string invalid = p->validate(); !invalid.empty()) {
+    err = "invalid program: " + invalid;
+    return nullptr;
+  }
+  for (size_t i = 0; i < p->instrs.size(); ++i)
+    if (std::string why = cudaSupports(*p, p->instrs[i]); !why.empty()) {
+      err = cat("instr ", i, " (", opcodeName(p->instrs[i].op), "): ", why);
+      return nullptr;
+    }
+  if (!cudaDeviceAvailable(err))
+    return nullptr;
+  auto exec = std::make_unique<CudaExecutor>(std::move(p));
+  if (!exec->init(err))
+    return nullptr;
+  return exec;
+}
+
+} // namespace loom::rt

@@ -1,0 +1,124 @@
+//===- CudaKernels.h - The CUDA kernels, one launcher per opcode family -*- C++ -*-===//
+//
+// Part of loom, under the Apache License v2.0.
+//
+// The CUDA backend mirrors the CPU backend's split (cpu/Kernels.h): one
+// launcher per opcode family, each enqueueing its kernels on the executor's
+// stream. Launchers run on the host, after Program::validate() and
+// cudaSupports(), so they trust shapes, arity and dtypes. They never
+// synchronize and never allocate: every launch is recorded once into a CUDA
+// graph and replayed, so all memory (arena, scratch, cuBLASLt workspace) is
+// fixed when the executor is created.
+//
+// Errors in the data (a token id out of range) cannot be returned from a
+// kernel; the first one is recorded in a DeviceError slot that the executor
+// reads after each run (see CudaCommon.cuh).
+//===----------------------------------------------------------------------===//
+#ifndef LOOM_RUNTIME_CUDA_CUDAKERNELS_H
+#define LOOM_RUNTIME_CUDA_CUDAKERNELS_H
+
+#include "loom/runtime/Program.h"
+
+#include <cuda_runtime_api.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace loom::rt::cuda {
+
+/// A buffer as a kernel sees it: a device pointer and its description.
+struct DevTensor {
+  void *data = nullptr;
+  const BufferDesc *desc = nullptr;
+
+  template <typename T> T *as() const { return static_cast<T *>(data); }
+  const std::vector<int64_t> &shape() const { return desc->shape; }
+  int64_t numel() const { return desc->numElements(); }
+  DType dtype() const { return desc->dtype; }
+};
+
+/// The first data error a kernel met, written by the kernel (device memory)
+/// and read by the executor after a run. `instr` < 0 means none.
+struct DeviceError {
+  int instr;
+  int what;        // 0 id out of range (Embedding/EmbeddingGrad), 1 target out of range
+  long long value; // the offending value
+  long long at;    // its flat position
+  long long bound; // the exclusive upper bound it broke
+};
+
+class GemmCache; // MatMul.cpp: cuBLASLt descriptors and algorithms per instruction
+
+/// What every launcher may use besides its operands.
+struct CudaContext {
+  cudaStream_t stream = nullptr;
+  DeviceError *error = nullptr; // device pointer
+  void *scratch = nullptr;      // device scratch of scratchBytes, reused by every instruction
+  size_t scratchBytes = 0;
+  GemmCache *gemms = nullptr;
+};
+
+/// One instruction, its operands resolved to device memory.
+struct CudaCall {
+  const Instr *instr = nullptr;
+  int index = 0; // position in the program, for DeviceError
+  std::vector<DevTensor> in, out;
+};
+
+// ElementwiseKernels.cu
+void launchBinary(const CudaCall &c, CudaContext &ctx);
+void launchUnary(const CudaCall &c, CudaContext &ctx);
+void launchWhere(const CudaCall &c, CudaContext &ctx);
+void launchCast(const CudaCall &c, CudaContext &ctx);
+void launchActivationGrad(const CudaCall &c, CudaContext &ctx);
+void launchAdamW(const CudaCall &c, CudaContext &ctx);
+// MovementKernels.cu
+void launchTranspose(const CudaCall &c, CudaContext &ctx);
+void launchSlice(const CudaCall &c, CudaContext &ctx);
+void launchSliceGrad(const CudaCall &c, CudaContext &ctx);
+void launchExpand(const CudaCall &c, CudaContext &ctx);
+void launchConcat(const CudaCall &c, CudaContext &ctx);
+void launchSplit(const CudaCall &c, CudaContext &ctx);
+void launchEmbedding(const CudaCall &c, CudaContext &ctx);
+void launchRotary(const CudaCall &c, CudaContext &ctx);
+void launchRotaryGrad(const CudaCall &c, CudaContext &ctx);
+// NormKernels.cu
+void launchRmsNorm(const CudaCall &c, CudaContext &ctx);
+void launchRmsNormGrad(const CudaCall &c, CudaContext &ctx);
+void launchLayerNorm(const CudaCall &c, CudaContext &ctx);
+void launchLayerNormGrad(const CudaCall &c, CudaContext &ctx);
+void launchSoftmax(const CudaCall &c, CudaContext &ctx);
+void launchSoftmaxGrad(const CudaCall &c, CudaContext &ctx);
+void launchReduce(const CudaCall &c, CudaContext &ctx);
+// LossKernels.cu
+void launchCrossEntropy(const CudaCall &c, CudaContext &ctx);
+void launchCrossEntropyGrad(const CudaCall &c, CudaContext &ctx);
+void launchEmbeddingGrad(const CudaCall &c, CudaContext &ctx);
+// AttentionKernels.cu
+void launchAttention(const CudaCall &c, CudaContext &ctx);
+void launchAttentionGrad(const CudaCall &c, CudaContext &ctx);
+
+/// Scratch bytes the launcher of `I` needs (0 for most), known from shapes.
+size_t lossScratchBytes(const Program &p, const Instr &I);      // LossKernels.cu
+size_t attentionScratchBytes(const Program &p, const Instr &I); // AttentionKernels.cu
+size_t normScratchBytes(const Program &p, const Instr &I);      // NormKernels.cu
+
+// MatMul.cpp: batched products through cuBLASLt.
+class GemmCache {
+public:
+  /// Plans every MatMul of `p` (layouts, heuristic algorithm choice) once.
+  /// Returns null with `err` set when cuBLASLt has no algorithm for one.
+  static std::unique_ptr<GemmCache> create(const Program &p, size_t workspaceBytes,
+                                           std::string &err);
+  virtual ~GemmCache() = default;
+  /// Enqueues the product of instruction `index` (planned by create()).
+  virtual void launch(const CudaCall &c, CudaContext &ctx, void *workspace) = 0;
+};
+
+/// "" when the CUDA kernels cover `I`'s dtypes, else why not.
+std::string cudaSupports(const Program &p, const Instr &I);
+
+} // namespace loom::rt::cuda
+
+#endif

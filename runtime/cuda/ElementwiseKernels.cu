@@ -1,0 +1,281 @@
+//===- ElementwiseKernels.cu - Unary, binary, where, cast, AdamW ----------===//
+//
+// Part of loom, under the Apache License v2.0.
+//
+// One thread per output element (grid-stride). Binary ops and Where
+// broadcast through a StridedMap (stride 0 on stretched dims). As in the
+// CPU reference, transcendental functions evaluate in double and round once,
+// so both backends agree to the last bit or two; these kernels are bound by
+// memory traffic, not arithmetic, so the double math costs nothing visible.
+//===----------------------------------------------------------------------===//
+#include "cuda/CudaCommon.cuh"
+
+#include <climits>
+#include <type_traits>
+
+namespace loom::rt::cuda {
+namespace {
+
+//===--- Binary -----------------------------------------------------------===//
+
+template <typename I> __device__ I floatToInt(double v) {
+  if (v != v) return 0;
+  if (v <= double(std::numeric_limits<I>::min())) return std::numeric_limits<I>::min();
+  if (v >= double(std::numeric_limits<I>::max())) return std::numeric_limits<I>::max();
+  return I(v);
+}
+
+template <typename T> __device__ T applyBinary(int op, T a, T b) {
+  switch (OpCode(op)) {
+  case OpCode::Add: return a + b;
+  case OpCode::Sub: return a - b;
+  case OpCode::Mul: return a * b;
+  case OpCode::Max: return a != a || a > b ? a : b;
+  case OpCode::Min: return a != a || a < b ? a : b;
+  case OpCode::Pow:
+    if constexpr (std::is_floating_point_v<T>) return T(pow(double(a), double(b)));
+    else return floatToInt<T>(pow(double(a), double(b)));
+  case OpCode::Div:
+    if constexpr (std::is_floating_point_v<T>) {
+      return a / b;
+    } else {
+      // Truncates toward zero; x / 0 gives 0 here (the CPU backend reports
+      // it as an error; integer division survives only in folded shape
+      // code, which never reaches a GPU program).
+      if (b == 0) return 0;
+      return b == -1 ? T(0 - std::make_unsigned_t<T>(a)) : T(a / b);
+    }
+  default: return a;
+  }
+}
+
+template <typename T>
+__global__ void binaryKernel(int op, const T *a, const T *b, T *y, int64_t n, StridedMap<3> map) {
+  LOOM_GRID_STRIDE(i, n) {
+    int64_t off[3];
+    map.offsets(i, off);
+    y[off[0]] = applyBinary<T>(op, a[off[1]], b[off[2]]);
+  }
+}
+
+template <typename T> void binaryTyped(const CudaCall &c, CudaContext &ctx) {
+  const Shape &shape = c.out[0].shape();
+  auto map = makeStridedMap<3>(shape, {contiguousStrides(shape),
+                                       broadcastStrides(c.in[0].shape(), shape),
+                                       broadcastStrides(c.in[1].shape(), shape)});
+  int64_t n = c.out[0].numel();
+  if (n == 0) return;
+  binaryKernel<T><<<gridFor(n), kThreads, 0, ctx.stream>>>(
+      int(c.instr->op), c.in[0].as<T>(), c.in[1].as<T>(), c.out[0].as<T>(), n, map);
+}
+
+//===--- Unary ------------------------------------------------------------===//
+
+__device__ double unaryValue(int op, double x) {
+  constexpr double kSqrt2OverPi = 0.7978845608028654; // sqrt(2 / pi)
+  switch (OpCode(op)) {
+  case OpCode::Neg: return -x;
+  case OpCode::Sqrt: return sqrt(x);
+  case OpCode::Rsqrt: return 1.0 / sqrt(x);
+  case OpCode::Reciprocal: return 1.0 / x;
+  case OpCode::Exp: return exp(x);
+  case OpCode::Log: return log(x);
+  case OpCode::Tanh: return tanh(x);
+  case OpCode::Sigmoid: return 1.0 / (1.0 + exp(-x));
+  case OpCode::Silu: return x / (1.0 + exp(-x));
+  case OpCode::GeluTanh: return 0.5 * x * (1.0 + tanh(kSqrt2OverPi * (x + 0.044715 * x * x * x)));
+  case OpCode::GeluErf: return 0.5 * x * (1.0 + erf(x * 0.7071067811865476));
+  case OpCode::Cos: return cos(x);
+  case OpCode::Sin: return sin(x);
+  default: return nan("");
+  }
+}
+
+__global__ void unaryKernel(int op, const float *x, float *y, int64_t n) {
+  LOOM_GRID_STRIDE(i, n) y[i] = float(unaryValue(op, double(x[i])));
+}
+
+//===--- Where ------------------------------------------------------------===//
+
+template <typename Word>
+__global__ void whereKernel(const uint8_t *cond, const Word *a, const Word *b, Word *y, int64_t n,
+                            StridedMap<4> map) {
+  LOOM_GRID_STRIDE(i, n) {
+    int64_t off[4];
+    map.offsets(i, off);
+    y[off[0]] = cond[off[1]] ? a[off[2]] : b[off[3]];
+  }
+}
+
+template <typename Word> void whereTyped(const CudaCall &c, CudaContext &ctx) {
+  const Shape &shape = c.out[0].shape();
+  auto map = makeStridedMap<4>(shape, {contiguousStrides(shape),
+                                       broadcastStrides(c.in[0].shape(), shape),
+                                       broadcastStrides(c.in[1].shape(), shape),
+                                       broadcastStrides(c.in[2].shape(), shape)});
+  int64_t n = c.out[0].numel();
+  if (n == 0) return;
+  whereKernel<Word><<<gridFor(n), kThreads, 0, ctx.stream>>>(
+      c.in[0].as<uint8_t>(), c.in[1].as<Word>(), c.in[2].as<Word>(), c.out[0].as<Word>(), n, map);
+}
+
+//===--- Cast -------------------------------------------------------------===//
+
+/// An element read as double (float dtypes) or int64 (integers, bool), as in
+/// the CPU backend, so large i64 values never detour through double.
+struct Element {
+  bool isFloat;
+  double f;
+  int64_t i;
+};
+
+__device__ Element load(DType t, const void *p, int64_t k) {
+  switch (t) {
+  case DType::F32: return {true, double(static_cast<const float *>(p)[k]), 0};
+  case DType::F64: return {true, static_cast<const double *>(p)[k], 0};
+  case DType::BF16: return {true, double(bf16ToFloat(static_cast<const uint16_t *>(p)[k])), 0};
+  case DType::I64: return {false, 0, static_cast<const int64_t *>(p)[k]};
+  case DType::I32: return {false, 0, static_cast<const int32_t *>(p)[k]};
+  case DType::Bool: return {false, 0, static_cast<const uint8_t *>(p)[k] != 0};
+  }
+  return {true, nan(""), 0};
+}
+
+__device__ void store(DType t, void *p, int64_t k, const Element &e) {
+  double f = e.isFloat ? e.f : double(e.i);
+  switch (t) {
+  case DType::F32: static_cast<float *>(p)[k] = float(f); break;
+  case DType::F64: static_cast<double *>(p)[k] = f; break;
+  case DType::BF16: static_cast<uint16_t *>(p)[k] = floatToBf16(float(f)); break;
+  case DType::I64: static_cast<int64_t *>(p)[k] = e.isFloat ? floatToInt<int64_t>(f) : e.i; break;
+  case DType::I32:
+    static_cast<int32_t *>(p)[k] = e.isFloat ? floatToInt<int32_t>(f) : int32_t(uint32_t(e.i));
+    break;
+  case DType::Bool: static_cast<uint8_t *>(p)[k] = e.isFloat ? f != 0 : e.i != 0; break;
+  }
+}
+
+__global__ void castKernel(DType from, const void *x, DType to, void *y, int64_t n) {
+  LOOM_GRID_STRIDE(i, n) store(to, y, i, load(from, x, i));
+}
+
+/// The two casts autocast graphs are full of (f32 <-> bf16) get their own
+/// kernels: no per-element dtype switch.
+__global__ void castF32ToBf16Kernel(const float *x, uint16_t *y, int64_t n) {
+  LOOM_GRID_STRIDE(i, n) y[i] = floatToBf16(x[i]);
+}
+
+__global__ void castBf16ToF32Kernel(const uint16_t *x, float *y, int64_t n) {
+  LOOM_GRID_STRIDE(i, n) y[i] = bf16ToFloat(x[i]);
+}
+
+//===--- ActivationGrad ---------------------------------------------------===//
+
+// dx = f'(x) dy with (see TrainingKernels.cpp for the derivations)
+//   silu:      s (1 + x (1 - s)),                      s = sigmoid(x)
+//   gelu erf:  Phi(x) + x phi(x)
+//   gelu tanh: (1 + t) / 2 + x (1 - t^2) sqrt(2/pi) (1 + 3 0.044715 x^2) / 2,
+//              t = tanh(sqrt(2/pi) (x + 0.044715 x^3))
+__global__ void activationGradKernel(int kind, const float *x, const float *dy, float *dx,
+                                     int64_t n) {
+  constexpr double kSqrt2OverPi = 0.7978845608028654;
+  constexpr double kInvSqrt2Pi = 0.3989422804014327;
+  LOOM_GRID_STRIDE(i, n) {
+    double v = x[i], d;
+    if (kind == 0) {
+      double s = 1.0 / (1.0 + exp(-v));
+      d = s * (1.0 + v * (1.0 - s));
+    } else if (kind == 1) {
+      d = 0.5 * (1.0 + erf(v * 0.7071067811865476)) + v * kInvSqrt2Pi * exp(-0.5 * v * v);
+    } else {
+      double t = tanh(kSqrt2OverPi * (v + 0.044715 * v * v * v));
+      d = 0.5 * (1.0 + t) + 0.5 * v * (1.0 - t * t) * kSqrt2OverPi * (1.0 + 3.0 * 0.044715 * v * v);
+    }
+    dx[i] = float(d * double(dy[i]));
+  }
+}
+
+//===--- AdamW ------------------------------------------------------------===//
+
+// PyTorch AdamW, t = step + 1, lr and step read from device scalars so the
+// captured graph needs no host values:
+//   p' = p (1 - lr wd);  m' = b1 m + (1 - b1) g;  v' = b2 v + (1 - b2) g^2
+//   p' -= lr / (1 - b1^t) * m' / (sqrt(v') / sqrt(1 - b2^t) + eps)
+__global__ void adamwKernel(const float *p, const float *g, const float *m, const float *v,
+                            const float *lrPtr, const float *stepPtr, float *po, float *mo,
+                            float *vo, int64_t n, double b1, double b2, double eps, double wd) {
+  double lr = *lrPtr, t = double(*stepPtr) + 1.0;
+  double stepSize = lr / (1.0 - pow(b1, t));
+  double bc2Sqrt = sqrt(1.0 - pow(b2, t));
+  double decay = 1.0 - lr * wd;
+  LOOM_GRID_STRIDE(i, n) {
+    double gi = g[i];
+    double mi = b1 * m[i] + (1.0 - b1) * gi;
+    double vi = b2 * v[i] + (1.0 - b2) * gi * gi;
+    po[i] = float(p[i] * decay - stepSize * mi / (sqrt(vi) / bc2Sqrt + eps));
+    mo[i] = float(mi);
+    vo[i] = float(vi);
+  }
+}
+
+} // namespace
+
+void launchBinary(const CudaCall &c, CudaContext &ctx) {
+  switch (c.out[0].dtype()) {
+  case DType::F32: binaryTyped<float>(c, ctx); break;
+  case DType::F64: binaryTyped<double>(c, ctx); break;
+  case DType::I64: binaryTyped<int64_t>(c, ctx); break;
+  case DType::I32: binaryTyped<int32_t>(c, ctx); break;
+  default: break; // cudaSupports() refused the program
+  }
+}
+
+void launchUnary(const CudaCall &c, CudaContext &ctx) {
+  int64_t n = c.out[0].numel();
+  if (n == 0) return;
+  unaryKernel<<<gridFor(n), kThreads, 0, ctx.stream>>>(int(c.instr->op), c.in[0].as<float>(),
+                                                        c.out[0].as<float>(), n);
+}
+
+void launchWhere(const CudaCall &c, CudaContext &ctx) {
+  switch (dtypeSize(c.out[0].dtype())) {
+  case 1: whereTyped<uint8_t>(c, ctx); break;
+  case 2: whereTyped<uint16_t>(c, ctx); break;
+  case 4: whereTyped<uint32_t>(c, ctx); break;
+  case 8: whereTyped<uint64_t>(c, ctx); break;
+  }
+}
+
+void launchCast(const CudaCall &c, CudaContext &ctx) {
+  const DevTensor &x = c.in[0], &y = c.out[0];
+  int64_t n = y.numel();
+  if (n == 0) return;
+  if (x.dtype() == y.dtype()) { // a reshape or a copy
+    cudaMemcpyAsync(y.data, x.data, x.desc->bytes, cudaMemcpyDeviceToDevice, ctx.stream);
+  } else if (x.dtype() == DType::F32 && y.dtype() == DType::BF16) {
+    castF32ToBf16Kernel<<<gridFor(n), kThreads, 0, ctx.stream>>>(x.as<float>(), y.as<uint16_t>(), n);
+  } else if (x.dtype() == DType::BF16 && y.dtype() == DType::F32) {
+    castBf16ToF32Kernel<<<gridFor(n), kThreads, 0, ctx.stream>>>(x.as<uint16_t>(), y.as<float>(), n);
+  } else {
+    castKernel<<<gridFor(n), kThreads, 0, ctx.stream>>>(x.dtype(), x.data, y.dtype(), y.data, n);
+  }
+}
+
+void launchActivationGrad(const CudaCall &c, CudaContext &ctx) {
+  int64_t n = c.out[0].numel();
+  if (n == 0) return;
+  activationGradKernel<<<gridFor(n), kThreads, 0, ctx.stream>>>(
+      int(c.instr->ints[0]), c.in[0].as<float>(), c.in[1].as<float>(), c.out[0].as<float>(), n);
+}
+
+void launchAdamW(const CudaCall &c, CudaContext &ctx) {
+  int64_t n = c.in[0].numel();
+  if (n == 0) return;
+  const std::vector<double> &f = c.instr->floats;
+  adamwKernel<<<gridFor(n), kThreads, 0, ctx.stream>>>(
+      c.in[0].as<float>(), c.in[1].as<float>(), c.in[2].as<float>(), c.in[3].as<float>(),
+      c.in[4].as<float>(), c.in[5].as<float>(), c.out[0].as<float>(), c.out[1].as<float>(),
+      c.out[2].as<float>(), n, f[0], f[1], f[2], f[3]);
+}
+
+} // namespace loom::rt::cuda

@@ -1,0 +1,217 @@
+//===- MovementKernels.cu - Transpose, Slice, Expand, Concat, Split, ... --===//
+//
+// Part of loom, under the Apache License v2.0.
+//
+// Data movement on any dtype, elements moved as raw words of the dtype's
+// size. As in the CPU backend (cpu/MovementKernels.cpp), transpose, slice
+// and expand are one strided copy that differ only in the input strides:
+//   transpose: out dim i walks input dim perm[i]    stride[i] = s[perm[i]]
+//   slice:     out index n of dim d reads start_d + n * step_d
+//   expand:    stretched dims do not move             stride[d] = 0
+// SliceGrad is the same walk with the roles swapped (a scatter into zeros).
+// Concat and Split view the whole tensor as [outer, axis, inner] and move
+// one piece per launch. Embedding and Rotary are index arithmetic too.
+//===----------------------------------------------------------------------===//
+#include "cuda/CudaCommon.cuh"
+
+namespace loom::rt::cuda {
+namespace {
+
+/// y[map0(i)] = x[map1(i)] for every flat index i of the walked shape.
+template <typename Word>
+__global__ void stridedCopyKernel(const Word *x, Word *y, int64_t n, StridedMap<2> map) {
+  LOOM_GRID_STRIDE(i, n) {
+    int64_t off[2];
+    map.offsets(i, off);
+    y[off[0]] = x[off[1]];
+  }
+}
+
+/// dst[dstStrides . idx] = src[srcStrides . idx] over `shape`.
+void stridedCopy(const void *src, const Shape &srcStrides, void *dst, const Shape &dstStrides,
+                 const Shape &shape, DType t, cudaStream_t stream) {
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  if (n == 0) return;
+  auto map = makeStridedMap<2>(shape, {dstStrides, srcStrides});
+  switch (dtypeSize(t)) {
+  case 1: stridedCopyKernel<<<gridFor(n), kThreads, 0, stream>>>(static_cast<const uint8_t *>(src), static_cast<uint8_t *>(dst), n, map); break;
+  case 2: stridedCopyKernel<<<gridFor(n), kThreads, 0, stream>>>(static_cast<const uint16_t *>(src), static_cast<uint16_t *>(dst), n, map); break;
+  case 4: stridedCopyKernel<<<gridFor(n), kThreads, 0, stream>>>(static_cast<const uint32_t *>(src), static_cast<uint32_t *>(dst), n, map); break;
+  case 8: stridedCopyKernel<<<gridFor(n), kThreads, 0, stream>>>(static_cast<const uint64_t *>(src), static_cast<uint64_t *>(dst), n, map); break;
+  }
+}
+
+/// Base offset and strides of the slice window `ints` (start, step per dim)
+/// in a contiguous tensor of `shape`.
+int64_t sliceWindow(const Shape &shape, const std::vector<int64_t> &ints, Shape &strides) {
+  Shape own = contiguousStrides(shape);
+  int64_t base = 0;
+  strides.clear();
+  for (size_t d = 0; d < own.size(); ++d) {
+    base += ints[2 * d] * own[d];
+    strides.push_back(ints[2 * d + 1] * own[d]);
+  }
+  return base;
+}
+
+const uint8_t *bytesAt(const DevTensor &t, int64_t elems) {
+  return static_cast<const uint8_t *>(t.data) + elems * int64_t(dtypeSize(t.dtype()));
+}
+
+/// Concat (gather) or Split (scatter): piece k covers columns [at_k, at_k +
+/// len_k) of the whole's [outer, axis, inner] view. Each piece is a 2-D
+/// copy of `outer` rows, which cudaMemcpy2DAsync does at copy-engine speed.
+void blockCopy(const DevTensor &whole, const std::vector<DevTensor> &pieces, size_t axis,
+               bool gather, cudaStream_t stream) {
+  const Shape &shape = whole.shape();
+  size_t es = dtypeSize(whole.dtype());
+  int64_t outer = 1, inner = 1;
+  for (size_t d = 0; d < axis; ++d) outer *= shape[d];
+  for (size_t d = axis + 1; d < shape.size(); ++d) inner *= shape[d];
+  size_t wholeRow = size_t(shape[axis] * inner) * es;
+  size_t at = 0;
+  for (const DevTensor &piece : pieces) {
+    size_t bytes = size_t(piece.shape()[axis] * inner) * es;
+    auto *w = static_cast<uint8_t *>(whole.data) + at;
+    if (bytes && outer) {
+      if (gather)
+        cudaMemcpy2DAsync(w, wholeRow, piece.data, bytes, bytes, size_t(outer),
+                          cudaMemcpyDeviceToDevice, stream);
+      else
+        cudaMemcpy2DAsync(piece.data, bytes, w, wholeRow, bytes, size_t(outer),
+                          cudaMemcpyDeviceToDevice, stream);
+    }
+    at += bytes;
+  }
+}
+
+// out[n, :] = table[ids[n], :]; a bad id is reported and its row left alone.
+template <typename Word>
+__global__ void embeddingKernel(const Word *table, const void *ids, bool ids64, Word *out,
+                                int64_t n, int64_t rowWords, int64_t vocab, DeviceError *err,
+                                int instr) {
+  LOOM_GRID_STRIDE(i, n * rowWords) {
+    int64_t pos = i / rowWords, col = i % rowWords;
+    int64_t id = indexAt(ids, ids64, pos);
+    if (id < 0 || id >= vocab) {
+      if (col == 0) reportError(err, instr, 0, id, pos, vocab);
+      continue;
+    }
+    out[i] = table[id * rowWords + col];
+  }
+}
+
+// Rotary forward (sign = +1) and backward (sign = -1), over the last dim D:
+//   forward:  y[d] = x[d] cos[d] - x[d + D/2] sin[d]          d < D/2
+//             y[d] = x[d] cos[d] + x[d - D/2] sin[d]          d >= D/2
+//   backward: dx[d] = dy[d] cos[d] + dy[d + D/2] sin[d + D/2] d < D/2
+//             dx[d] = dy[d] cos[d] - dy[d - D/2] sin[d - D/2] d >= D/2
+// The forward's sin index is the output position d, the backward's is the
+// partner's; cos and sin broadcast to x through row offsets (cmap) and a
+// per-column stride (0 when the table has one column).
+__global__ void rotaryKernel(const float *x, const float *cosT, const float *sinT, float *y,
+                             int64_t rows, int64_t D, StridedMap<2> rowMap, int64_t cd,
+                             int64_t sd, bool backward) {
+  int64_t half = D / 2;
+  LOOM_GRID_STRIDE(i, rows * D) {
+    int64_t r = i / D, d = i % D;
+    int64_t off[2];
+    rowMap.offsets(r, off);
+    const float *xr = x + r * D, *cr = cosT + off[0], *sr = sinT + off[1];
+    bool low = d < half;
+    int64_t partner = low ? d + half : d - half;
+    double v = double(xr[d]) * cr[d * cd];
+    if (!backward)
+      v += (low ? -1.0 : 1.0) * double(xr[partner]) * sr[d * sd];
+    else
+      v += (low ? 1.0 : -1.0) * double(xr[partner]) * sr[partner * sd];
+    y[i] = float(v);
+  }
+}
+
+void rotary(const CudaCall &c, CudaContext &ctx, bool backward) {
+  const DevTensor &x = c.in[0], &cosT = c.in[1], &sinT = c.in[2];
+  const Shape &shape = x.shape();
+  int64_t D = shape.back(), rows = D ? x.numel() / D : 0;
+  if (rows == 0) return;
+  Shape cs = broadcastStrides(cosT.shape(), shape), ss = broadcastStrides(sinT.shape(), shape);
+  int64_t cd = cs.back(), sd = ss.back();
+  cs.pop_back();
+  ss.pop_back();
+  Shape rowShape(shape.begin(), shape.end() - 1);
+  if (rowShape.empty()) { // a single row: offsets are 0
+    rowShape = {1};
+    cs = ss = {0};
+  }
+  auto map = makeStridedMap<2>(rowShape, {cs, ss});
+  rotaryKernel<<<gridFor(rows * D), kThreads, 0, ctx.stream>>>(
+      x.as<float>(), cosT.as<float>(), sinT.as<float>(), c.out[0].as<float>(), rows, D, map, cd,
+      sd, backward);
+}
+
+} // namespace
+
+void launchTranspose(const CudaCall &c, CudaContext &ctx) {
+  Shape own = contiguousStrides(c.in[0].shape()), strides;
+  for (int64_t d : c.instr->ints) strides.push_back(own[size_t(d)]);
+  const Shape &shape = c.out[0].shape();
+  stridedCopy(c.in[0].data, strides, c.out[0].data, contiguousStrides(shape), shape,
+              c.out[0].dtype(), ctx.stream);
+}
+
+void launchSlice(const CudaCall &c, CudaContext &ctx) {
+  if (c.out[0].numel() == 0) return; // an empty window may start anywhere
+  Shape strides;
+  int64_t base = sliceWindow(c.in[0].shape(), c.instr->ints, strides);
+  const Shape &shape = c.out[0].shape();
+  stridedCopy(bytesAt(c.in[0], base), strides, c.out[0].data, contiguousStrides(shape), shape,
+              c.out[0].dtype(), ctx.stream);
+}
+
+void launchSliceGrad(const CudaCall &c, CudaContext &ctx) {
+  const DevTensor &dy = c.in[0], &out = c.out[0];
+  cudaMemsetAsync(out.data, 0, out.desc->bytes, ctx.stream);
+  if (dy.numel() == 0) return;
+  Shape strides;
+  int64_t base = sliceWindow(out.shape(), c.instr->ints, strides);
+  const Shape &shape = dy.shape();
+  stridedCopy(dy.data, contiguousStrides(shape), const_cast<uint8_t *>(bytesAt(out, base)),
+              strides, shape, out.dtype(), ctx.stream);
+}
+
+void launchExpand(const CudaCall &c, CudaContext &ctx) {
+  const Shape &shape = c.out[0].shape();
+  stridedCopy(c.in[0].data, broadcastStrides(c.in[0].shape(), shape), c.out[0].data,
+              contiguousStrides(shape), shape, c.out[0].dtype(), ctx.stream);
+}
+
+void launchConcat(const CudaCall &c, CudaContext &ctx) {
+  blockCopy(c.out[0], c.in, size_t(c.instr->ints[0]), /*gather=*/true, ctx.stream);
+}
+
+void launchSplit(const CudaCall &c, CudaContext &ctx) {
+  blockCopy(c.in[0], c.out, size_t(c.instr->ints[0]), /*gather=*/false, ctx.stream);
+}
+
+void launchEmbedding(const CudaCall &c, CudaContext &ctx) {
+  const DevTensor &table = c.in[0], &ids = c.in[1];
+  int64_t n = ids.numel(), vocab = table.shape()[0];
+  int64_t rowBytes = table.shape()[1] * int64_t(dtypeSize(table.dtype()));
+  if (n == 0 || rowBytes == 0) return;
+  bool ids64 = ids.dtype() == DType::I64;
+  // Move rows as 4-byte words when the row allows it (f32 tables always do).
+  if (rowBytes % 4 == 0)
+    embeddingKernel<<<gridFor(n * rowBytes / 4), kThreads, 0, ctx.stream>>>(
+        table.as<uint32_t>(), ids.data, ids64, c.out[0].as<uint32_t>(), n, rowBytes / 4, vocab,
+        ctx.error, c.index);
+  else
+    embeddingKernel<<<gridFor(n * rowBytes), kThreads, 0, ctx.stream>>>(
+        table.as<uint8_t>(), ids.data, ids64, c.out[0].as<uint8_t>(), n, rowBytes, vocab,
+        ctx.error, c.index);
+}
+
+void launchRotary(const CudaCall &c, CudaContext &ctx) { rotary(c, ctx, /*backward=*/false); }
+void launchRotaryGrad(const CudaCall &c, CudaContext &ctx) { rotary(c, ctx, /*backward=*/true); }
+
+} // namespace loom::rt::cuda

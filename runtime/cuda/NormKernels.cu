@@ -1,0 +1,305 @@
+//===- NormKernels.cu - RmsNorm, LayerNorm, Softmax, Reduce and grads -----===//
+//
+// Part of loom, under the Apache License v2.0.
+//
+// Row kernels: one block per row (or per softmax line, or per reduced output
+// element); the block's threads stride over the row and combine with a
+// fixed-shape tree (blockSum/blockMax), accumulating in double as the CPU
+// reference does. The weight gradients of the norms are column sums over all
+// rows; they run as two deterministic passes, partial sums over chunks of
+// kChunkRows rows and then the chunks in order, so no float atomics are
+// needed and every run gives the same bits. The norms' backward keeps each
+// row's statistics (mean, 1/std) in scratch for the column pass.
+//===----------------------------------------------------------------------===//
+#include "cuda/CudaCommon.cuh"
+
+namespace loom::rt::cuda {
+namespace {
+
+constexpr int kRowThreads = 128;
+constexpr int64_t kChunkRows = 64;
+
+int64_t rowsOf(const DevTensor &x) {
+  int64_t d = x.shape().empty() ? 1 : x.shape().back();
+  return d ? x.numel() / d : 0;
+}
+
+// y = x / sqrt(mean(x^2) + eps) * w
+__global__ void rmsNormKernel(const float *x, const float *w, float *y, int64_t D, double eps) {
+  __shared__ double red[32];
+  const float *xr = x + blockIdx.x * D;
+  float *yr = y + blockIdx.x * D;
+  double ss = 0;
+  for (int64_t i = threadIdx.x; i < D; i += blockDim.x) ss += double(xr[i]) * xr[i];
+  ss = blockSum(ss, red);
+  double inv = 1.0 / sqrt(ss / double(D) + eps);
+  for (int64_t i = threadIdx.x; i < D; i += blockDim.x) yr[i] = float(xr[i] * inv * w[i]);
+}
+
+// y = (x - mean) / sqrt(var + eps) * w + b, var = mean((x - mean)^2)
+__global__ void layerNormKernel(const float *x, const float *w, const float *b, float *y,
+                                int64_t D, double eps) {
+  __shared__ double red[32];
+  const float *xr = x + blockIdx.x * D;
+  float *yr = y + blockIdx.x * D;
+  double sum = 0;
+  for (int64_t i = threadIdx.x; i < D; i += blockDim.x) sum += xr[i];
+  double mean = blockSum(sum, red) / double(D), sq = 0;
+  for (int64_t i = threadIdx.x; i < D; i += blockDim.x) sq += (xr[i] - mean) * (xr[i] - mean);
+  double inv = 1.0 / sqrt(blockSum(sq, red) / double(D) + eps);
+  for (int64_t i = threadIdx.x; i < D; i += blockDim.x)
+    yr[i] = float((xr[i] - mean) * inv * w[i] + (b ? b[i] : 0.0));
+}
+
+// RmsNormGrad, per row, r = 1/sqrt(mean(x^2) + eps), n = x r, g = dy w:
+//   dx = r (g - n mean(g n)); keeps r for the dw pass.
+__global__ void rmsNormGradRowKernel(const float *x, const float *w, const float *dy, float *dx,
+                                     double *rstd, int64_t D, double eps) {
+  __shared__ double red[32];
+  int64_t row = blockIdx.x;
+  const float *xr = x + row * D, *gr = dy + row * D;
+  double ss = 0;
+  for (int64_t i = threadIdx.x; i < D; i += blockDim.x) ss += double(xr[i]) * xr[i];
+  double r = 1.0 / sqrt(blockSum(ss, red) / double(D) + eps);
+  double gn = 0;
+  for (int64_t i = threadIdx.x; i < D; i += blockDim.x) gn += double(gr[i]) * w[i] * (xr[i] * r);
+  double meanGn = blockSum(gn, red) / double(D);
+  for (int64_t i = threadIdx.x; i < D; i += blockDim.x)
+    dx[row * D + i] = float(r * (double(gr[i]) * w[i] - xr[i] * r * meanGn));
+  if (threadIdx.x == 0) rstd[row] = r;
+}
+
+// LayerNormGrad, per row, xhat = (x - mean) r, g = dy w:
+//   dx = r (g - mean(g) - xhat mean(g xhat)); keeps mean and r.
+__global__ void layerNormGradRowKernel(const float *x, const float *w, const float *dy,
+                                       float *dx, double *stats, int64_t D, double eps) {
+  __shared__ double red[32];
+  int64_t row = blockIdx.x;
+  const float *xr = x + row * D, *gr = dy + row * D;
+  double sum = 0;
+  for (int64_t i = threadIdx.x; i < D; i += blockDim.x) sum += xr[i];
+  double mu = blockSum(sum, red) / double(D), sq = 0;
+  for (int64_t i = threadIdx.x; i < D; i += blockDim.x) sq += (xr[i] - mu) * (xr[i] - mu);
+  double r = 1.0 / sqrt(blockSum(sq, red) / double(D) + eps);
+  double g = 0, gx = 0;
+  for (int64_t i = threadIdx.x; i < D; i += blockDim.x) {
+    double gi = double(gr[i]) * w[i];
+    g += gi;
+    gx += gi * (xr[i] - mu) * r;
+  }
+  double meanG = blockSum(g, red) / double(D);
+  double meanGx = blockSum(gx, red) / double(D);
+  for (int64_t i = threadIdx.x; i < D; i += blockDim.x)
+    dx[row * D + i] = float(r * (double(gr[i]) * w[i] - meanG - (xr[i] - mu) * r * meanGx));
+  if (threadIdx.x == 0) {
+    stats[2 * row] = mu;
+    stats[2 * row + 1] = r;
+  }
+}
+
+/// The terms of the norms' weight gradients, per (row, column):
+///   kind 0: dy x rstd          (RmsNorm dw; stats = rstd per row)
+///   kind 1: dy (x - mean) rstd (LayerNorm dw; stats = mean, rstd per row)
+///   kind 2: dy                 (LayerNorm db)
+__device__ double normTerm(int kind, const float *x, const float *dy, const double *stats,
+                           int64_t row, int64_t col, int64_t D) {
+  double g = dy[row * D + col];
+  if (kind == 0) return g * x[row * D + col] * stats[row];
+  if (kind == 1) return g * (x[row * D + col] - stats[2 * row]) * stats[2 * row + 1];
+  return g;
+}
+
+// Pass 1: partial[chunk, col] = sum over the chunk's rows, in row order.
+__global__ void columnPartialKernel(int kind, const float *x, const float *dy,
+                                    const double *stats, double *partial, int64_t rows,
+                                    int64_t D) {
+  int64_t chunk = blockIdx.y;
+  int64_t r0 = chunk * kChunkRows, r1 = min(rows, r0 + kChunkRows);
+  for (int64_t col = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; col < D;
+       col += int64_t(gridDim.x) * blockDim.x) {
+    double acc = 0;
+    for (int64_t r = r0; r < r1; ++r) acc += normTerm(kind, x, dy, stats, r, col, D);
+    partial[chunk * D + col] = acc;
+  }
+}
+
+// Pass 2: out[col] = sum over chunks, in chunk order.
+__global__ void columnFinishKernel(const double *partial, float *out, int64_t chunks, int64_t D) {
+  LOOM_GRID_STRIDE(col, D) {
+    double acc = 0;
+    for (int64_t c = 0; c < chunks; ++c) acc += partial[c * D + col];
+    out[col] = float(acc);
+  }
+}
+
+void columnSums(int kind, const float *x, const float *dy, const double *stats, double *partial,
+                float *out, int64_t rows, int64_t D, cudaStream_t stream) {
+  int64_t chunks = (rows + kChunkRows - 1) / kChunkRows;
+  if (chunks == 0) {
+    cudaMemsetAsync(out, 0, size_t(D) * sizeof(float), stream);
+    return;
+  }
+  dim3 grid(unsigned((D + kThreads - 1) / kThreads), unsigned(chunks));
+  columnPartialKernel<<<grid, kThreads, 0, stream>>>(kind, x, dy, stats, partial, rows, D);
+  columnFinishKernel<<<gridFor(D), kThreads, 0, stream>>>(partial, out, chunks, D);
+}
+
+// Softmax along one axis of an [outer, len, inner] view; one block per line.
+//   y_i = exp(x_i - max) / sum_j exp(x_j - max)
+__global__ void softmaxKernel(const float *x, float *y, int64_t len, int64_t inner) {
+  __shared__ double red[32];
+  int64_t line = blockIdx.x;
+  int64_t base = (line / inner) * len * inner + line % inner;
+  double mx = -INFINITY;
+  for (int64_t i = threadIdx.x; i < len; i += blockDim.x) mx = fmax(mx, double(x[base + i * inner]));
+  mx = blockMax(mx, red);
+  double sum = 0;
+  for (int64_t i = threadIdx.x; i < len; i += blockDim.x) sum += exp(x[base + i * inner] - mx);
+  sum = blockSum(sum, red);
+  for (int64_t i = threadIdx.x; i < len; i += blockDim.x)
+    y[base + i * inner] = float(exp(x[base + i * inner] - mx) / sum);
+}
+
+// SoftmaxGrad: dx_i = y_i (dy_i - sum_j dy_j y_j) along the line.
+__global__ void softmaxGradKernel(const float *y, const float *dy, float *dx, int64_t len,
+                                  int64_t inner) {
+  __shared__ double red[32];
+  int64_t line = blockIdx.x;
+  int64_t base = (line / inner) * len * inner + line % inner;
+  double dot = 0;
+  for (int64_t i = threadIdx.x; i < len; i += blockDim.x)
+    dot += double(dy[base + i * inner]) * y[base + i * inner];
+  dot = blockSum(dot, red);
+  for (int64_t i = threadIdx.x; i < len; i += blockDim.x) {
+    int64_t at = base + i * inner;
+    dx[at] = float(double(y[at]) * (double(dy[at]) - dot));
+  }
+}
+
+// Reduce: one block per output element; kept dims place the block, reduced
+// dims are walked by its threads. kind 0 sum, 1 mean, 2 max.
+__global__ void reduceKernel(const float *x, float *y, StridedMap<1> kept, StridedMap<1> red,
+                             int64_t count, int kind) {
+  __shared__ double sh[32];
+  int64_t base[1];
+  kept.offsets(blockIdx.x, base);
+  double sum = 0, mx = -INFINITY;
+  for (int64_t r = threadIdx.x; r < count; r += blockDim.x) {
+    int64_t off[1];
+    red.offsets(r, off);
+    double v = x[base[0] + off[0]];
+    sum += v;
+    mx = v != v || v > mx ? v : mx;
+  }
+  if (kind == 2) {
+    mx = blockMax(mx, sh);
+    if (threadIdx.x == 0) y[blockIdx.x] = float(mx);
+  } else {
+    sum = blockSum(sum, sh);
+    if (threadIdx.x == 0) y[blockIdx.x] = float(kind == 1 ? sum / double(count) : sum);
+  }
+}
+
+/// A line view [outer, len, inner] of `shape` around `axis`.
+void lineView(const Shape &shape, size_t axis, int64_t &lines, int64_t &len, int64_t &inner) {
+  int64_t outer = 1;
+  inner = 1;
+  len = shape[axis];
+  for (size_t d = 0; d < axis; ++d) outer *= shape[d];
+  for (size_t d = axis + 1; d < shape.size(); ++d) inner *= shape[d];
+  lines = outer * inner;
+}
+
+} // namespace
+
+size_t normScratchBytes(const Program &p, const Instr &I) {
+  if (I.op != OpCode::RmsNormGrad && I.op != OpCode::LayerNormGrad)
+    return 0;
+  const BufferDesc &x = p.buffers[I.in[0]];
+  int64_t D = x.shape.empty() ? 1 : x.shape.back();
+  int64_t rows = D ? x.numElements() / D : 0;
+  int64_t chunks = (rows + kChunkRows - 1) / kChunkRows;
+  // per-row statistics (2 doubles) + per-chunk partial column sums
+  return size_t(2 * rows + chunks * D) * sizeof(double) + 256;
+}
+
+void launchRmsNorm(const CudaCall &c, CudaContext &ctx) {
+  int64_t rows = rowsOf(c.in[0]), D = c.in[0].shape().back();
+  if (rows == 0) return;
+  rmsNormKernel<<<unsigned(rows), kRowThreads, 0, ctx.stream>>>(
+      c.in[0].as<float>(), c.in[1].as<float>(), c.out[0].as<float>(), D, c.instr->floats[0]);
+}
+
+void launchLayerNorm(const CudaCall &c, CudaContext &ctx) {
+  int64_t rows = rowsOf(c.in[0]), D = c.in[0].shape().back();
+  if (rows == 0) return;
+  const float *b = c.in.size() > 2 ? c.in[2].as<float>() : nullptr;
+  layerNormKernel<<<unsigned(rows), kRowThreads, 0, ctx.stream>>>(
+      c.in[0].as<float>(), c.in[1].as<float>(), b, c.out[0].as<float>(), D, c.instr->floats[0]);
+}
+
+void launchRmsNormGrad(const CudaCall &c, CudaContext &ctx) {
+  int64_t rows = rowsOf(c.in[0]), D = c.in[0].shape().back();
+  auto *stats = static_cast<double *>(ctx.scratch);
+  double *partial = stats + 2 * rows;
+  if (rows > 0)
+    rmsNormGradRowKernel<<<unsigned(rows), kRowThreads, 0, ctx.stream>>>(
+        c.in[0].as<float>(), c.in[1].as<float>(), c.in[2].as<float>(), c.out[0].as<float>(), stats,
+        D, c.instr->floats[0]);
+  columnSums(0, c.in[0].as<float>(), c.in[2].as<float>(), stats, partial, c.out[1].as<float>(),
+             rows, D, ctx.stream);
+}
+
+void launchLayerNormGrad(const CudaCall &c, CudaContext &ctx) {
+  int64_t rows = rowsOf(c.in[0]), D = c.in[0].shape().back();
+  auto *stats = static_cast<double *>(ctx.scratch);
+  double *partial = stats + 2 * rows;
+  if (rows > 0)
+    layerNormGradRowKernel<<<unsigned(rows), kRowThreads, 0, ctx.stream>>>(
+        c.in[0].as<float>(), c.in[1].as<float>(), c.in[2].as<float>(), c.out[0].as<float>(), stats,
+        D, c.instr->floats[0]);
+  columnSums(1, c.in[0].as<float>(), c.in[2].as<float>(), stats, partial, c.out[1].as<float>(),
+             rows, D, ctx.stream);
+  columnSums(2, c.in[0].as<float>(), c.in[2].as<float>(), stats, partial, c.out[2].as<float>(),
+             rows, D, ctx.stream);
+}
+
+void launchSoftmax(const CudaCall &c, CudaContext &ctx) {
+  int64_t lines, len, inner;
+  lineView(c.in[0].shape(), size_t(c.instr->ints[0]), lines, len, inner);
+  if (lines == 0 || len == 0) return;
+  softmaxKernel<<<unsigned(lines), kRowThreads, 0, ctx.stream>>>(c.in[0].as<float>(),
+                                                                  c.out[0].as<float>(), len, inner);
+}
+
+void launchSoftmaxGrad(const CudaCall &c, CudaContext &ctx) {
+  int64_t lines, len, inner;
+  lineView(c.in[0].shape(), size_t(c.instr->ints[0]), lines, len, inner);
+  if (lines == 0 || len == 0) return;
+  softmaxGradKernel<<<unsigned(lines), kRowThreads, 0, ctx.stream>>>(
+      c.in[0].as<float>(), c.in[1].as<float>(), c.out[0].as<float>(), len, inner);
+}
+
+void launchReduce(const CudaCall &c, CudaContext &ctx) {
+  const Shape &shape = c.in[0].shape();
+  Shape strides = contiguousStrides(shape);
+  std::vector<bool> reduced(shape.size(), false);
+  for (size_t k = 1; k < c.instr->ints.size(); ++k) reduced[size_t(c.instr->ints[k])] = true;
+  Shape keptShape, keptStrides, redShape, redStrides;
+  int64_t count = 1;
+  for (size_t d = 0; d < shape.size(); ++d) {
+    (reduced[d] ? redShape : keptShape).push_back(shape[d]);
+    (reduced[d] ? redStrides : keptStrides).push_back(strides[d]);
+    if (reduced[d]) count *= shape[d];
+  }
+  int64_t outputs = c.out[0].numel();
+  if (outputs == 0) return;
+  if (keptShape.empty()) keptShape = {1}, keptStrides = {0};
+  if (redShape.empty()) redShape = {1}, redStrides = {0};
+  auto kept = makeStridedMap<1>(keptShape, {keptStrides});
+  auto red = makeStridedMap<1>(redShape, {redStrides});
+  reduceKernel<<<unsigned(outputs), kRowThreads, 0, ctx.stream>>>(
+      c.in[0].as<float>(), c.out[0].as<float>(), kept, red, count, int(c.instr->ints[0]));
+}
+
+} // namespace loom::rt::cuda

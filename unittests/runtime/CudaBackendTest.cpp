@@ -1,0 +1,316 @@
+//===- CudaBackendTest.cpp - Every CUDA kernel against the CPU reference --===//
+//
+// Part of loom, under the Apache License v2.0.
+//
+// Each test builds a small program, fills its inputs with fresh random
+// values (RuntimeTestUtil's Rng: a new seed every run, printed on failure),
+// runs it on the CPU backend (the reference) and on the CUDA backend, and
+// compares every output. Both executors start from a 0xff-filled arena, so
+// an output element a kernel does not write is NaN, and NaN never passes.
+// Shapes are odd on purpose (not multiples of 32) to reach the kernels'
+// edges. Without a usable GPU every test reports SKIPPED, never passed.
+//===----------------------------------------------------------------------===//
+#include "RuntimeTestUtil.h"
+
+#ifdef LOOM_HAVE_CUDA
+#include "cuda/CudaExecutor.h"
+#endif
+
+namespace loom::rt::test {
+namespace {
+
+using F = std::vector<float>;
+
+bool haveGpu(std::string &why) {
+#ifdef LOOM_HAVE_CUDA
+  return cudaDeviceAvailable(why);
+#else
+  why = "built without the CUDA backend";
+  return false;
+#endif
+}
+
+#define REQUIRE_GPU()                                                                            \
+  do {                                                                                           \
+    std::string why_;                                                                            \
+    if (!haveGpu(why_)) GTEST_SKIP() << why_;                                                    \
+  } while (0)
+
+/// Runs `p` on both backends and compares every output: f32 within
+/// rtol/atol, f64 likewise, everything else (ints, bool, bf16 bits) exactly.
+void expectSameOnGpu(const Program &p, const std::vector<Bytes> &inputs, double rtol = 1e-5,
+                     double atol = 1e-6) {
+  RunResult cpu = runProgram(p, inputs, 2, "cpu");
+  ASSERT_TRUE(cpu.ok) << "cpu: " << cpu.err;
+  RunResult gpu = runProgram(p, inputs, 0, "cuda");
+  ASSERT_TRUE(gpu.ok) << "cuda: " << gpu.err;
+  for (size_t k = 0; k < p.outputs.size(); ++k) {
+    const BufferDesc &b = p.buffers[p.outputs[k]];
+    SCOPED_TRACE("output " + std::to_string(k) + " (" + b.name + ")");
+    if (b.dtype == DType::F32) {
+      F want = cpu.out<float>(k);
+      EXPECT_TRUE(allClose(gpu.out<float>(k), toDouble(want), rtol, atol));
+    } else if (b.dtype == DType::F64) {
+      auto want = cpu.out<double>(k), got = gpu.out<double>(k);
+      EXPECT_TRUE(allClose(F(got.begin(), got.end()), want, rtol, atol));
+    } else {
+      EXPECT_EQ(gpu.outputs[k], cpu.outputs[k]);
+    }
+  }
+}
+
+/// A one-instruction program over fresh f32 inputs of the given shapes.
+struct OneOp {
+  ProgramBuilder b;
+  std::vector<Bytes> inputs;
+  std::vector<uint32_t> in;
+
+  uint32_t f32(Rng &rng, const Shape &s, double lo = -1, double hi = 1) {
+    uint32_t id = b.input(DType::F32, s);
+    inputs.push_back(toBytes(rng.uniform(numel(s), lo, hi)));
+    in.push_back(id);
+    return id;
+  }
+  uint32_t ids(Rng &rng, const Shape &s, int64_t lo, int64_t hi) {
+    uint32_t id = b.input(DType::I64, s);
+    inputs.push_back(toBytes(rng.ints(numel(s), lo, hi)));
+    in.push_back(id);
+    return id;
+  }
+  uint32_t scalar(float v) {
+    uint32_t id = b.input(DType::F32, {});
+    inputs.push_back(toBytes(F{v}));
+    in.push_back(id);
+    return id;
+  }
+};
+
+TEST(CudaBackend, BinaryOpsBroadcast) {
+  REQUIRE_GPU();
+  Rng rng;
+  for (OpCode op : {OpCode::Add, OpCode::Sub, OpCode::Mul, OpCode::Div, OpCode::Max, OpCode::Min,
+                    OpCode::Pow}) {
+    SCOPED_TRACE(opcodeName(op));
+    OneOp t;
+    bool pow = op == OpCode::Pow;
+    uint32_t a = t.f32(rng, {3, 5, 37}, pow ? 0.1 : -2, 2), b = t.f32(rng, {5, 1}, 0.5, 2);
+    t.b.instr(op, {a, b}, {t.b.output(DType::F32, {3, 5, 37})});
+    expectSameOnGpu(t.b.p, t.inputs);
+  }
+  OneOp t; // integers
+  uint32_t a = t.ids(rng, {4, 7}, -100, 100), b = t.ids(rng, {7}, -5, 5);
+  t.b.instr(OpCode::Mul, {a, b}, {t.b.output(DType::I64, {4, 7})});
+  expectSameOnGpu(t.b.p, t.inputs);
+}
+
+TEST(CudaBackend, UnaryOps) {
+  REQUIRE_GPU();
+  Rng rng;
+  for (OpCode op : {OpCode::Neg, OpCode::Sqrt, OpCode::Rsqrt, OpCode::Reciprocal, OpCode::Exp,
+                    OpCode::Tanh, OpCode::Sigmoid, OpCode::Silu, OpCode::GeluTanh,
+                    OpCode::GeluErf, OpCode::Cos, OpCode::Sin, OpCode::Log}) {
+    SCOPED_TRACE(opcodeName(op));
+    OneOp t;
+    uint32_t x = t.f32(rng, {1000, 3}, 0.05, 4);
+    t.b.instr(op, {x}, {t.b.output(DType::F32, {1000, 3})});
+    expectSameOnGpu(t.b.p, t.inputs, 1e-6, 1e-7);
+  }
+}
+
+TEST(CudaBackend, WhereAndCast) {
+  REQUIRE_GPU();
+  Rng rng;
+  OneOp t;
+  uint32_t cond = t.b.input(DType::Bool, {4, 1, 9});
+  auto bits = rng.ints(36, 0, 1);
+  t.inputs.push_back(Bytes(bits.begin(), bits.end()));
+  uint32_t a = t.f32(rng, {4, 6, 9}), b = t.f32(rng, {9});
+  t.b.instr(OpCode::Where, {cond, a, b}, {t.b.output(DType::F32, {4, 6, 9})});
+  // f32 -> bf16 -> f32 rounding, f32 -> i64 truncation, i64 -> f32.
+  uint32_t bf = t.b.temp(DType::BF16, {4, 6, 9});
+  t.b.instr(OpCode::Cast, {a}, {bf});
+  t.b.instr(OpCode::Cast, {bf}, {t.b.output(DType::F32, {4, 6, 9})});
+  uint32_t big = t.f32(rng, {50}, -1e4, 1e4);
+  uint32_t asInt = t.b.output(DType::I64, {50});
+  t.b.instr(OpCode::Cast, {big}, {asInt});
+  uint32_t ints = t.ids(rng, {50}, -(int64_t(1) << 40), int64_t(1) << 40);
+  t.b.instr(OpCode::Cast, {ints}, {t.b.output(DType::F32, {50})});
+  expectSameOnGpu(t.b.p, t.inputs, 0, 0);
+}
+
+struct MatMulCase {
+  Shape a, b, out;
+  bool ta, tb;
+};
+
+TEST(CudaBackend, MatMulLayoutsAndBatches) {
+  REQUIRE_GPU();
+  Rng rng;
+  const MatMulCase cases[] = {
+      {{4, 9, 33}, {33, 17}, {4, 9, 17}, false, false},    // batch folds into M
+      {{4, 9, 33}, {17, 33}, {4, 9, 17}, false, true},     // linear layer, W^T
+      {{33, 9}, {33, 17}, {9, 17}, true, false},           // weight gradient x^T dy
+      {{2, 3, 5, 7}, {2, 3, 7, 4}, {2, 3, 5, 4}, false, false}, // strided batch
+      {{2, 3, 7, 5}, {2, 3, 4, 7}, {2, 3, 5, 4}, true, true},
+      {{5, 7}, {3, 7, 4}, {3, 5, 4}, false, false},        // broadcast A: stride 0
+      {{2, 1, 5, 7}, {1, 3, 7, 4}, {2, 3, 5, 4}, false, false}, // one call per batch
+      {{3, 0}, {0, 4}, {3, 4}, false, false},              // K = 0: zeros
+  };
+  for (const MatMulCase &c : cases) {
+    OneOp t;
+    uint32_t a = t.f32(rng, c.a), b = t.f32(rng, c.b);
+    t.b.instr(OpCode::MatMul, {a, b}, {t.b.output(DType::F32, c.out)}, {c.ta, c.tb});
+    ASSERT_EQ(t.b.p.validate(), "");
+    expectSameOnGpu(t.b.p, t.inputs, 1e-5, 1e-5);
+  }
+}
+
+TEST(CudaBackend, ReduceSoftmaxNorms) {
+  REQUIRE_GPU();
+  Rng rng;
+  OneOp t;
+  uint32_t x = t.f32(rng, {3, 7, 45}), w = t.f32(rng, {45}, 0.5, 1.5), bias = t.f32(rng, {45});
+  t.b.instr(OpCode::Reduce, {x}, {t.b.output(DType::F32, {3, 1, 1})}, {0, 1, 2});
+  t.b.instr(OpCode::Reduce, {x}, {t.b.output(DType::F32, {7})}, {1, 0, 2});
+  t.b.instr(OpCode::Reduce, {x}, {t.b.output(DType::F32, {3, 7, 1})}, {2, 2});
+  t.b.instr(OpCode::Softmax, {x}, {t.b.output(DType::F32, {3, 7, 45})}, {2});
+  t.b.instr(OpCode::Softmax, {x}, {t.b.output(DType::F32, {3, 7, 45})}, {1});
+  t.b.instr(OpCode::RmsNorm, {x, w}, {t.b.output(DType::F32, {3, 7, 45})}, {}, {1e-6});
+  t.b.instr(OpCode::LayerNorm, {x, w, bias}, {t.b.output(DType::F32, {3, 7, 45})}, {}, {1e-5});
+  t.b.instr(OpCode::LayerNorm, {x, w}, {t.b.output(DType::F32, {3, 7, 45})}, {}, {1e-5});
+  ASSERT_EQ(t.b.p.validate(), "");
+  expectSameOnGpu(t.b.p, t.inputs);
+}
+
+TEST(CudaBackend, MovementOps) {
+  REQUIRE_GPU();
+  Rng rng;
+  OneOp t;
+  uint32_t x = t.f32(rng, {2, 3, 5, 7});
+  t.b.instr(OpCode::Transpose, {x}, {t.b.output(DType::F32, {2, 5, 3, 7})}, {0, 2, 1, 3});
+  t.b.instr(OpCode::Transpose, {x}, {t.b.output(DType::F32, {7, 5, 3, 2})}, {3, 2, 1, 0});
+  t.b.instr(OpCode::Slice, {x}, {t.b.output(DType::F32, {2, 2, 3, 4})}, {0, 1, 2, -1, 0, 2, 6, -2});
+  uint32_t y = t.f32(rng, {2, 4, 5, 7});
+  uint32_t joined = t.b.output(DType::F32, {2, 7, 5, 7});
+  t.b.instr(OpCode::Concat, {x, y}, {joined}, {1});
+  t.b.instr(OpCode::Split, {joined}, {t.b.output(DType::F32, {2, 6, 5, 7}), t.b.output(DType::F32, {2, 1, 5, 7})}, {1});
+  uint32_t small = t.f32(rng, {3, 1, 7});
+  t.b.instr(OpCode::Expand, {small}, {t.b.output(DType::F32, {2, 3, 5, 7})});
+  uint32_t table = t.f32(rng, {11, 6}), ids = t.ids(rng, {4, 9}, 0, 10);
+  t.b.instr(OpCode::Embedding, {table, ids}, {t.b.output(DType::F32, {4, 9, 6})});
+  uint32_t q = t.f32(rng, {2, 3, 5, 8}), cs = t.f32(rng, {5, 8}), sn = t.f32(rng, {5, 8});
+  t.b.instr(OpCode::Rotary, {q, cs, sn}, {t.b.output(DType::F32, {2, 3, 5, 8})});
+  ASSERT_EQ(t.b.p.validate(), "");
+  expectSameOnGpu(t.b.p, t.inputs, 0, 1e-6);
+}
+
+struct AttnCase {
+  int64_t B, Hq, Hkv, T, S, D;
+  bool causal;
+};
+
+TEST(CudaBackend, AttentionForwardAndBackward) {
+  REQUIRE_GPU();
+  Rng rng;
+  const AttnCase cases[] = {{2, 4, 2, 9, 9, 16, true},   // GQA, causal
+                            {1, 3, 3, 5, 8, 40, true},   // S > T: offset mask
+                            {2, 2, 1, 7, 7, 64, false},  // non-causal, MQA
+                            {1, 2, 2, 33, 33, 72, true}}; // head dim past one lane slice
+  for (const AttnCase &c : cases) {
+    SCOPED_TRACE("B" + std::to_string(c.B) + " Hq" + std::to_string(c.Hq) + " T" + std::to_string(c.T));
+    OneOp t;
+    Shape qs = {c.B, c.Hq, c.T, c.D}, ks = {c.B, c.Hkv, c.S, c.D};
+    uint32_t q = t.f32(rng, qs), k = t.f32(rng, ks), v = t.f32(rng, ks), dy = t.f32(rng, qs);
+    double scale = 1.0 / std::sqrt(double(c.D));
+    t.b.instr(OpCode::Attention, {q, k, v}, {t.b.output(DType::F32, qs)}, {c.causal}, {scale});
+    t.b.instr(OpCode::AttentionGrad, {q, k, v, dy},
+              {t.b.output(DType::F32, qs), t.b.output(DType::F32, ks), t.b.output(DType::F32, ks)},
+              {c.causal}, {scale});
+    ASSERT_EQ(t.b.p.validate(), "");
+    expectSameOnGpu(t.b.p, t.inputs, 1e-4, 1e-5);
+  }
+}
+
+TEST(CudaBackend, LossAndBackwardKernels) {
+  REQUIRE_GPU();
+  Rng rng;
+  OneOp t;
+  int64_t N = 37, V = 301, D = 45;
+  uint32_t logits = t.f32(rng, {N, V}, -4, 4), targets = t.ids(rng, {N}, 0, V - 1);
+  t.b.instr(OpCode::CrossEntropy, {logits, targets}, {t.b.output(DType::F32, {})});
+  uint32_t dloss = t.scalar(0.7f);
+  t.b.instr(OpCode::CrossEntropyGrad, {logits, targets, dloss}, {t.b.output(DType::F32, {N, V})});
+  // Repeated ids: rows of dtable sum several positions.
+  uint32_t dy = t.f32(rng, {N, D}), ids = t.ids(rng, {N}, 0, 9);
+  t.b.instr(OpCode::EmbeddingGrad, {dy, ids}, {t.b.output(DType::F32, {12, D})});
+  uint32_t x = t.f32(rng, {N, D}), w = t.f32(rng, {D}, 0.5, 1.5);
+  t.b.instr(OpCode::RmsNormGrad, {x, w, dy}, {t.b.output(DType::F32, {N, D}), t.b.output(DType::F32, {D})}, {}, {1e-6});
+  t.b.instr(OpCode::LayerNormGrad, {x, w, dy},
+            {t.b.output(DType::F32, {N, D}), t.b.output(DType::F32, {D}), t.b.output(DType::F32, {D})}, {}, {1e-5});
+  for (int64_t kind : {0, 1, 2})
+    t.b.instr(OpCode::ActivationGrad, {x, dy}, {t.b.output(DType::F32, {N, D})}, {kind});
+  t.b.instr(OpCode::SoftmaxGrad, {x, dy}, {t.b.output(DType::F32, {N, D})}, {1});
+  uint32_t dq = t.f32(rng, {2, 3, 5, 8}), cs = t.f32(rng, {5, 8}), sn = t.f32(rng, {5, 8});
+  t.b.instr(OpCode::RotaryGrad, {dq, cs, sn}, {t.b.output(DType::F32, {2, 3, 5, 8})});
+  uint32_t piece = t.f32(rng, {2, 3, 4});
+  t.b.instr(OpCode::SliceGrad, {piece}, {t.b.output(DType::F32, {4, 3, 9})}, {3, -1, 0, 1, 8, -2});
+  uint32_t p = t.f32(rng, {N, D}), m = t.f32(rng, {N, D}), vv = t.f32(rng, {N, D}, 0, 1e-2);
+  uint32_t lr = t.scalar(3e-3f), step = t.scalar(4.f);
+  t.b.instr(OpCode::AdamW, {p, dy, m, vv, lr, step},
+            {t.b.output(DType::F32, {N, D}), t.b.output(DType::F32, {N, D}), t.b.output(DType::F32, {N, D})},
+            {}, {0.9, 0.95, 1e-8, 0.1});
+  ASSERT_EQ(t.b.p.validate(), "");
+  expectSameOnGpu(t.b.p, t.inputs, 1e-5, 1e-6);
+}
+
+TEST(CudaBackend, TinyModelEndToEnd) {
+  REQUIRE_GPU();
+  Rng rng;
+  Program p = tinyLanguageModel(rng, 13, 29, 24);
+  expectSameOnGpu(p, {toBytes(rng.ints(13, 0, 28)), toBytes(rng.ints(13, 0, 28))}, 1e-5, 1e-6);
+}
+
+TEST(CudaBackend, BadIdIsAnErrorNamingTheInstruction) {
+  REQUIRE_GPU();
+  Rng rng;
+  Program p = tinyLanguageModel(rng, 5, 7, 8);
+  RunResult r = runProgram(p, {toBytes(std::vector<int64_t>{1, 2, 9, 0, 3}),
+                               toBytes(std::vector<int64_t>{0, 0, 0, 0, 0})},
+                           0, "cuda");
+  ASSERT_FALSE(r.ok);
+  EXPECT_EQ(r.err, "instr 0 (embedding): id 9 at position 2 out of range [0, 7)");
+}
+
+TEST(CudaBackend, RunsAreBitwiseReproducible) {
+  REQUIRE_GPU();
+  Rng rng;
+  OneOp t;
+  int64_t N = 300, D = 40;
+  uint32_t dy = t.f32(rng, {N, D}), ids = t.ids(rng, {N}, 0, 6);
+  t.b.instr(OpCode::EmbeddingGrad, {dy, ids}, {t.b.output(DType::F32, {7, D})});
+  Shape qs = {1, 4, 64, 32}, ks = {1, 2, 64, 32};
+  uint32_t q = t.f32(rng, qs), k = t.f32(rng, ks), v = t.f32(rng, ks), g = t.f32(rng, qs);
+  t.b.instr(OpCode::AttentionGrad, {q, k, v, g},
+            {t.b.output(DType::F32, qs), t.b.output(DType::F32, ks), t.b.output(DType::F32, ks)},
+            {1}, {0.125});
+  RunResult a = runProgram(t.b.p, t.inputs, 0, "cuda"), b = runProgram(t.b.p, t.inputs, 0, "cuda");
+  ASSERT_TRUE(a.ok && b.ok) << a.err << b.err;
+  EXPECT_EQ(a.outputs, b.outputs);
+}
+
+TEST(CudaBackend, UnsupportedDtypeIsRefusedUpFront) {
+#ifndef LOOM_HAVE_CUDA
+  GTEST_SKIP() << "built without the CUDA backend";
+#else
+  ProgramBuilder b;
+  uint32_t x = b.input(DType::F64, {4, 4});
+  b.instr(OpCode::Softmax, {x}, {b.output(DType::F64, {4, 4})}, {1});
+  std::string err;
+  auto exec = createExecutor(std::make_shared<Program>(b.p), "cuda", 0, err);
+  EXPECT_EQ(exec, nullptr);
+  EXPECT_EQ(err, "instr 0 (softmax): the cuda backend supports operands of f32, not f64");
+#endif
+}
+
+} // namespace
+} // namespace loom::rt::test
