@@ -48,6 +48,7 @@ private:
   uint32_t newBuffer(Value v, rt::BufferKind kind, const std::string &name);
   bool constantBuffer(ConstantOp op, std::string &err);
   bool lowerOp(Operation *op, std::string &err);
+  void planInPlaceUpdates(func::FuncOp func, func::ReturnOp ret);
   void emit(rt::OpCode code, Operation *op, std::vector<int64_t> ints = {},
             std::vector<double> floats = {});
   uint32_t idOf(Value v) { return ids.lookup(v); }
@@ -220,6 +221,41 @@ bool ProgramBuilder::lowerOp(Operation *op, std::string &err) {
   return ok;
 }
 
+/// Results marked `loom.updates = k` are the next value of argument k (the
+/// training step's parameters and AdamW moments). When such a result is an
+/// AdamW output computed from argument k itself, and no instruction reads
+/// the argument after that AdamW, the update can happen in place: the
+/// output shares the input's bytes, and the state never leaves the device
+/// between steps. Anything else stays an ordinary output.
+void ProgramBuilder::planInPlaceUpdates(func::FuncOp func, func::ReturnOp ret) {
+  std::vector<int64_t> lastRead(p.buffers.size(), -1);
+  for (int64_t i = 0; i < int64_t(p.instrs.size()); ++i)
+    for (uint32_t id : p.instrs[size_t(i)].in) lastRead[id] = i;
+  Block &body = func.getBody().front();
+  for (auto [k, v] : llvm::enumerate(ret.getOperands())) {
+    auto updates = func.getResultAttrOfType<IntegerAttr>(k, "loom.updates");
+    auto adamw = v.getDefiningOp<AdamWOp>();
+    if (!updates || !adamw || updates.getInt() < 0 ||
+        updates.getInt() >= int64_t(body.getNumArguments()))
+      continue;
+    static const unsigned kSource[3] = {0, 2, 3}; // p' <- p, m' <- m, v' <- v
+    unsigned r = cast<OpResult>(v).getResultNumber();
+    BlockArgument arg = body.getArgument(unsigned(updates.getInt()));
+    if (r >= 3 || adamw->getOperand(kSource[r]) != arg)
+      continue;
+    uint32_t out = p.outputs[k], in = idOf(arg);
+    // The AdamW instruction is the one that wrote `out`; nothing may read
+    // the old value after it.
+    int64_t writer = -1;
+    for (int64_t i = 0; i < int64_t(p.instrs.size()); ++i)
+      for (uint32_t id : p.instrs[size_t(i)].out)
+        if (id == out) writer = i;
+    if (writer < 0 || p.instrs[size_t(writer)].op != rt::OpCode::AdamW || lastRead[in] > writer)
+      continue;
+    p.updates.push_back({out, in});
+  }
+}
+
 bool ProgramBuilder::build(func::FuncOp func, std::string &err) {
   if (!func.getBody().hasOneBlock()) {
     err = "function @" + func.getName().str() + " must have one block";
@@ -262,8 +298,10 @@ bool ProgramBuilder::build(func::FuncOp func, std::string &err) {
     p.buffers[id].name = name ? name.str() : "result" + std::to_string(k);
     p.outputs.push_back(id);
   }
+  planInPlaceUpdates(func, ret);
   // Lifetimes: inputs live from the start, outputs to the end; everything
-  // else from its defining instruction to its last reader.
+  // else from its defining instruction to its last reader. An output that
+  // updates an input in place takes the input's bytes instead.
   int64_t end = int64_t(p.instrs.size());
   std::vector<int64_t> first(p.buffers.size(), -1), last(p.buffers.size(), -1);
   for (int64_t i = 0; i < end; ++i) {
@@ -272,9 +310,11 @@ bool ProgramBuilder::build(func::FuncOp func, std::string &err) {
   }
   std::vector<Lifetime> lifetimes;
   std::vector<uint32_t> placed;
+  std::vector<bool> aliased(p.buffers.size(), false);
+  for (const rt::InPlaceUpdate &u : p.updates) aliased[u.output] = true;
   for (uint32_t id = 0; id < p.buffers.size(); ++id) {
     rt::BufferDesc &d = p.buffers[id];
-    if (d.kind == rt::BufferKind::Constant)
+    if (d.kind == rt::BufferKind::Constant || aliased[id])
       continue;
     Lifetime l{d.bytes, d.kind == rt::BufferKind::Input ? -1 : first[id],
                d.kind == rt::BufferKind::Output || d.kind == rt::BufferKind::Input
@@ -285,6 +325,7 @@ bool ProgramBuilder::build(func::FuncOp func, std::string &err) {
   }
   std::vector<uint64_t> offsets = planArena(lifetimes, kAlignment, p.arenaBytes);
   for (size_t k = 0; k < placed.size(); ++k) p.buffers[placed[k]].offset = offsets[k];
+  for (const rt::InPlaceUpdate &u : p.updates) p.buffers[u.output].offset = p.buffers[u.input].offset;
   std::string invalid = p.validate();
   if (!invalid.empty()) {
     err = "generated program is invalid: " + invalid;

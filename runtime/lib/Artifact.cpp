@@ -4,7 +4,8 @@
 //
 // Byte layout (docs/artifact-format.md has the full table):
 //   header   "LOOMPROG" | u32 version | u64 file size
-//   tables   arena size, buffers, instructions, input ids, output ids
+//   tables   arena size, buffers, instructions, input ids, output ids,
+//            in-place updates
 //   blob     u64 size | zero padding to a 64-byte file offset | constants
 //   trailer  u64 FNV-1a 64 of every byte before it
 // All integers little-endian, encoded byte by byte so the file is the same
@@ -92,6 +93,11 @@ std::string encodeTables(const Program &p) {
   }
   e.ids(p.inputs);
   e.ids(p.outputs);
+  e.u32(uint32_t(p.updates.size()));
+  for (const InPlaceUpdate &u : p.updates) {
+    e.u32(u.output);
+    e.u32(u.input);
+  }
   e.u64(p.constants.size());
   return e.bytes;
 }
@@ -253,6 +259,12 @@ std::string decodeBody(Decoder &d, uint64_t bodyStart, Program &p) {
     return "instruction list";
   p.inputs = d.ids();
   p.outputs = d.ids();
+  p.updates = d.list<InPlaceUpdate>(8, [&] {
+    InPlaceUpdate u;
+    u.output = d.u32();
+    u.input = d.u32();
+    return u;
+  });
   if (!d.ok())
     return "input/output lists";
   // The blob starts at the next multiple of 64 in the file, so a reader

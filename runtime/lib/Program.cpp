@@ -165,8 +165,24 @@ bool overlap(const BufferDesc &a, const BufferDesc &b) {
          a.offset < b.offset + b.bytes && b.offset < a.offset + a.bytes;
 }
 
+/// True when output `o` of `I` may share input `in`'s bytes: AdamW's
+/// outputs p', m', v' over its inputs p, m, v (an elementwise kernel reads
+/// element i before writing it), declared as an InPlaceUpdate of the
+/// program with exactly the same bytes.
+bool inPlaceAllowed(const Program &p, const Instr &I, size_t o, uint32_t in) {
+  static const size_t kAdamWSource[3] = {0, 2, 3}; // p' <- p, m' <- m, v' <- v
+  if (I.op != OpCode::AdamW || o >= 3 || I.in.size() <= kAdamWSource[o] ||
+      I.in[kAdamWSource[o]] != in)
+    return false;
+  for (const InPlaceUpdate &u : p.updates)
+    if (u.output == I.out[o] && u.input == in)
+      return true;
+  return false;
+}
+
 /// Stage 2b: ids in range, only Temp/Output written, no output aliasing an
-/// input or another output (kernels assume none).
+/// input or another output (kernels assume none) except declared in-place
+/// updates.
 std::string checkInstrIds(const Program &p, const Instr &I) {
   for (uint32_t id : I.in)
     if (id >= p.buffers.size())
@@ -181,7 +197,7 @@ std::string checkInstrIds(const Program &p, const Instr &I) {
   for (size_t o = 0; o < I.out.size(); ++o) {
     const BufferDesc &ob = p.buffers[I.out[o]];
     for (uint32_t id : I.in)
-      if (id == I.out[o] || overlap(ob, p.buffers[id]))
+      if ((id == I.out[o] || overlap(ob, p.buffers[id])) && !inPlaceAllowed(p, I, o, id))
         return cat("output ", bufferLabel(p, I.out[o]), " overlaps input ",
                    bufferLabel(p, id), " in the arena");
     for (size_t o2 = 0; o2 < o; ++o2)
@@ -252,6 +268,23 @@ std::string Program::validate() const {
     return e;
   if (std::string e = checkCallingList(*this, outputs, BufferKind::Output, "output"); !e.empty())
     return e;
+
+  std::vector<bool> updated(buffers.size(), false);
+  for (const InPlaceUpdate &u : updates) {
+    if (u.output >= buffers.size() || u.input >= buffers.size())
+      return cat("in-place update names buffer ", std::max(u.output, u.input), ", out of range");
+    const BufferDesc &o = buffers[u.output], &in = buffers[u.input];
+    if (o.kind != BufferKind::Output || in.kind != BufferKind::Input)
+      return cat("in-place update of ", bufferLabel(*this, u.input), " by ",
+                 bufferLabel(*this, u.output), ": needs an input and an output");
+    if (o.offset != in.offset || o.bytes != in.bytes || o.dtype != in.dtype || o.shape != in.shape)
+      return cat("in-place update ", bufferLabel(*this, u.output), " does not occupy exactly the bytes of ",
+                 bufferLabel(*this, u.input));
+    if (updated[u.output] || updated[u.input])
+      return cat("in-place updates name ", bufferLabel(*this, updated[u.output] ? u.output : u.input),
+                 " twice");
+    updated[u.output] = updated[u.input] = true;
+  }
 
   DataFlow flow(*this);
   for (size_t i = 0; i < instrs.size(); ++i) {

@@ -208,10 +208,10 @@ int runTrain(int argc, char **argv) {
   for (const ParamSlot &p : state.params) numel += int64_t(p.value.size());
   double compileS = std::chrono::duration<double>(Clock::now() - t0).count();
   std::printf("loom train: %s, %zu parameter tensors (%lld values), batch %lld x seq %lld, "
-              "%s, %lld steps (compiled in %.2f s, arena %.1f MiB)\n",
+              "%s, %lld steps (compiled in %.2f s, arena %.1f MiB, %zu in-place updates)\n",
               args.positional()[0].c_str(), P, (long long)numel, (long long)B, (long long)T,
               precision.c_str(), (long long)steps, compileS,
-              double(tp.program->arenaBytes) / (1 << 20));
+              double(tp.program->arenaBytes) / (1 << 20), tp.program->updates.size());
 
   std::FILE *log = nullptr;
   if (args.has("log") && !(log = std::fopen(args.get("log").c_str(), "a")))
@@ -219,6 +219,27 @@ int runTrain(int argc, char **argv) {
   bool tty = isatty(1);
   int64_t every = args.getInt("checkpoint-every");
   int64_t dieAfter = args.has("die-after-step") ? args.getInt("die-after-step") : -1;
+  // When the program updates the whole state (parameters, AdamW moments) in
+  // place, the state stays on the device: uploaded before the first step,
+  // downloaded only for checkpoints and after the last step.
+  const rt::Program &prog = *tp.program;
+  bool resident = prog.updates.size() == 3 * P;
+  for (size_t i = 0; i < 3 * P && resident; ++i) {
+    bool found = false;
+    for (const rt::InPlaceUpdate &u : prog.updates)
+      found |= u.input == prog.inputs[i] && u.output == prog.outputs[3 + i];
+    resident = found;
+  }
+  auto moveState = [&](bool upload) {
+    bool ok = true;
+    for (size_t g = 0; g < 3 && ok; ++g)
+      for (size_t i = 0; i < P && ok; ++i) {
+        std::vector<float> &v = g == 0 ? state.params[i].value : g == 1 ? state.expAvg[i] : state.expAvgSq[i];
+        ok = upload ? exec->setInput(g * P + i, v.data(), v.size() * 4, err)
+                    : exec->getOutput(3 + g * P + i, v.data(), v.size() * 4, err);
+      }
+    return ok;
+  };
   auto trainStart = Clock::now();
   int64_t firstStep = state.step;
   float loss = 0, gnorm = 0, lr = 0;
@@ -228,26 +249,17 @@ int runTrain(int argc, char **argv) {
     if (!makeBatch(data, s, B, T, batch, err, rule))
       return fail("train", err);
     float stepValue = float(s);
-    size_t in = 0;
-    bool ok = true;
-    for (size_t i = 0; i < P && ok; ++i)
-      ok = exec->setInput(in++, state.params[i].value.data(), state.params[i].value.size() * 4, err);
-    for (size_t i = 0; i < P && ok; ++i)
-      ok = exec->setInput(in++, state.expAvg[i].data(), state.expAvg[i].size() * 4, err);
-    for (size_t i = 0; i < P && ok; ++i)
-      ok = exec->setInput(in++, state.expAvgSq[i].data(), state.expAvgSq[i].size() * 4, err);
+    size_t in = 3 * P;
+    bool ok = !resident || s == firstStep ? moveState(true) : true;
     ok = ok && exec->setInput(in++, &stepValue, 4, err) &&
          exec->setInput(in++, batch.inputs.data(), batch.inputs.size() * 8, err) &&
          exec->setInput(in++, batch.targets.data(), batch.targets.size() * 8, err) &&
          exec->run(err) && exec->getOutput(0, &loss, 4, err) &&
          exec->getOutput(1, &gnorm, 4, err) && exec->getOutput(2, &lr, 4, err);
-    size_t outIdx = 3;
-    for (size_t i = 0; i < P && ok; ++i)
-      ok = exec->getOutput(outIdx++, state.params[i].value.data(), state.params[i].value.size() * 4, err);
-    for (size_t i = 0; i < P && ok; ++i)
-      ok = exec->getOutput(outIdx++, state.expAvg[i].data(), state.expAvg[i].size() * 4, err);
-    for (size_t i = 0; i < P && ok; ++i)
-      ok = exec->getOutput(outIdx++, state.expAvgSq[i].data(), state.expAvgSq[i].size() * 4, err);
+    bool checkpointNow = args.has("checkpoint-dir") && every > 0 && (s + 1) % every == 0;
+    if (ok && (!resident || checkpointNow || s + 1 == steps))
+      ok = moveState(false);
+    size_t outIdx = 3 + 3 * P;
     if (!ok)
       return fail("train", "step " + std::to_string(s) + ": " + err);
     if (!std::isfinite(loss))

@@ -151,9 +151,9 @@ TEST_F(Artifact, UnknownVersionIsRefusedByNumber) {
   Rng rng;
   std::string file = path("m.loom");
   Bytes b = written(file, rng);
-  b[8] = 2; // u32 version, little-endian, right after the magic
+  b[8] = 3; // u32 version, little-endian, right after the magic
   spit(file, b);
-  expectRefused(file, "unsupported artifact version 2 (this loom reads 1)");
+  expectRefused(file, "unsupported artifact version 3 (this loom reads 2)");
 }
 
 TEST_F(Artifact, BadMagicAndTrailingDataAreRefused) {

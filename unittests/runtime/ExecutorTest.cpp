@@ -15,7 +15,11 @@ TEST(Executor, UnknownBackendIsNamed) {
   std::string err;
   auto exec = createExecutor(std::make_shared<Program>(tinyLanguageModel(rng)), "tpu", 1, err);
   EXPECT_EQ(exec, nullptr);
+#ifdef LOOM_HAVE_CUDA
+  EXPECT_EQ(err, "unknown backend 'tpu' (available: cpu, cuda)");
+#else
   EXPECT_EQ(err, "unknown backend 'tpu' (available: cpu)");
+#endif
 }
 
 TEST(Executor, InvalidProgramIsRefusedAtCreation) {

@@ -125,3 +125,63 @@ TEST(Validate, WritesOnlyTempsAndOutputs) {
 }
 
 } // namespace
+
+namespace loom::rt::test {
+namespace {
+
+/// AdamW over p, m, v whose outputs share the inputs' bytes when `inPlace`.
+Program adamwProgram(bool declare, bool shareBytes) {
+  ProgramBuilder b;
+  Shape s = {3, 5};
+  uint32_t p = b.input(DType::F32, s, "p"), g = b.input(DType::F32, s, "g");
+  uint32_t m = b.input(DType::F32, s, "m"), v = b.input(DType::F32, s, "v");
+  uint32_t lr = b.input(DType::F32, {}, "lr"), step = b.input(DType::F32, {}, "step");
+  uint32_t po = b.output(DType::F32, s, "p'"), mo = b.output(DType::F32, s, "m'");
+  uint32_t vo = b.output(DType::F32, s, "v'");
+  b.instr(OpCode::AdamW, {p, g, m, v, lr, step}, {po, mo, vo}, {}, {0.9, 0.95, 1e-8, 0.1});
+  for (auto [o, i] : {std::pair{po, p}, std::pair{mo, m}, std::pair{vo, v}}) {
+    if (shareBytes) b.p.buffers[o].offset = b.p.buffers[i].offset;
+    if (declare) b.p.updates.push_back({o, i});
+  }
+  return b.p;
+}
+
+TEST(Validate, InPlaceAdamWUpdatesAreAcceptedOnlyWhenDeclared) {
+  EXPECT_EQ(adamwProgram(true, true).validate(), "");
+  std::string undeclared = adamwProgram(false, true).validate();
+  EXPECT_NE(undeclared.find("overlaps input"), std::string::npos) << undeclared;
+  std::string misplaced = adamwProgram(true, false).validate();
+  EXPECT_NE(misplaced.find("does not occupy exactly the bytes"), std::string::npos) << misplaced;
+}
+
+TEST(Validate, InPlaceUpdateStateStaysBetweenRuns) {
+  // Two runs with the state set once: the second starts from the first's
+  // result, exactly like two runs that copy the state out and back in.
+  Rng rng;
+  Program p = adamwProgram(true, true);
+  Shape s = {3, 5};
+  auto pv = rng.uniform(15), gv = rng.uniform(15), zeros = std::vector<float>(15, 0.f);
+  std::string err;
+  auto exec = createExecutor(std::make_shared<Program>(p), "cpu", 1, err);
+  ASSERT_TRUE(exec) << err;
+  float lr = 1e-2f, step0 = 0.f, step1 = 1.f;
+  ASSERT_TRUE(exec->setInput(0, pv.data(), 60, err) && exec->setInput(1, gv.data(), 60, err) &&
+              exec->setInput(2, zeros.data(), 60, err) && exec->setInput(3, zeros.data(), 60, err) &&
+              exec->setInput(4, &lr, 4, err) && exec->setInput(5, &step0, 4, err) && exec->run(err))
+      << err;
+  ASSERT_TRUE(exec->setInput(5, &step1, 4, err) && exec->run(err)) << err;
+  std::vector<float> resident(15);
+  ASSERT_TRUE(exec->getOutput(0, resident.data(), 60, err)) << err;
+
+  // The same two steps with the state carried through the host.
+  RunResult r1 = runProgram(p, {toBytes(pv), toBytes(gv), toBytes(zeros), toBytes(zeros),
+                                toBytes(std::vector<float>{lr}), toBytes(std::vector<float>{0.f})});
+  ASSERT_TRUE(r1.ok) << r1.err;
+  RunResult r2 = runProgram(p, {r1.outputs[0], toBytes(gv), r1.outputs[1], r1.outputs[2],
+                                toBytes(std::vector<float>{lr}), toBytes(std::vector<float>{1.f})});
+  ASSERT_TRUE(r2.ok) << r2.err;
+  EXPECT_EQ(resident, r2.out<float>(0));
+}
+
+} // namespace
+} // namespace loom::rt::test

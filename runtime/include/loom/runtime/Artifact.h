@@ -17,7 +17,7 @@ namespace loom::rt {
 
 /// Current artifact format version. Bump on any layout change; readers refuse
 /// versions they do not know.
-constexpr uint32_t kArtifactVersion = 1;
+constexpr uint32_t kArtifactVersion = 2;
 
 /// Serializes `p` to `path` atomically (temp file in the same directory, then
 /// rename). Returns false and sets `err` (one line) on failure; on failure no

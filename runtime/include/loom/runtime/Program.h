@@ -144,7 +144,8 @@ enum class OpCode : uint16_t {
   // in: dy -> out: zeros of out's shape with dy written at the slice
   // positions. ints: [start_0, step_0, ...] as for Slice, per dim of out.
   SliceGrad = 88,
-  // in: p, g, m, v, lr[], step[] (all F32) -> p', m', v'.
+  // in: p, g, m, v, lr[], step[] (all F32) -> p', m', v'. Elementwise, so
+  // p', m', v' may share p's, m's, v's bytes (an InPlaceUpdate).
   // floats: [beta1, beta2, eps, weight_decay]. PyTorch AdamW, t = step + 1:
   // p' = p (1 - lr wd); m' = b1 m + (1-b1) g; v' = b2 v + (1-b2) g^2;
   // p' -= lr / (1 - b1^t) * m' / (sqrt(v') / sqrt(1 - b2^t) + eps).
@@ -161,6 +162,16 @@ struct Instr {
   std::vector<double> floats;
 };
 
+/// An output that is the next value of an input and shares its arena bytes
+/// (a training step's parameters and optimizer state, updated in place by
+/// AdamW). After a run the input buffer holds the new value, so a caller
+/// that runs the program again may skip setting that input: the state
+/// stays on the device between runs.
+struct InPlaceUpdate {
+  uint32_t output = 0; // buffer id of an Output
+  uint32_t input = 0;  // buffer id of the Input it updates
+};
+
 struct Program {
   std::vector<BufferDesc> buffers;
   std::vector<uint8_t> constants; // blob for Constant buffers, 64-byte aligned
@@ -168,6 +179,7 @@ struct Program {
   std::vector<Instr> instrs;      // executed in order
   std::vector<uint32_t> inputs;   // buffer ids of inputs, in calling order
   std::vector<uint32_t> outputs;  // buffer ids of outputs, in calling order
+  std::vector<InPlaceUpdate> updates; // outputs that overwrite their input
 
   /// Checks internal consistency (ids in range, sizes, offsets inside the
   /// arena or constant blob, arity of each opcode). Returns an empty string
