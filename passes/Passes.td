@@ -96,4 +96,19 @@ def AutocastBf16 : Pass<"loom-autocast-bf16", "mlir::func::FuncOp"> {
   let dependentDialects = ["loom::LoomDialect"];
 }
 
+def UseBf16Matmuls : Pass<"loom-use-bf16-matmuls", "mlir::func::FuncOp"> {
+  let summary = "Run matmuls whose operands and result are bf16-rounded on bf16 tensors";
+  let description = [{
+    After `loom-autocast-bf16` every autocast matmul reads operands of the form
+    cast(bf16 -> f32)(a) and its only user rounds the result back to bf16.
+    Such a matmul becomes one on the bf16 tensors with a bf16 result, which
+    is the same arithmetic (exact widening, f32 accumulation, one rounding)
+    without the f32 copies: backends run it as a tensor-core GEMM, and the
+    f32 versions of the operands no longer need memory. Run on the finished
+    training step (after `loom-build-train-step`), where the backward's
+    matmuls have the same shape.
+  }];
+  let dependentDialects = ["loom::LoomDialect"];
+}
+
 #endif // LOOM_PASSES

@@ -52,9 +52,12 @@ std::string cpuSupports(const Program &p, const Instr &I) {
   case OpCode::GeluTanh: case OpCode::GeluErf: case OpCode::Cos: case OpCode::Sin:
   case OpCode::Log:
     return need(I.out[0], {DType::F32, DType::F64}, "operands");
+  // bf16 products (autocast's matmuls) widen to f32 and round the result.
+  case OpCode::MatMul:
+    return need(I.in[0], {DType::F32, DType::F64, DType::BF16}, "operands");
   // The kernels below are templates over f32 and f64 (f64 serves gradient
   // checks); bf16 is not computed on directly, graphs cast it to f32.
-  case OpCode::MatMul: case OpCode::Reduce: case OpCode::Softmax: case OpCode::RmsNorm:
+  case OpCode::Reduce: case OpCode::Softmax: case OpCode::RmsNorm:
   case OpCode::LayerNorm: case OpCode::Rotary: case OpCode::Attention:
   case OpCode::RmsNormGrad: case OpCode::LayerNormGrad: case OpCode::AttentionGrad:
   case OpCode::RotaryGrad: case OpCode::ActivationGrad: case OpCode::SoftmaxGrad:

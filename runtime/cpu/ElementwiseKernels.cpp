@@ -12,6 +12,7 @@
 // results are within half an ulp of the exact value; this backend is the
 // numerical reference for the others.
 //===----------------------------------------------------------------------===//
+#include "cpu/Bf16.h"
 #include "cpu/Kernels.h"
 #include "cpu/Strided.h"
 #include "lib/Diagnostics.h"
@@ -168,24 +169,6 @@ template <typename Word> void whereTyped(const KernelCall &c, ThreadPool &pool) 
 }
 
 //===--- Cast -------------------------------------------------------------===//
-
-/// bfloat16 is the top half of an IEEE f32. Rounds to nearest even; NaN
-/// stays NaN (a quiet bit is forced so truncation cannot make it infinite).
-uint16_t floatToBf16(float f) {
-  uint32_t u;
-  std::memcpy(&u, &f, 4);
-  if ((u & 0x7fffffffu) > 0x7f800000u)
-    return uint16_t((u >> 16) | 0x40u);
-  u += 0x7fffu + ((u >> 16) & 1u);
-  return uint16_t(u >> 16);
-}
-
-float bf16ToFloat(uint16_t h) {
-  uint32_t u = uint32_t(h) << 16;
-  float f;
-  std::memcpy(&f, &u, 4);
-  return f;
-}
 
 /// Reads element i of a buffer as a double (float dtypes) or int64 (integer
 /// dtypes and bool), then writes it as the destination dtype. Integers go

@@ -270,7 +270,7 @@ std::string cuda::cudaSupports(const Program &p, const Instr &I) {
   case OpCode::Pow: case OpCode::Max: case OpCode::Min:
     return need(I.out[0], {DType::F32, DType::F64, DType::I64, DType::I32}, "operands");
   case OpCode::MatMul:
-    return need(I.out[0], {DType::F32, DType::F64}, "operands");
+    return need(I.out[0], {DType::F32, DType::F64, DType::BF16}, "operands");
   case OpCode::Attention: case OpCode::AttentionGrad: {
     const BufferDesc &q = p.buffers[I.in[0]], &v = p.buffers[I.in[2]];
     if (q.shape[3] > 256 || v.shape[3] > 256)

@@ -23,7 +23,9 @@
 //
 // Precision: f32 products use CUBLAS_COMPUTE_32F, true fp32 with no TF32,
 // because the f32 program is the parity reference against PyTorch's fp32
-// runs; f64 products use CUBLAS_COMPUTE_64F.
+// runs; f64 products use CUBLAS_COMPUTE_64F; bf16 products (autocast) run
+// on the tensor cores with an f32 accumulator and f32 scaling, and round
+// the result to bf16 once, as the CPU reference does.
 //===----------------------------------------------------------------------===//
 #include "cpu/Strided.h"
 #include "cuda/CudaKernels.h"
@@ -56,6 +58,7 @@ struct GemmPlan {
   };
   std::vector<Call> calls;
   size_t elemBytes = 4;
+  bool f64 = false; // alpha/beta are doubles (f64 products) or floats
 };
 
 class LtGemmCache : public GemmCache {
@@ -93,7 +96,7 @@ public:
     }
     const float oneF = 1.f, zeroF = 0.f;
     const double oneD = 1.0, zeroD = 0.0;
-    bool f64 = p.elemBytes == 8;
+    bool f64 = p.f64;
     const void *alpha = f64 ? static_cast<const void *>(&oneD) : &oneF;
     const void *beta = f64 ? static_cast<const void *>(&zeroD) : &zeroF;
     auto *a = static_cast<const uint8_t *>(c.in[0].data);
@@ -162,9 +165,11 @@ private:
       }
     }
 
-    cudaDataType_t type = p.elemBytes == 8 ? CUDA_R_64F : CUDA_R_32F;
-    cublasComputeType_t compute = p.elemBytes == 8 ? CUBLAS_COMPUTE_64F : CUBLAS_COMPUTE_32F;
-    if (cublasLtMatmulDescCreate(&p.desc, compute, type) != CUBLAS_STATUS_SUCCESS) {
+    p.f64 = C.dtype == DType::F64;
+    cudaDataType_t type = p.f64 ? CUDA_R_64F : C.dtype == DType::BF16 ? CUDA_R_16BF : CUDA_R_32F;
+    cublasComputeType_t compute = p.f64 ? CUBLAS_COMPUTE_64F : CUBLAS_COMPUTE_32F;
+    cudaDataType_t scaleType = p.f64 ? CUDA_R_64F : CUDA_R_32F;
+    if (cublasLtMatmulDescCreate(&p.desc, compute, scaleType) != CUBLAS_STATUS_SUCCESS) {
       err = "cuBLASLt: cannot create a matmul descriptor";
       return false;
     }

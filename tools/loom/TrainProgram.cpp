@@ -74,6 +74,10 @@ bool compileTrainStep(const std::string &path, int64_t batch, int64_t seq,
     // The backward pass repeats small constants and reshapes: clean up.
     pm.addPass(mlir::createCanonicalizerPass(rewriteConfig()));
     pm.addPass(mlir::createCSEPass());
+    if (o.bf16) { // autocast's rounded matmuls become bf16 GEMMs
+      pm.nest<mlir::func::FuncOp>().addPass(createUseBf16Matmuls());
+      pm.addPass(mlir::createCanonicalizerPass(rewriteConfig()));
+    }
   };
   if (!runPipeline(*module, path, "building the training step", addPasses, err))
     return false;
