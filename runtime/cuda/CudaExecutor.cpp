@@ -12,7 +12,10 @@
 // Running: the first run() records every launch on the executor's stream
 // into a CUDA graph; every run replays it, so a step costs one graph launch
 // instead of hundreds of kernel launches. LOOM_CUDA_GRAPH=0 launches
-// directly (for debugging a kernel). After each run the DeviceError slot is
+// directly (for debugging a kernel). LOOM_CUDA_PROFILE=1 launches directly
+// with a pair of CUDA events around every instruction and, when the
+// executor goes away, prints to stderr the time per opcode, its share, the
+// GEMMs' achieved TFLOP/s, and the device memory loom allocated. After each run the DeviceError slot is
 // read back; a data error (an id out of range) fails the run with the same
 // one-line message shape as the CPU backend.
 //===----------------------------------------------------------------------===//
@@ -25,6 +28,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <map>
 
 namespace loom::rt {
 
@@ -88,6 +92,9 @@ public:
   explicit CudaExecutor(std::shared_ptr<const Program> p) : Executor(std::move(p)) {}
 
   ~CudaExecutor() override {
+    if (profile_)
+      printProfile();
+    for (cudaEvent_t e : events_) cudaEventDestroy(e);
     if (graphExec_) cudaGraphExecDestroy(graphExec_);
     if (graph_) cudaGraphDestroy(graph_);
     gemms_.reset();
@@ -137,11 +144,21 @@ public:
       calls_.push_back(std::move(call));
     }
     const char *g = std::getenv("LOOM_CUDA_GRAPH");
-    useGraph_ = !(g && std::strcmp(g, "0") == 0);
+    const char *prof = std::getenv("LOOM_CUDA_PROFILE");
+    profile_ = prof && std::strcmp(prof, "1") == 0;
+    useGraph_ = !(g && std::strcmp(g, "0") == 0) && !profile_;
+    if (profile_) {
+      events_.resize(2 * calls_.size());
+      for (cudaEvent_t &ev : events_) cudaEventCreate(&ev);
+      opMs_.assign(calls_.size(), 0.0);
+    }
+    allocated_ = arenaBytes + p.constants.size() + scratch + kGemmWorkspaceBytes;
     if ((e = cudaDeviceSynchronize()) != cudaSuccess)
       return fail(err, cudaErr("setting up the CUDA executor", e));
     return true;
   }
+
+  uint64_t deviceMemoryBytes() const override { return allocated_; }
 
   bool setInput(size_t index, const void *data, size_t bytes, std::string &err) override {
     if (!checkIo(program_->inputs, "input", index, bytes, err))
@@ -167,7 +184,9 @@ public:
     cudaError_t e = cudaSuccess;
     if (!useGraph_) {
       for (const CudaCall &c : calls_) {
+        if (profile_) cudaEventRecord(events_[2 * size_t(c.index)], ctx_.stream);
         launch(c, ctx_, workspace_);
+        if (profile_) cudaEventRecord(events_[2 * size_t(c.index) + 1], ctx_.stream);
         if ((e = cudaGetLastError()) != cudaSuccess)
           return fail(err, cat("instr ", c.index, " (", opcodeName(c.instr->op), "): ",
                                cudaGetErrorString(e)));
@@ -184,6 +203,14 @@ public:
       e = cudaStreamSynchronize(ctx_.stream);
     if (e != cudaSuccess)
       return fail(err, cudaErr("running the program on the GPU", e));
+    if (profile_) {
+      for (size_t i = 0; i < calls_.size(); ++i) {
+        float ms = 0;
+        cudaEventElapsedTime(&ms, events_[2 * i], events_[2 * i + 1]);
+        opMs_[i] += ms;
+      }
+      ++profiledRuns_;
+    }
     if (de.instr >= 0) {
       clearError();
       const char *what = de.what == 0 ? "id" : "target";
@@ -216,6 +243,41 @@ private:
     return true;
   }
 
+  /// Time per opcode over the profiled runs, largest first; GEMM FLOPs are
+  /// 2 M N K per product, from the buffer shapes.
+  void printProfile() const {
+    if (profiledRuns_ == 0) return;
+    std::map<std::string, std::pair<double, int>> byOp; // ms, instructions
+    double total = 0, gemmFlops = 0, gemmMs = 0;
+    for (size_t i = 0; i < calls_.size(); ++i) {
+      const Instr &I = *calls_[i].instr;
+      auto &slot = byOp[std::string(opcodeName(I.op)) +
+                        (I.op == OpCode::MatMul ? std::string(" ") + dtypeName(program_->buffers[I.out[0]].dtype) : "")];
+      slot.first += opMs_[i];
+      slot.second += 1;
+      total += opMs_[i];
+      if (I.op == OpCode::MatMul) {
+        const BufferDesc &a = program_->buffers[I.in[0]], &o = program_->buffers[I.out[0]];
+        int64_t k = I.ints[0] ? a.shape[a.shape.size() - 2] : a.shape.back();
+        gemmFlops += 2.0 * double(o.numElements()) * double(k);
+        gemmMs += opMs_[i];
+      }
+    }
+    std::vector<std::pair<double, std::string>> rows;
+    for (const auto &[name, v] : byOp) rows.push_back({v.first, name});
+    std::sort(rows.rbegin(), rows.rend());
+    double runs = double(profiledRuns_);
+    std::fprintf(stderr, "loom cuda profile: %d runs, %.3f ms per run in kernels, device memory %.2f GiB\n",
+                 profiledRuns_, total / runs, double(allocated_) / double(1ull << 30));
+    std::fprintf(stderr, "  %-22s %6s %12s %7s\n", "opcode", "instrs", "ms/run", "share");
+    for (const auto &[ms, name] : rows)
+      std::fprintf(stderr, "  %-22s %6d %12.3f %6.1f%%\n", name.c_str(), byOp.at(name).second,
+                   ms / runs, total > 0 ? 100.0 * ms / total : 0.0);
+    if (gemmMs > 0)
+      std::fprintf(stderr, "  GEMMs: %.1f TFLOP/s achieved (%.2f TFLOP per run)\n",
+                   gemmFlops / (gemmMs / runs * 1e-3) / 1e12, gemmFlops / 1e12);
+  }
+
   void clearError() {
     DeviceError none{-1, 0, 0, 0, 0};
     cudaMemcpy(error_, &none, sizeof none, cudaMemcpyHostToDevice);
@@ -245,6 +307,11 @@ private:
   std::unique_ptr<GemmCache> gemms_;
   std::vector<CudaCall> calls_;
   bool useGraph_ = true;
+  bool profile_ = false;
+  std::vector<cudaEvent_t> events_; // start/stop per instruction (profiling)
+  std::vector<double> opMs_;        // summed over profiled runs
+  int profiledRuns_ = 0;
+  size_t allocated_ = 0;
   cudaGraph_t graph_ = nullptr;
   cudaGraphExec_t graphExec_ = nullptr;
 };

@@ -176,28 +176,55 @@ __global__ void softmaxGradKernel(const float *y, const float *dy, float *dx, in
   }
 }
 
-// Reduce: one block per output element; kept dims place the block, reduced
-// dims are walked by its threads. kind 0 sum, 1 mean, 2 max.
-__global__ void reduceKernel(const float *x, float *y, StridedMap<1> kept, StridedMap<1> red,
-                             int64_t count, int kind) {
+// Reduce: kept dims place a block (blockIdx.x), reduced dims are walked by
+// its threads. A reduction too large for one block (a parameter's sum of
+// squares for the gradient norm: millions of elements into one scalar) is
+// cut into gridDim.y slices of `slice` elements whose partial results go to
+// scratch; reduceFinishKernel combines the slices in order. kind 0 sum,
+// 1 mean, 2 max. Either way the combination order is fixed.
+__global__ void reduceKernel(const float *x, float *y, double *partial, StridedMap<1> kept,
+                             StridedMap<1> red, int64_t count, int64_t slice, int kind) {
   __shared__ double sh[32];
-  int64_t base[1];
-  kept.offsets(blockIdx.x, base);
+  int64_t out = blockIdx.x, base[1];
+  kept.offsets(out, base);
+  int64_t r0 = int64_t(blockIdx.y) * slice, r1 = min(count, r0 + slice);
   double sum = 0, mx = -INFINITY;
-  for (int64_t r = threadIdx.x; r < count; r += blockDim.x) {
+  for (int64_t r = r0 + threadIdx.x; r < r1; r += blockDim.x) {
     int64_t off[1];
     red.offsets(r, off);
     double v = x[base[0] + off[0]];
     sum += v;
     mx = v != v || v > mx ? v : mx;
   }
-  if (kind == 2) {
-    mx = blockMax(mx, sh);
-    if (threadIdx.x == 0) y[blockIdx.x] = float(mx);
-  } else {
-    sum = blockSum(sum, sh);
-    if (threadIdx.x == 0) y[blockIdx.x] = float(kind == 1 ? sum / double(count) : sum);
+  double v = kind == 2 ? blockMax(mx, sh) : blockSum(sum, sh);
+  if (threadIdx.x != 0) return;
+  if (partial)
+    partial[out * gridDim.y + blockIdx.y] = v;
+  else
+    y[out] = float(kind == 1 ? v / double(count) : v);
+}
+
+__global__ void reduceFinishKernel(const double *partial, float *y, int64_t slices,
+                                   int64_t count, int kind) {
+  __shared__ double sh[32];
+  int64_t out = blockIdx.x;
+  double sum = 0, mx = -INFINITY;
+  for (int64_t i = threadIdx.x; i < slices; i += blockDim.x) {
+    double v = partial[out * slices + i];
+    sum += v;
+    mx = v != v || v > mx ? v : mx;
   }
+  double v = kind == 2 ? blockMax(mx, sh) : blockSum(sum, sh);
+  if (threadIdx.x == 0) y[out] = float(kind == 1 ? v / double(count) : v);
+}
+
+constexpr int64_t kReduceSlice = 64 * 1024; // elements per block when sliced
+
+/// Slices per output for a reduction of `count` elements into `outputs`
+/// values: 1 (no scratch) unless there are too few outputs to fill the GPU.
+int64_t reduceSlices(int64_t outputs, int64_t count) {
+  if (outputs >= 1024 || count <= kReduceSlice) return 1;
+  return (count + kReduceSlice - 1) / kReduceSlice;
 }
 
 /// A line view [outer, len, inner] of `shape` around `axis`.
@@ -213,6 +240,12 @@ void lineView(const Shape &shape, size_t axis, int64_t &lines, int64_t &len, int
 } // namespace
 
 size_t normScratchBytes(const Program &p, const Instr &I) {
+  if (I.op == OpCode::Reduce) {
+    int64_t outputs = p.buffers[I.out[0]].numElements();
+    int64_t count = outputs ? p.buffers[I.in[0]].numElements() / outputs : 0;
+    int64_t slices = reduceSlices(outputs, count);
+    return slices > 1 ? size_t(outputs * slices) * sizeof(double) : 0;
+  }
   if (I.op != OpCode::RmsNormGrad && I.op != OpCode::LayerNormGrad)
     return 0;
   const BufferDesc &x = p.buffers[I.in[0]];
@@ -298,8 +331,16 @@ void launchReduce(const CudaCall &c, CudaContext &ctx) {
   if (redShape.empty()) redShape = {1}, redStrides = {0};
   auto kept = makeStridedMap<1>(keptShape, {keptStrides});
   auto red = makeStridedMap<1>(redShape, {redStrides});
-  reduceKernel<<<unsigned(outputs), kRowThreads, 0, ctx.stream>>>(
-      c.in[0].as<float>(), c.out[0].as<float>(), kept, red, count, int(c.instr->ints[0]));
+  int kind = int(c.instr->ints[0]);
+  int64_t slices = reduceSlices(outputs, count);
+  double *partial = slices > 1 ? static_cast<double *>(ctx.scratch) : nullptr;
+  dim3 grid{unsigned(outputs), unsigned(slices)};
+  reduceKernel<<<grid, kRowThreads, 0, ctx.stream>>>(c.in[0].as<float>(), c.out[0].as<float>(),
+                                                     partial, kept, red, count,
+                                                     slices > 1 ? kReduceSlice : count, kind);
+  if (partial)
+    reduceFinishKernel<<<unsigned(outputs), kRowThreads, 0, ctx.stream>>>(
+        partial, c.out[0].as<float>(), slices, count, kind);
 }
 
 } // namespace loom::rt::cuda

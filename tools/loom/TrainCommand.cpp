@@ -212,6 +212,9 @@ int runTrain(int argc, char **argv) {
               args.positional()[0].c_str(), P, (long long)numel, (long long)B, (long long)T,
               precision.c_str(), (long long)steps, compileS,
               double(tp.program->arenaBytes) / (1 << 20), tp.program->updates.size());
+  if (uint64_t dev = exec->deviceMemoryBytes())
+    std::printf("device memory: %.2f GiB (arena, constants, scratch, GEMM workspace)\n",
+                double(dev) / double(1ull << 30));
 
   std::FILE *log = nullptr;
   if (args.has("log") && !(log = std::fopen(args.get("log").c_str(), "a")))

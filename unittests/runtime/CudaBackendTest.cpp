@@ -182,6 +182,21 @@ TEST(CudaBackend, ReduceSoftmaxNorms) {
   expectSameOnGpu(t.b.p, t.inputs);
 }
 
+TEST(CudaBackend, LargeReductionsAreSliced) {
+  // Few outputs, many elements each (a gradient norm's sum of squares):
+  // the sliced two-pass path, compared against the CPU.
+  REQUIRE_GPU();
+  Rng rng;
+  OneOp t;
+  uint32_t x = t.f32(rng, {3, 300001});
+  t.b.instr(OpCode::Reduce, {x}, {t.b.output(DType::F32, {})}, {0, 0, 1});
+  t.b.instr(OpCode::Reduce, {x}, {t.b.output(DType::F32, {3, 1})}, {1, 1});
+  t.b.instr(OpCode::Reduce, {x}, {t.b.output(DType::F32, {1, 300001})}, {2, 0});
+  t.b.instr(OpCode::Reduce, {x}, {t.b.output(DType::F32, {})}, {2, 0, 1});
+  ASSERT_EQ(t.b.p.validate(), "");
+  expectSameOnGpu(t.b.p, t.inputs, 1e-5, 1e-5);
+}
+
 TEST(CudaBackend, MovementOps) {
   REQUIRE_GPU();
   Rng rng;

@@ -32,6 +32,9 @@ public:
                          std::string &err) = 0;
 
   const Program &program() const { return *program_; }
+  /// Bytes of accelerator memory the executor holds (all of it is
+  /// allocated at creation); 0 for the CPU backend.
+  virtual uint64_t deviceMemoryBytes() const { return 0; }
 
 protected:
   explicit Executor(std::shared_ptr<const Program> p) : program_(std::move(p)) {}
