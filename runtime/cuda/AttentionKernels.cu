@@ -7,9 +7,11 @@
 // j > i + max(S - T, 0). Same math as cpu/AttentionKernel.cpp and the
 // AttentionGrad kernel in cpu/TrainingKernels.cpp.
 //
-// These are the reference-quality kernels: one warp per query row (forward,
-// backward pass 1) or per key row (backward pass 2), the lanes splitting the
-// head dim (D, Dv <= 256, 8 values per lane). The forward uses the online
+// Two implementations of the same math. Head dims up to 128 (every model
+// loom has met) take the chunked kernels below, which share K/V (or Q/dY)
+// chunks in shared memory across a block; larger ones take the plain
+// kernels: one warp per query row (forward, backward pass 1) or per key row
+// (backward pass 2), the lanes splitting the head dim (<= 256, 8 per lane). The forward uses the online
 // softmax: with running max m, normalizer l and accumulator a,
 //   m' = max(m, s_j);  c = exp(m - m');  l' = l c + exp(s_j - m');
 //   a' = a c + exp(s_j - m') v_j;        o = a / l at the end.
@@ -184,6 +186,235 @@ __global__ void attentionGradKeyKernel(const float *q, const float *k, const flo
   storeRow(dv + krow * a.Dv, a.Dv, av, 1.f);
 }
 
+//===--- Chunked kernels (head dims <= 128) -------------------------------===//
+//
+// The same math, organised so that a warp handles 32 keys (or queries) at
+// once with one lane per key, and a block of kRowsPerBlock warps shares
+// every chunk it loads into shared memory:
+//   forward / backward pass 1: a block is kRowsPerBlock consecutive query
+//     rows of one (b, h); per 32-key chunk each lane scores its key against
+//     the warp's query, the warp combines the 32 scores with two shuffle
+//     reductions, and the output dims (owned by lanes) take the chunk's
+//     weighted values through 32 broadcasts;
+//   backward pass 2: a block is kRowsPerBlock consecutive key rows of one
+//     (b, g); per 32-query chunk each lane takes one query.
+// Shared rows are padded by one float so that lanes reading the same column
+// of different rows hit different banks. Reduction orders are fixed, so
+// results stay bitwise reproducible.
+
+constexpr int kChunk = 32;
+constexpr int kRowsPerBlock = 8;
+constexpr int kChunkedMaxDim = 128;
+constexpr int kChunkedPerLane = kChunkedMaxDim / 32;
+
+/// Loads rows [r0, r0 + 32) (zeros past `rows`) of a [rows, n] tensor into a
+/// shared [32, n + 1] tile, with every thread of the block.
+__device__ inline void loadChunk(float *tile, const float *src, int64_t r0, int64_t rows,
+                                 int64_t n) {
+  for (int64_t idx = threadIdx.x; idx < kChunk * n; idx += blockDim.x) {
+    int64_t r = idx / n, d = idx % n;
+    tile[r * (n + 1) + d] = r0 + r < rows ? src[(r0 + r) * n + d] : 0.f;
+  }
+}
+
+/// <a, b> over n values where a is a shared row read by every lane alike
+/// (a broadcast) and b is this lane's own shared row.
+__device__ inline float dotShared(const float *a, const float *b, int64_t n) {
+  float s = 0.f;
+  for (int64_t d = 0; d < n; ++d) s += a[d] * b[d];
+  return s;
+}
+
+__global__ void attentionForwardChunked(const float *q, const float *k, const float *v, float *o,
+                                        AttnShape a) {
+  extern __shared__ float smem[];
+  float *Ks = smem, *Vs = Ks + kChunk * (a.D + 1), *Qs = Vs + kChunk * (a.Dv + 1);
+  int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  int64_t bh = blockIdx.x, b = bh / a.Hq, h = bh % a.Hq, g = b * a.Hkv + h / a.group;
+  int64_t i0 = int64_t(blockIdx.y) * kRowsPerBlock, i = i0 + warp;
+  bool active = i < a.T;
+  const float *kg = k + g * a.S * a.D, *vg = v + g * a.S * a.Dv;
+  float *qrow = Qs + warp * a.D;
+  for (int64_t d = lane; d < a.D; d += 32) qrow[d] = active ? q[(bh * a.T + i) * a.D + d] : 0.f;
+  int64_t visible = !active ? 0 : a.causal ? min(a.S, i + a.offset + 1) : a.S;
+  int64_t last = min(a.T - 1, i0 + kRowsPerBlock - 1);
+  int64_t blockVisible = a.causal ? min(a.S, last + a.offset + 1) : a.S;
+  float m = -INFINITY, l = 0.f, acc[kChunkedPerLane] = {};
+  for (int64_t j0 = 0; j0 < blockVisible; j0 += kChunk) {
+    __syncthreads(); // the previous chunk is no longer read
+    loadChunk(Ks, kg, j0, a.S, a.D);
+    loadChunk(Vs, vg, j0, a.S, a.Dv);
+    __syncthreads();
+    int64_t j = j0 + lane;
+    float s = j < visible ? a.scale * dotShared(qrow, Ks + lane * (a.D + 1), a.D) : -INFINITY;
+    float cmax = warpMax(s);
+    if (cmax == -INFINITY) continue; // no visible key here (the same for all lanes)
+    float mNew = fmaxf(m, cmax), corr = expf(m - mNew);
+    float p = j < visible ? expf(s - mNew) : 0.f;
+    l = l * corr + warpSum(p);
+#pragma unroll
+    for (int u = 0; u < kChunkedPerLane; ++u) acc[u] *= corr;
+    for (int jj = 0; jj < kChunk; ++jj) {
+      float pj = __shfl_sync(0xffffffffu, p, jj);
+      if (pj == 0.f) continue;
+      const float *vrow = Vs + jj * (a.Dv + 1);
+#pragma unroll
+      for (int u = 0; u < kChunkedPerLane; ++u) {
+        int64_t d = lane + 32 * u;
+        if (d < a.Dv) acc[u] += pj * vrow[d];
+      }
+    }
+    m = mNew;
+  }
+  if (!active) return;
+  float inv = visible ? 1.f / l : 0.f;
+#pragma unroll
+  for (int u = 0; u < kChunkedPerLane; ++u) {
+    int64_t d = lane + 32 * u;
+    if (d < a.Dv) o[(bh * a.T + i) * a.Dv + d] = acc[u] * inv;
+  }
+}
+
+// Backward pass 1 over query rows: one sweep computes lse_i and delta_i
+// with the online rule (t accumulates exp(s - m) dP like l accumulates
+// exp(s - m)); a second sweep sums dq_i.
+__global__ void attentionGradQueryChunked(const float *q, const float *k, const float *v,
+                                          const float *dy, float *dq, float *lse, float *delta,
+                                          AttnShape a) {
+  extern __shared__ float smem[];
+  float *Ks = smem, *Vs = Ks + kChunk * (a.D + 1), *Qs = Vs + kChunk * (a.Dv + 1);
+  float *Ds = Qs + kRowsPerBlock * a.D;
+  int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  int64_t bh = blockIdx.x, b = bh / a.Hq, h = bh % a.Hq, g = b * a.Hkv + h / a.group;
+  int64_t i0 = int64_t(blockIdx.y) * kRowsPerBlock, i = i0 + warp, row = bh * a.T + i;
+  bool active = i < a.T;
+  const float *kg = k + g * a.S * a.D, *vg = v + g * a.S * a.Dv;
+  float *qrow = Qs + warp * a.D, *dyrow = Ds + warp * a.Dv;
+  for (int64_t d = lane; d < a.D; d += 32) qrow[d] = active ? q[row * a.D + d] : 0.f;
+  for (int64_t d = lane; d < a.Dv; d += 32) dyrow[d] = active ? dy[row * a.Dv + d] : 0.f;
+  int64_t visible = !active ? 0 : a.causal ? min(a.S, i + a.offset + 1) : a.S;
+  int64_t last = min(a.T - 1, i0 + kRowsPerBlock - 1);
+  int64_t blockVisible = a.causal ? min(a.S, last + a.offset + 1) : a.S;
+  float m = -INFINITY, l = 0.f, t = 0.f;
+  for (int64_t j0 = 0; j0 < blockVisible; j0 += kChunk) {
+    __syncthreads();
+    loadChunk(Ks, kg, j0, a.S, a.D);
+    loadChunk(Vs, vg, j0, a.S, a.Dv);
+    __syncthreads();
+    int64_t j = j0 + lane;
+    bool vis = j < visible;
+    float s = vis ? a.scale * dotShared(qrow, Ks + lane * (a.D + 1), a.D) : -INFINITY;
+    float dP = vis ? dotShared(dyrow, Vs + lane * (a.Dv + 1), a.Dv) : 0.f;
+    float cmax = warpMax(s);
+    if (cmax == -INFINITY) continue;
+    float mNew = fmaxf(m, cmax), corr = expf(m - mNew);
+    float e = vis ? expf(s - mNew) : 0.f;
+    l = l * corr + warpSum(e);
+    t = t * corr + warpSum(e * dP);
+    m = mNew;
+  }
+  float L = visible ? m + logf(l) : 0.f, dl = visible ? t / l : 0.f;
+  float acc[kChunkedPerLane] = {};
+  for (int64_t j0 = 0; j0 < blockVisible; j0 += kChunk) {
+    __syncthreads();
+    loadChunk(Ks, kg, j0, a.S, a.D);
+    loadChunk(Vs, vg, j0, a.S, a.Dv);
+    __syncthreads();
+    int64_t j = j0 + lane;
+    bool vis = j < visible;
+    float ds = 0.f;
+    if (vis) {
+      float p = expf(a.scale * dotShared(qrow, Ks + lane * (a.D + 1), a.D) - L);
+      ds = p * (dotShared(dyrow, Vs + lane * (a.Dv + 1), a.Dv) - dl);
+    }
+    for (int jj = 0; jj < kChunk; ++jj) {
+      float dsj = __shfl_sync(0xffffffffu, ds, jj);
+      if (dsj == 0.f) continue;
+      const float *krow = Ks + jj * (a.D + 1);
+#pragma unroll
+      for (int u = 0; u < kChunkedPerLane; ++u) {
+        int64_t d = lane + 32 * u;
+        if (d < a.D) acc[u] += dsj * krow[d];
+      }
+    }
+  }
+  if (!active) return;
+#pragma unroll
+  for (int u = 0; u < kChunkedPerLane; ++u) {
+    int64_t d = lane + 32 * u;
+    if (d < a.D) dq[row * a.D + d] = acc[u] * a.scale;
+  }
+  if (lane == 0) {
+    lse[row] = L;
+    delta[row] = dl;
+  }
+}
+
+// Backward pass 2 over key rows: per chunk of 32 queries of each head in
+// the kv head's group, lane = query:
+//   p = exp(scale <q_i, k_j> - lse_i),  ds = p (<dy_i, v_j> - delta_i)
+//   dv_j += p dy_i,  dk_j += ds q_i   (dk scaled at the end)
+__global__ void attentionGradKeyChunked(const float *q, const float *k, const float *v,
+                                        const float *dy, const float *lse, const float *delta,
+                                        float *dk, float *dv, AttnShape a) {
+  extern __shared__ float smem[];
+  float *Qs = smem, *Ds = Qs + kChunk * (a.D + 1), *Ks = Ds + kChunk * (a.Dv + 1);
+  float *Vs = Ks + kRowsPerBlock * a.D;
+  int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  int64_t bg = blockIdx.x, b = bg / a.Hkv, g = bg % a.Hkv;
+  int64_t j0row = int64_t(blockIdx.y) * kRowsPerBlock, j = j0row + warp, krow = bg * a.S + j;
+  bool active = j < a.S;
+  float *kr = Ks + warp * a.D, *vr = Vs + warp * a.Dv;
+  for (int64_t d = lane; d < a.D; d += 32) kr[d] = active ? k[krow * a.D + d] : 0.f;
+  for (int64_t d = lane; d < a.Dv; d += 32) vr[d] = active ? v[krow * a.Dv + d] : 0.f;
+  // Query i sees key j when i >= j - offset (causal).
+  int64_t firstQuery = !a.causal ? 0 : max(int64_t(0), j - a.offset);
+  int64_t blockFirst = !a.causal ? 0 : max(int64_t(0), j0row - a.offset);
+  float ak[kChunkedPerLane] = {}, av[kChunkedPerLane] = {};
+  for (int64_t h = g * a.group; h < (g + 1) * a.group; ++h) {
+    int64_t bh = b * a.Hq + h;
+    const float *qh = q + bh * a.T * a.D, *dyh = dy + bh * a.T * a.Dv;
+    for (int64_t i0 = blockFirst; i0 < a.T; i0 += kChunk) {
+      __syncthreads();
+      loadChunk(Qs, qh, i0, a.T, a.D);
+      loadChunk(Ds, dyh, i0, a.T, a.Dv);
+      __syncthreads();
+      int64_t i = i0 + lane;
+      bool vis = active && i < a.T && i >= firstQuery;
+      float p = 0.f, ds = 0.f;
+      if (vis) {
+        int64_t row = bh * a.T + i;
+        p = expf(a.scale * dotShared(kr, Qs + lane * (a.D + 1), a.D) - lse[row]);
+        ds = p * (dotShared(vr, Ds + lane * (a.Dv + 1), a.Dv) - delta[row]);
+      }
+      for (int ii = 0; ii < kChunk; ++ii) {
+        float pi = __shfl_sync(0xffffffffu, p, ii), dsi = __shfl_sync(0xffffffffu, ds, ii);
+        if (pi == 0.f && dsi == 0.f) continue;
+        const float *qrow = Qs + ii * (a.D + 1), *drow = Ds + ii * (a.Dv + 1);
+#pragma unroll
+        for (int u = 0; u < kChunkedPerLane; ++u) {
+          int64_t d = lane + 32 * u;
+          if (d < a.Dv) av[u] += pi * drow[d];
+          if (d < a.D) ak[u] += dsi * qrow[d];
+        }
+      }
+    }
+  }
+  if (!active) return;
+#pragma unroll
+  for (int u = 0; u < kChunkedPerLane; ++u) {
+    int64_t d = lane + 32 * u;
+    if (d < a.D) dk[krow * a.D + d] = ak[u] * a.scale;
+    if (d < a.Dv) dv[krow * a.Dv + d] = av[u];
+  }
+}
+
+bool chunked(const AttnShape &a) { return a.D <= kChunkedMaxDim && a.Dv <= kChunkedMaxDim; }
+
+size_t chunkSmem(int64_t rowsA, int64_t nA, int64_t rowsB, int64_t nB, int64_t extra) {
+  return size_t(rowsA * (nA + 1) + rowsB * (nB + 1) + extra) * sizeof(float);
+}
+
 unsigned warpsGrid(int64_t warps) {
   return unsigned((warps + kWarpsPerBlock - 1) / kWarpsPerBlock);
 }
@@ -202,6 +433,13 @@ void launchAttention(const CudaCall &c, CudaContext &ctx) {
   AttnShape a = attnShape(c);
   int64_t rows = a.B * a.Hq * a.T;
   if (rows == 0) return;
+  if (chunked(a)) {
+    dim3 grid{unsigned(a.B * a.Hq), unsigned((a.T + kRowsPerBlock - 1) / kRowsPerBlock)};
+    size_t smem = chunkSmem(kChunk, a.D, kChunk, a.Dv, kRowsPerBlock * a.D);
+    attentionForwardChunked<<<grid, 32 * kRowsPerBlock, smem, ctx.stream>>>(
+        c.in[0].as<float>(), c.in[1].as<float>(), c.in[2].as<float>(), c.out[0].as<float>(), a);
+    return;
+  }
   attentionForwardKernel<<<warpsGrid(rows), 32 * kWarpsPerBlock, 0, ctx.stream>>>(
       c.in[0].as<float>(), c.in[1].as<float>(), c.in[2].as<float>(), c.out[0].as<float>(), a);
 }
@@ -211,6 +449,23 @@ void launchAttentionGrad(const CudaCall &c, CudaContext &ctx) {
   int64_t rows = a.B * a.Hq * a.T, krows = a.B * a.Hkv * a.S;
   auto *lse = static_cast<float *>(ctx.scratch);
   float *delta = lse + rows;
+  if (chunked(a)) {
+    const float *q = c.in[0].as<float>(), *k = c.in[1].as<float>(), *v = c.in[2].as<float>();
+    const float *dy = c.in[3].as<float>();
+    if (rows > 0) {
+      dim3 grid{unsigned(a.B * a.Hq), unsigned((a.T + kRowsPerBlock - 1) / kRowsPerBlock)};
+      size_t smem = chunkSmem(kChunk, a.D, kChunk, a.Dv, kRowsPerBlock * (a.D + a.Dv));
+      attentionGradQueryChunked<<<grid, 32 * kRowsPerBlock, smem, ctx.stream>>>(
+          q, k, v, dy, c.out[0].as<float>(), lse, delta, a);
+    }
+    if (krows > 0) {
+      dim3 grid{unsigned(a.B * a.Hkv), unsigned((a.S + kRowsPerBlock - 1) / kRowsPerBlock)};
+      size_t smem = chunkSmem(kChunk, a.D, kChunk, a.Dv, kRowsPerBlock * (a.D + a.Dv));
+      attentionGradKeyChunked<<<grid, 32 * kRowsPerBlock, smem, ctx.stream>>>(
+          q, k, v, dy, lse, delta, c.out[1].as<float>(), c.out[2].as<float>(), a);
+    }
+    return;
+  }
   if (rows > 0)
     attentionGradQueryKernel<<<warpsGrid(rows), 32 * kWarpsPerBlock, 0, ctx.stream>>>(
         c.in[0].as<float>(), c.in[1].as<float>(), c.in[2].as<float>(), c.in[3].as<float>(),

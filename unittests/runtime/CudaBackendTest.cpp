@@ -230,7 +230,9 @@ TEST(CudaBackend, AttentionForwardAndBackward) {
   const AttnCase cases[] = {{2, 4, 2, 9, 9, 16, true},   // GQA, causal
                             {1, 3, 3, 5, 8, 40, true},   // S > T: offset mask
                             {2, 2, 1, 7, 7, 64, false},  // non-causal, MQA
-                            {1, 2, 2, 33, 33, 72, true}}; // head dim past one lane slice
+                            {1, 2, 2, 33, 33, 72, true},  // head dim past one lane slice
+                            {2, 8, 2, 70, 70, 64, true},  // several chunks and row blocks
+                            {1, 2, 1, 6, 6, 160, true}};  // > 128: the plain kernels
   for (const AttnCase &c : cases) {
     SCOPED_TRACE("B" + std::to_string(c.B) + " Hq" + std::to_string(c.Hq) + " T" + std::to_string(c.T));
     OneOp t;
