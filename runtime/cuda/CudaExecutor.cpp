@@ -159,6 +159,13 @@ public:
   }
 
   uint64_t deviceMemoryBytes() const override { return allocated_; }
+  std::string deviceName() const override {
+    cudaDeviceProp prop{};
+    int dev = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess || cudaGetDeviceProperties(&prop, dev) != cudaSuccess)
+      return "cuda";
+    return prop.name;
+  }
 
   bool setInput(size_t index, const void *data, size_t bytes, std::string &err) override {
     if (!checkIo(program_->inputs, "input", index, bytes, err))

@@ -18,12 +18,14 @@ static void usage() {
       "  compile  MODEL.onnx -o ART     compile to a runtime artifact\n"
       "  eval     MODEL.onnx|ART        run the forward pass: logits and loss\n"
       "  plan     MODEL.onnx --gpus N   rank parallelism plans: memory, step time, MFU\n"
-      "  train    MODEL.onnx --data F   train: forward, backward, AdamW, checkpoints\n\n"
+      "  train    MODEL.onnx --data F   train: forward, backward, AdamW, checkpoints\n"
+      "  calibrate -o PROFILE.json      measure this GPU through loom's runtime\n\n"
       "Run 'loom COMMAND --help' for a command's options.\n");
 }
 
 namespace loom::tools {
-int runPlan(int argc, char **argv); // PlanCommand.cpp
+int runPlan(int argc, char **argv);      // PlanCommand.cpp
+int runCalibrate(int argc, char **argv); // CalibrateCommand.cpp
 } // namespace loom::tools
 
 int main(int argc, char **argv) {
@@ -37,6 +39,7 @@ int main(int argc, char **argv) {
   if (cmd == "eval") return loom::tools::runEval(argc, argv);
   if (cmd == "plan") return loom::tools::runPlan(argc, argv);
   if (cmd == "train") return loom::tools::runTrain(argc, argv);
+  if (cmd == "calibrate") return loom::tools::runCalibrate(argc, argv);
   std::fprintf(stderr, "loom: error: unknown command '%s' (see loom --help)\n", cmd.c_str());
   return 1;
 }

@@ -35,6 +35,8 @@ public:
   /// Bytes of accelerator memory the executor holds (all of it is
   /// allocated at creation); 0 for the CPU backend.
   virtual uint64_t deviceMemoryBytes() const { return 0; }
+  /// What runs the program ("cpu", or the GPU's name).
+  virtual std::string deviceName() const { return "cpu"; }
 
 protected:
   explicit Executor(std::shared_ptr<const Program> p) : program_(std::move(p)) {}
