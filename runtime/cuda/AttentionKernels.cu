@@ -26,6 +26,9 @@
 //===----------------------------------------------------------------------===//
 #include "cuda/CudaCommon.cuh"
 
+#include <cstdlib>
+#include <string>
+
 namespace loom::rt::cuda {
 namespace {
 
@@ -415,13 +418,163 @@ size_t chunkSmem(int64_t rowsA, int64_t nA, int64_t rowsB, int64_t nB, int64_t e
   return size_t(rowsA * (nA + 1) + rowsB * (nB + 1) + extra) * sizeof(float);
 }
 
+//===--- Through cuBLASLt (the default when the scores fit) ---------------===//
+//
+// The queries of the G = Hq / Hkv heads that share kv head g are G T
+// consecutive rows of q ([B, Hq, T, D] with h = g G + r), so per (b, g) —
+// one strided batch of B Hkv — attention is plain matrix products over the
+// score matrix S = Q K^T of [G T, S] rows, materialized in scratch:
+//   forward:  S = Q K^T;  P = softmax(scale S) (masked);  O = P V
+//   backward: S, P as above;  dP = dY V^T;  dS = P (dP - rowsum(P dP));
+//             dV = P^T dY;  dQ = scale dS K;  dK = scale dS^T Q
+// The GQA sums over a group's heads fall out of the K = G T dimension of
+// dV and dK. The products run at GEMM speed at the price of S (and dP) in
+// memory and of computing the masked half; rows are softmaxed in place.
+
+/// Which implementation an attention instruction takes: LOOM_CUDA_ATTENTION
+/// = gemm | chunked | plain forces one (tests use it to cover all three);
+/// by default GEMMs when the score matrices fit in kGemmScoreBytes, the
+/// chunked kernels otherwise (plain ones past head dim 128).
+enum class AttnPath { Gemm, Chunked, Plain };
+constexpr uint64_t kGemmScoreBytes = uint64_t(8) << 30;
+
+AttnShape attnShapeOf(const Program &p, const Instr &I) {
+  const Shape &qs = p.buffers[I.in[0]].shape, &ks = p.buffers[I.in[1]].shape,
+              &vs = p.buffers[I.in[2]].shape;
+  AttnShape a;
+  a.B = qs[0];
+  a.Hq = qs[1];
+  a.T = qs[2];
+  a.D = qs[3];
+  a.Hkv = ks[1];
+  a.S = ks[2];
+  a.Dv = vs[3];
+  a.group = a.Hkv ? a.Hq / a.Hkv : 1;
+  a.offset = a.S > a.T ? a.S - a.T : 0;
+  a.causal = I.ints[0] != 0;
+  a.scale = float(I.floats[0]);
+  return a;
+}
+
+uint64_t scoreBytes(const AttnShape &a) { return uint64_t(a.B * a.Hq * a.T * a.S) * sizeof(float); }
+
+AttnPath attnPath(const Program &p, const Instr &I) {
+  AttnShape a = attnShapeOf(p, I);
+  bool fitsChunked = a.D <= kChunkedMaxDim && a.Dv <= kChunkedMaxDim;
+  const char *force = std::getenv("LOOM_CUDA_ATTENTION");
+  std::string f = force ? force : "";
+  bool gemmOk = a.B * a.Hq * a.T > 0 && a.S > 0 && a.D > 0 && a.Dv > 0;
+  if (f == "plain" || (f == "chunked" && !fitsChunked)) return AttnPath::Plain;
+  if (f == "chunked") return AttnPath::Chunked;
+  uint64_t need = scoreBytes(a) * (I.op == OpCode::AttentionGrad ? 2 : 1);
+  if (gemmOk && (f == "gemm" || need <= kGemmScoreBytes)) return AttnPath::Gemm;
+  return fitsChunked ? AttnPath::Chunked : AttnPath::Plain;
+}
+
+// P = softmax over the visible keys of scale * S, in place; masked keys get
+// 0. Row r of the [B Hkv, G T, S] scores is query t = r % T.
+__global__ void scoresToProbsKernel(float *scores, int64_t T, int64_t S, int64_t offset,
+                                    bool causal, float scale) {
+  __shared__ float red[32];
+  int64_t r = blockIdx.x, t = r % T;
+  float *row = scores + r * S;
+  int64_t visible = causal ? min(S, t + offset + 1) : S;
+  float mx = -INFINITY;
+  for (int64_t j = threadIdx.x; j < visible; j += blockDim.x) mx = fmaxf(mx, scale * row[j]);
+  mx = blockMax(mx, red);
+  float sum = 0.f;
+  for (int64_t j = threadIdx.x; j < visible; j += blockDim.x) sum += expf(scale * row[j] - mx);
+  sum = blockSum(sum, red);
+  float inv = visible ? 1.f / sum : 0.f;
+  for (int64_t j = threadIdx.x; j < S; j += blockDim.x)
+    row[j] = j < visible ? expf(scale * row[j] - mx) * inv : 0.f;
+}
+
+// dS = P (dP - delta), delta = sum_j P_j dP_j per row; written over dP.
+__global__ void probsGradKernel(const float *probs, float *dP, int64_t S) {
+  __shared__ float red[32];
+  const float *p = probs + int64_t(blockIdx.x) * S;
+  float *d = dP + int64_t(blockIdx.x) * S;
+  float dot = 0.f;
+  for (int64_t j = threadIdx.x; j < S; j += blockDim.x) dot += p[j] * d[j];
+  dot = blockSum(dot, red);
+  for (int64_t j = threadIdx.x; j < S; j += blockDim.x) d[j] = p[j] * (d[j] - dot);
+}
+
+/// A strided-batched product over the B Hkv (b, g) groups.
+GemmSpec groupGemm(const AttnShape &a, int64_t m, int64_t n, int64_t k, bool ta, bool tb,
+                   int64_t lda, int64_t ldb, int64_t sa, int64_t sb, uint32_t alA, uint32_t alB,
+                   uint32_t alC) {
+  GemmSpec g;
+  g.m = m;
+  g.n = n;
+  g.k = k;
+  g.transA = ta;
+  g.transB = tb;
+  g.lda = lda;
+  g.ldb = ldb;
+  g.ldc = n;
+  g.batch = a.B * a.Hkv;
+  g.strideA = sa;
+  g.strideB = sb;
+  g.strideC = m * n;
+  g.alignA = std::min(alA, alignmentOf(uint64_t(sa) * 4));
+  g.alignB = std::min(alB, alignmentOf(uint64_t(sb) * 4));
+  g.alignC = std::min(alC, alignmentOf(uint64_t(m * n) * 4));
+  return g;
+}
+
 unsigned warpsGrid(int64_t warps) {
   return unsigned((warps + kWarpsPerBlock - 1) / kWarpsPerBlock);
 }
 
 } // namespace
 
+bool planAttentionGemms(const Program &p, int index, GemmCache &gemms, std::vector<int> &ids,
+                        std::string &err) {
+  const Instr &I = p.instrs[size_t(index)];
+  ids.clear();
+  if ((I.op != OpCode::Attention && I.op != OpCode::AttentionGrad) || attnPath(p, I) != AttnPath::Gemm)
+    return true;
+  AttnShape a = attnShapeOf(p, I);
+  int64_t GT = a.group * a.T;
+  auto al = [&](uint32_t id) { return alignmentOf(p.buffers[id].offset); };
+  uint32_t q = al(I.in[0]), k = al(I.in[1]), v = al(I.in[2]), scratch = 256;
+  uint32_t dP = alignmentOf(scoreBytes(a)); // the second score buffer's offset
+  std::vector<GemmSpec> specs;
+  // S = Q K^T: [GT, D] x [S, D]^T
+  specs.push_back(groupGemm(a, GT, a.S, a.D, false, true, a.D, a.D, GT * a.D, a.S * a.D, q, k, scratch));
+  if (I.op == OpCode::Attention) {
+    // O = P V: [GT, S] x [S, Dv]
+    specs.push_back(groupGemm(a, GT, a.Dv, a.S, false, false, a.S, a.Dv, GT * a.S, a.S * a.Dv,
+                              scratch, v, al(I.out[0])));
+  } else {
+    uint32_t dy = al(I.in[3]);
+    // dP = dY V^T: [GT, Dv] x [S, Dv]^T
+    specs.push_back(groupGemm(a, GT, a.S, a.Dv, false, true, a.Dv, a.Dv, GT * a.Dv, a.S * a.Dv, dy, v, dP));
+    // dV = P^T dY: [GT, S]^T x [GT, Dv]
+    specs.push_back(groupGemm(a, a.S, a.Dv, GT, true, false, a.S, a.Dv, GT * a.S, GT * a.Dv,
+                              scratch, dy, al(I.out[2])));
+    // dQ = scale dS K: [GT, S] x [S, D]
+    specs.push_back(groupGemm(a, GT, a.D, a.S, false, false, a.S, a.D, GT * a.S, a.S * a.D, dP, k,
+                              al(I.out[0])));
+    // dK = scale dS^T Q: [GT, S]^T x [GT, D]
+    specs.push_back(groupGemm(a, a.S, a.D, GT, true, false, a.S, a.D, GT * a.S, GT * a.D, dP, q,
+                              al(I.out[1])));
+  }
+  for (const GemmSpec &g : specs) {
+    int id = gemms.plan(g, err);
+    if (id < 0) return false;
+    ids.push_back(id);
+  }
+  return true;
+}
+
 size_t attentionScratchBytes(const Program &p, const Instr &I) {
+  if (I.op != OpCode::Attention && I.op != OpCode::AttentionGrad)
+    return 0;
+  if (attnPath(p, I) == AttnPath::Gemm)
+    return size_t(scoreBytes(attnShapeOf(p, I))) * (I.op == OpCode::AttentionGrad ? 2 : 1) + 256;
   if (I.op != OpCode::AttentionGrad)
     return 0;
   const BufferDesc &q = p.buffers[I.in[0]];
@@ -429,10 +582,25 @@ size_t attentionScratchBytes(const Program &p, const Instr &I) {
   return size_t(2 * rows) * sizeof(float) + 256;
 }
 
+/// The instruction's planned GEMMs, or null when it takes the kernels.
+const std::vector<int> *gemmIdsOf(const CudaCall &c, CudaContext &ctx) {
+  if (!ctx.subGemms || size_t(c.index) >= ctx.subGemms->size()) return nullptr;
+  const std::vector<int> &ids = (*ctx.subGemms)[size_t(c.index)];
+  return ids.empty() ? nullptr : &ids;
+}
+
 void launchAttention(const CudaCall &c, CudaContext &ctx) {
   AttnShape a = attnShape(c);
   int64_t rows = a.B * a.Hq * a.T;
   if (rows == 0) return;
+  if (const std::vector<int> *ids = gemmIdsOf(c, ctx)) {
+    auto *scores = static_cast<float *>(ctx.scratch);
+    ctx.gemms->run((*ids)[0], c.in[0].data, c.in[1].data, scores, 1.f, ctx, ctx.workspace);
+    scoresToProbsKernel<<<unsigned(rows), 128, 0, ctx.stream>>>(scores, a.T, a.S, a.offset,
+                                                                 a.causal, a.scale);
+    ctx.gemms->run((*ids)[1], scores, c.in[2].data, c.out[0].data, 1.f, ctx, ctx.workspace);
+    return;
+  }
   if (chunked(a)) {
     dim3 grid{unsigned(a.B * a.Hq), unsigned((a.T + kRowsPerBlock - 1) / kRowsPerBlock)};
     size_t smem = chunkSmem(kChunk, a.D, kChunk, a.Dv, kRowsPerBlock * a.D);
@@ -447,6 +615,20 @@ void launchAttention(const CudaCall &c, CudaContext &ctx) {
 void launchAttentionGrad(const CudaCall &c, CudaContext &ctx) {
   AttnShape a = attnShape(c);
   int64_t rows = a.B * a.Hq * a.T, krows = a.B * a.Hkv * a.S;
+  if (const std::vector<int> *ids = gemmIdsOf(c, ctx)) {
+    auto *probs = static_cast<float *>(ctx.scratch);
+    float *dP = probs + rows * a.S;
+    const void *q = c.in[0].data, *k = c.in[1].data, *v = c.in[2].data, *dy = c.in[3].data;
+    ctx.gemms->run((*ids)[0], q, k, probs, 1.f, ctx, ctx.workspace);
+    scoresToProbsKernel<<<unsigned(rows), 128, 0, ctx.stream>>>(probs, a.T, a.S, a.offset,
+                                                                 a.causal, a.scale);
+    ctx.gemms->run((*ids)[1], dy, v, dP, 1.f, ctx, ctx.workspace);
+    probsGradKernel<<<unsigned(rows), 128, 0, ctx.stream>>>(probs, dP, a.S);
+    ctx.gemms->run((*ids)[2], probs, dy, c.out[2].data, 1.f, ctx, ctx.workspace);
+    ctx.gemms->run((*ids)[3], dP, k, c.out[0].data, a.scale, ctx, ctx.workspace);
+    ctx.gemms->run((*ids)[4], dP, q, c.out[1].data, a.scale, ctx, ctx.workspace);
+    return;
+  }
   auto *lse = static_cast<float *>(ctx.scratch);
   float *delta = lse + rows;
   if (chunked(a)) {

@@ -135,6 +135,14 @@ public:
     if (!gemms_)
       return false;
     ctx_.gemms = gemms_.get();
+    ctx_.workspace = workspace_;
+    subGemms_.resize(p.instrs.size());
+    for (size_t i = 0; i < p.instrs.size(); ++i)
+      if (!planAttentionGemms(p, int(i), *gemms_, subGemms_[i], err)) {
+        err = cat("instr ", i, " (", opcodeName(p.instrs[i].op), "): ", err);
+        return false;
+      }
+    ctx_.subGemms = &subGemms_;
     for (size_t i = 0; i < p.instrs.size(); ++i) {
       CudaCall call;
       call.instr = &p.instrs[i];
@@ -312,6 +320,7 @@ private:
   void *arena_ = nullptr, *constants_ = nullptr, *scratch_ = nullptr, *workspace_ = nullptr;
   DeviceError *error_ = nullptr;
   std::unique_ptr<GemmCache> gemms_;
+  std::vector<std::vector<int>> subGemms_; // per instruction: GEMMs it runs inside
   std::vector<CudaCall> calls_;
   bool useGraph_ = true;
   bool profile_ = false;

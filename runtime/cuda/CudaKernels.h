@@ -57,6 +57,8 @@ struct CudaContext {
   void *scratch = nullptr;      // device scratch of scratchBytes, reused by every instruction
   size_t scratchBytes = 0;
   GemmCache *gemms = nullptr;
+  void *workspace = nullptr;                  // cuBLASLt's
+  std::vector<std::vector<int>> *subGemms = nullptr; // per instruction: planned GemmCache ids
 };
 
 /// One instruction, its operands resolved to device memory.
@@ -102,9 +104,27 @@ void launchAttentionGrad(const CudaCall &c, CudaContext &ctx);
 /// Scratch bytes the launcher of `I` needs (0 for most), known from shapes.
 size_t lossScratchBytes(const Program &p, const Instr &I);      // LossKernels.cu
 size_t attentionScratchBytes(const Program &p, const Instr &I); // AttentionKernels.cu
+/// Plans the GEMMs attention instruction `index` runs through cuBLASLt
+/// (none when it takes the fused kernels); AttentionKernels.cu.
+bool planAttentionGemms(const Program &p, int index, GemmCache &gemms, std::vector<int> &ids,
+                        std::string &err);
 size_t normScratchBytes(const Program &p, const Instr &I);      // NormKernels.cu
 
 // MatMul.cpp: batched products through cuBLASLt.
+
+/// One strided-batched product in row-major terms, for every b < batch:
+///   C[b] (m x n) = alpha * op(A[b]) (m x k) * op(B[b]) (k x n)
+/// A is stored [m, k], or [k, m] with transA, `lda` elements per stored row
+/// (likewise B); C is [m, n] with `ldc` per row. Strides are in elements.
+struct GemmSpec {
+  int64_t m = 0, n = 0, k = 0;
+  bool transA = false, transB = false;
+  int64_t lda = 0, ldb = 0, ldc = 0;
+  int64_t batch = 1, strideA = 0, strideB = 0, strideC = 0;
+  DType in = DType::F32, out = DType::F32;
+  uint32_t alignA = 256, alignB = 256, alignC = 256; // bytes the pointers are aligned to
+};
+
 class GemmCache {
 public:
   /// Plans every MatMul of `p` (layouts, heuristic algorithm choice) once.
@@ -112,9 +132,18 @@ public:
   static std::unique_ptr<GemmCache> create(const Program &p, size_t workspaceBytes,
                                            std::string &err);
   virtual ~GemmCache() = default;
-  /// Enqueues the product of instruction `index` (planned by create()).
+  /// Enqueues the product of MatMul instruction `index` (planned by create()).
   virtual void launch(const CudaCall &c, CudaContext &ctx, void *workspace) = 0;
+  /// Plans a product another kernel needs; returns its id, or -1 with `err`.
+  virtual int plan(const GemmSpec &spec, std::string &err) = 0;
+  /// Enqueues planned product `id` on the given pointers (beta = 0).
+  virtual void run(int id, const void *a, const void *b, void *c, float alpha, CudaContext &ctx,
+                   void *workspace) = 0;
 };
+
+/// The byte alignment (<= 256) a pointer at byte offset `bytes` of a
+/// cudaMalloc'd block has.
+uint32_t alignmentOf(uint64_t bytes);
 
 /// "" when the CUDA kernels cover `I`'s dtypes, else why not.
 std::string cudaSupports(const Program &p, const Instr &I);

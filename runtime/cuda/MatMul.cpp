@@ -11,15 +11,11 @@
 //   B stored [N, K] (transB)    reads as [K, N], ld K:               op T;
 //   A stored [M, K] (no transA) reads as [K, M], ld K:               op N;
 //   A stored [K, M] (transA)    reads as [M, K], ld M:               op T.
-// Batches become one cuBLASLt call where possible:
-//   - a weight shared by every batch (B of rank 2, A untransposed and not
-//     broadcast) folds the batch into M, the shape of every linear layer;
-//   - operands whose per-batch offsets are a fixed multiple of the batch
-//     index run as one strided-batched call (stride 0 for a broadcast one);
-//   - other broadcasts (e.g. [B, 1] against [1, H]) issue one call per batch.
+// Batches become one cuBLASLt call where possible (planInstr below).
 // Everything — layouts, the heuristic's algorithm, the pointer offsets — is
 // planned once per instruction when the executor is created ("heuristics
-// cached per shape"); launch() only enqueues.
+// cached per shape"); launch() only enqueues. Other kernels (attention)
+// plan the products they need through the same cache (GemmSpec).
 //
 // Precision: f32 products use CUBLAS_COMPUTE_32F, true fp32 with no TF32,
 // because the f32 program is the parity reference against PyTorch's fp32
@@ -36,35 +32,43 @@
 #include <map>
 
 namespace loom::rt::cuda {
-namespace {
 
-/// The largest power of two <= 256 that divides `bytes` (256 for 0):
-/// what cuBLASLt may assume about a pointer at that byte offset of a
-/// cudaMalloc'd (256-byte aligned) block.
 uint32_t alignmentOf(uint64_t bytes) {
   uint32_t a = 256;
   while (a > 1 && bytes % a) a /= 2;
   return a;
 }
 
-struct GemmPlan {
+namespace {
+
+/// A planned cuBLASLt product: descriptors and the heuristic's algorithm.
+struct LtPlan {
   cublasLtMatmulDesc_t desc = nullptr;
   cublasLtMatrixLayout_t la = nullptr, lb = nullptr, lc = nullptr; // cuBLASLt's A (= our B), B, C
   cublasLtMatmulAlgo_t algo{};
+  bool f64 = false;
+};
+
+/// A MatMul instruction: one planned product issued once or per batch.
+struct InstrPlan {
+  int gemm = -1;
   bool zeroFill = false; // K == 0: the empty sum
   bool empty = false;    // M == 0 or N == 0
   struct Call {
-    int64_t a, b, c; // element offsets of our A, B and out for one call
+    int64_t a, b, c; // element offsets of A, B and out for one call
   };
   std::vector<Call> calls;
-  size_t elemBytes = 4;
-  bool f64 = false; // alpha/beta are doubles (f64 products) or floats
+  size_t inBytes = 4, outBytes = 4;
 };
+
+cudaDataType_t ltType(DType t) {
+  return t == DType::F64 ? CUDA_R_64F : t == DType::BF16 ? CUDA_R_16BF : CUDA_R_32F;
+}
 
 class LtGemmCache : public GemmCache {
 public:
   ~LtGemmCache() override {
-    for (auto &[i, p] : plans_) {
+    for (LtPlan &p : gemms_) {
       if (p.la) cublasLtMatrixLayoutDestroy(p.la);
       if (p.lb) cublasLtMatrixLayoutDestroy(p.lb);
       if (p.lc) cublasLtMatrixLayoutDestroy(p.lc);
@@ -80,131 +84,48 @@ public:
       return false;
     }
     for (size_t i = 0; i < prog.instrs.size(); ++i)
-      if (prog.instrs[i].op == OpCode::MatMul && !plan(prog, int(i), err)) {
+      if (prog.instrs[i].op == OpCode::MatMul && !planInstr(prog, int(i), err)) {
         err = cat("instr ", i, " (MatMul): ", err);
         return false;
       }
     return true;
   }
 
-  void launch(const CudaCall &c, CudaContext &ctx, void *workspace) override {
-    GemmPlan &p = plans_.at(c.index);
-    if (p.empty) return;
-    if (p.zeroFill) {
-      cudaMemsetAsync(c.out[0].data, 0, c.out[0].desc->bytes, ctx.stream);
-      return;
-    }
-    const float oneF = 1.f, zeroF = 0.f;
-    const double oneD = 1.0, zeroD = 0.0;
-    bool f64 = p.f64;
-    const void *alpha = f64 ? static_cast<const void *>(&oneD) : &oneF;
-    const void *beta = f64 ? static_cast<const void *>(&zeroD) : &zeroF;
-    auto *a = static_cast<const uint8_t *>(c.in[0].data);
-    auto *b = static_cast<const uint8_t *>(c.in[1].data);
-    auto *out = static_cast<uint8_t *>(c.out[0].data);
-    for (const GemmPlan::Call &call : p.calls) {
-      uint8_t *cp = out + call.c * p.elemBytes;
-      cublasLtMatmul(handle_, p.desc, alpha, b + call.b * p.elemBytes, p.la,
-                     a + call.a * p.elemBytes, p.lb, beta, cp, p.lc, cp, p.lc, &p.algo, workspace,
-                     workspaceBytes_, ctx.stream);
-    }
-  }
-
-private:
-  bool plan(const Program &prog, int index, std::string &err) {
-    const Instr &I = prog.instrs[size_t(index)];
-    const BufferDesc &A = prog.buffers[I.in[0]], &B = prog.buffers[I.in[1]], &C = prog.buffers[I.out[0]];
-    bool ta = I.ints[0] != 0, tb = I.ints[1] != 0;
-    const Shape &as = A.shape, &bs = B.shape, &cs = C.shape;
-    size_t ra = as.size(), rb = bs.size(), rc = cs.size();
-    int64_t m = cs[rc - 2], n = cs[rc - 1], k = ta ? as[ra - 2] : as[ra - 1];
-    GemmPlan &p = plans_[index];
-    p.elemBytes = dtypeSize(C.dtype);
-    if (m == 0 || n == 0) {
-      p.empty = true;
-      return true;
-    }
-    if (k == 0) {
-      p.zeroFill = true;
-      return true;
-    }
-    Shape batch(cs.begin(), cs.end() - 2);
-    Shape aStrides = broadcastStrides(Shape(as.begin(), as.end() - 2), batch);
-    Shape bStrides = broadcastStrides(Shape(bs.begin(), bs.end() - 2), batch);
-    int64_t batches = 1;
-    for (int64_t d : batch) batches *= d;
-    bool bShared = std::all_of(bStrides.begin(), bStrides.end(), [](int64_t s) { return s == 0; });
-    bool aFull = Shape(as.begin(), as.end() - 2) == batch;
-
-    int64_t rowsM = m, count = 1, strideA = 0, strideB = 0, strideC = m * n;
-    if (bShared && aFull && !ta) { // fold the batch into M
-      rowsM = batches * m;
-      p.calls.push_back({0, 0, 0});
-    } else {
-      // One strided call when both operands' batch offsets are linear in
-      // the flat batch index; one call per batch otherwise.
-      std::vector<int64_t> offA(static_cast<size_t>(batches)), offB(static_cast<size_t>(batches));
-      for (int64_t i = 0; i < batches; ++i) {
-        offA[size_t(i)] = offsetOf(i, batch, aStrides) * m * k;
-        offB[size_t(i)] = offsetOf(i, batch, bStrides) * k * n;
-      }
-      bool linear = true;
-      if (batches > 1) {
-        strideA = offA[1];
-        strideB = offB[1];
-        for (int64_t i = 0; i < batches && linear; ++i)
-          linear = offA[size_t(i)] == i * strideA && offB[size_t(i)] == i * strideB;
-      }
-      if (linear) {
-        count = batches;
-        p.calls.push_back({0, 0, 0});
-      } else {
-        strideA = strideB = 0;
-        for (int64_t i = 0; i < batches; ++i)
-          p.calls.push_back({offA[size_t(i)], offB[size_t(i)], i * m * n});
-      }
-    }
-
-    p.f64 = C.dtype == DType::F64;
-    cudaDataType_t type = p.f64 ? CUDA_R_64F : C.dtype == DType::BF16 ? CUDA_R_16BF : CUDA_R_32F;
+  // Row-major to column-major: C^T (n x m) = op(B)^T (n x k) op(A)^T (k x m),
+  // so cuBLASLt's first operand is our B and its second our A, each read
+  // as stored (a row-major [r, c] is a column-major [c, r]).
+  int plan(const GemmSpec &s, std::string &err) override {
+    LtPlan p;
+    p.f64 = s.out == DType::F64;
+    cudaDataType_t in = ltType(s.in), out = ltType(s.out);
     cublasComputeType_t compute = p.f64 ? CUBLAS_COMPUTE_64F : CUBLAS_COMPUTE_32F;
-    cudaDataType_t scaleType = p.f64 ? CUDA_R_64F : CUDA_R_32F;
-    if (cublasLtMatmulDescCreate(&p.desc, compute, scaleType) != CUBLAS_STATUS_SUCCESS) {
+    cudaDataType_t scale = p.f64 ? CUDA_R_64F : CUDA_R_32F;
+    if (cublasLtMatmulDescCreate(&p.desc, compute, scale) != CUBLAS_STATUS_SUCCESS) {
       err = "cuBLASLt: cannot create a matmul descriptor";
-      return false;
+      return -1;
     }
-    cublasOperation_t opA = tb ? CUBLAS_OP_T : CUBLAS_OP_N; // cuBLASLt's A is our B
-    cublasOperation_t opB = ta ? CUBLAS_OP_T : CUBLAS_OP_N;
+    cublasOperation_t opA = s.transB ? CUBLAS_OP_T : CUBLAS_OP_N; // cuBLASLt's A is our B
+    cublasOperation_t opB = s.transA ? CUBLAS_OP_T : CUBLAS_OP_N;
     cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_TRANSA, &opA, sizeof opA);
     cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_TRANSB, &opB, sizeof opB);
-    int64_t ldb = bs[rb - 1], lda = as[ra - 1];
-    // Stored (column-major) shapes: our B is [N, K] or [K, N]; our A is
-    // [K, rowsM] or [M, K].
-    cublasLtMatrixLayoutCreate(&p.la, type, uint64_t(tb ? k : n), uint64_t(tb ? n : k), ldb);
-    cublasLtMatrixLayoutCreate(&p.lb, type, uint64_t(ta ? m : k), uint64_t(ta ? k : rowsM), lda);
-    cublasLtMatrixLayoutCreate(&p.lc, type, uint64_t(n), uint64_t(rowsM), n);
-    if (count > 1) {
-      int32_t cnt = int32_t(count);
-      int64_t sa = strideB, sb = strideA, sc = strideC; // cuBLASLt's A is our B
-      cublasLtMatrixLayoutSetAttribute(p.la, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &cnt, sizeof cnt);
-      cublasLtMatrixLayoutSetAttribute(p.la, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &sa, sizeof sa);
-      cublasLtMatrixLayoutSetAttribute(p.lb, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &cnt, sizeof cnt);
-      cublasLtMatrixLayoutSetAttribute(p.lb, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &sb, sizeof sb);
-      cublasLtMatrixLayoutSetAttribute(p.lc, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &cnt, sizeof cnt);
-      cublasLtMatrixLayoutSetAttribute(p.lc, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &sc, sizeof sc);
-    }
-
-    // The heuristic must not assume more alignment than every call's
-    // pointers have.
-    uint32_t alA = 256, alB = 256, alC = 256;
-    for (const GemmPlan::Call &call : p.calls) {
-      alA = std::min(alA, alignmentOf(B.offset + uint64_t(call.b) * p.elemBytes));
-      alB = std::min(alB, alignmentOf(A.offset + uint64_t(call.a) * p.elemBytes));
-      alC = std::min(alC, alignmentOf(C.offset + uint64_t(call.c) * p.elemBytes));
+    // Stored (column-major) shapes: our B is [n, k] or [k, n]; our A is
+    // [k, m] or [m, k]; C is [n, m].
+    cublasLtMatrixLayoutCreate(&p.la, in, uint64_t(s.transB ? s.k : s.n), uint64_t(s.transB ? s.n : s.k), s.ldb);
+    cublasLtMatrixLayoutCreate(&p.lb, in, uint64_t(s.transA ? s.m : s.k), uint64_t(s.transA ? s.k : s.m), s.lda);
+    cublasLtMatrixLayoutCreate(&p.lc, out, uint64_t(s.n), uint64_t(s.m), s.ldc);
+    if (s.batch > 1) {
+      int32_t cnt = int32_t(s.batch);
+      int64_t sa = s.strideB, sb = s.strideA, sc = s.strideC;
+      for (auto [layout, stride] : {std::pair{p.la, sa}, std::pair{p.lb, sb}, std::pair{p.lc, sc}}) {
+        cublasLtMatrixLayoutSetAttribute(layout, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &cnt, sizeof cnt);
+        cublasLtMatrixLayoutSetAttribute(layout, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &stride,
+                                         sizeof stride);
+      }
     }
     cublasLtMatmulPreference_t pref;
     cublasLtMatmulPreferenceCreate(&pref);
     uint64_t ws = workspaceBytes_;
+    uint32_t alA = s.alignB, alB = s.alignA, alC = s.alignC; // cuBLASLt's A is our B
     cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws);
     cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &alA, sizeof alA);
     cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &alB, sizeof alB);
@@ -216,17 +137,127 @@ private:
                                                        pref, 1, &result, &found);
     cublasLtMatmulPreferenceDestroy(pref);
     if (st != CUBLAS_STATUS_SUCCESS || found == 0) {
-      err = cat("cuBLASLt has no algorithm for ", shapeStr(as), (ta ? "^T" : ""), " x ",
-                shapeStr(bs), (tb ? "^T" : ""), " (status ", int(st), ")");
-      return false;
+      err = cat("cuBLASLt has no algorithm for ", s.m, "x", s.k, (s.transA ? "^T" : ""), " times ",
+                s.k, "x", s.n, (s.transB ? "^T" : ""), ", batch ", s.batch, " (status ", int(st), ")");
+      cublasLtMatrixLayoutDestroy(p.la);
+      cublasLtMatrixLayoutDestroy(p.lb);
+      cublasLtMatrixLayoutDestroy(p.lc);
+      cublasLtMatmulDescDestroy(p.desc);
+      return -1;
     }
     p.algo = result.algo;
-    return true;
+    gemms_.push_back(p);
+    return int(gemms_.size() - 1);
+  }
+
+  void run(int id, const void *a, const void *b, void *c, float alpha, CudaContext &ctx,
+           void *workspace) override {
+    const LtPlan &p = gemms_[size_t(id)];
+    const float alphaF = alpha, zeroF = 0.f;
+    const double alphaD = alpha, zeroD = 0.0;
+    const void *al = p.f64 ? static_cast<const void *>(&alphaD) : &alphaF;
+    const void *be = p.f64 ? static_cast<const void *>(&zeroD) : &zeroF;
+    cublasLtMatmul(handle_, p.desc, al, b, p.la, a, p.lb, be, c, p.lc, c, p.lc, &p.algo, workspace,
+                   workspaceBytes_, ctx.stream);
+  }
+
+  void launch(const CudaCall &c, CudaContext &ctx, void *workspace) override {
+    InstrPlan &p = instrs_.at(c.index);
+    if (p.empty) return;
+    if (p.zeroFill) {
+      cudaMemsetAsync(c.out[0].data, 0, c.out[0].desc->bytes, ctx.stream);
+      return;
+    }
+    auto *a = static_cast<const uint8_t *>(c.in[0].data);
+    auto *b = static_cast<const uint8_t *>(c.in[1].data);
+    auto *out = static_cast<uint8_t *>(c.out[0].data);
+    for (const InstrPlan::Call &call : p.calls)
+      run(p.gemm, a + call.a * p.inBytes, b + call.b * p.inBytes, out + call.c * p.outBytes, 1.f,
+          ctx, workspace);
+  }
+
+private:
+  // Batches become one cuBLASLt call where possible:
+  //   - a weight shared by every batch (B of rank 2, A untransposed and not
+  //     broadcast) folds the batch into M, the shape of every linear layer;
+  //   - operands whose per-batch offsets are a fixed multiple of the batch
+  //     index run as one strided-batched call (stride 0 when broadcast);
+  //   - other broadcasts ([B, 1] against [1, H]) issue one call per batch.
+  bool planInstr(const Program &prog, int index, std::string &err) {
+    const Instr &I = prog.instrs[size_t(index)];
+    const BufferDesc &A = prog.buffers[I.in[0]], &B = prog.buffers[I.in[1]], &C = prog.buffers[I.out[0]];
+    GemmSpec s;
+    s.transA = I.ints[0] != 0;
+    s.transB = I.ints[1] != 0;
+    const Shape &as = A.shape, &bs = B.shape, &cs = C.shape;
+    size_t ra = as.size(), rb = bs.size(), rc = cs.size();
+    int64_t m = cs[rc - 2], n = cs[rc - 1], k = s.transA ? as[ra - 2] : as[ra - 1];
+    InstrPlan &p = instrs_[index];
+    p.inBytes = dtypeSize(A.dtype);
+    p.outBytes = dtypeSize(C.dtype);
+    if (m == 0 || n == 0) return p.empty = true;
+    if (k == 0) return p.zeroFill = true;
+    Shape batch(cs.begin(), cs.end() - 2);
+    Shape aStrides = broadcastStrides(Shape(as.begin(), as.end() - 2), batch);
+    Shape bStrides = broadcastStrides(Shape(bs.begin(), bs.end() - 2), batch);
+    int64_t batches = 1;
+    for (int64_t d : batch) batches *= d;
+    bool bShared = std::all_of(bStrides.begin(), bStrides.end(), [](int64_t st) { return st == 0; });
+    bool aFull = Shape(as.begin(), as.end() - 2) == batch;
+    s.m = m;
+    s.n = n;
+    s.k = k;
+    s.strideC = m * n;
+    if (bShared && aFull && !s.transA) { // fold the batch into M
+      s.m = batches * m;
+      p.calls.push_back({0, 0, 0});
+    } else {
+      std::vector<int64_t> offA(static_cast<size_t>(batches)), offB(static_cast<size_t>(batches));
+      for (int64_t i = 0; i < batches; ++i) {
+        offA[size_t(i)] = offsetOf(i, batch, aStrides) * m * k;
+        offB[size_t(i)] = offsetOf(i, batch, bStrides) * k * n;
+      }
+      bool linear = true;
+      if (batches > 1) {
+        s.strideA = offA[1];
+        s.strideB = offB[1];
+        for (int64_t i = 0; i < batches && linear; ++i)
+          linear = offA[size_t(i)] == i * s.strideA && offB[size_t(i)] == i * s.strideB;
+      }
+      if (linear) {
+        s.batch = batches;
+        p.calls.push_back({0, 0, 0});
+      } else {
+        s.strideA = s.strideB = 0;
+        for (int64_t i = 0; i < batches; ++i)
+          p.calls.push_back({offA[size_t(i)], offB[size_t(i)], i * m * n});
+      }
+    }
+    s.lda = as[ra - 1];
+    s.ldb = bs[rb - 1];
+    s.ldc = n;
+    s.in = A.dtype;
+    s.out = C.dtype;
+    // The heuristic must not assume more alignment than every call's
+    // pointers have.
+    for (const InstrPlan::Call &call : p.calls) {
+      s.alignA = std::min(s.alignA, alignmentOf(A.offset + uint64_t(call.a) * p.inBytes));
+      s.alignB = std::min(s.alignB, alignmentOf(B.offset + uint64_t(call.b) * p.inBytes));
+      s.alignC = std::min(s.alignC, alignmentOf(C.offset + uint64_t(call.c) * p.outBytes));
+    }
+    if (s.batch > 1) {
+      s.alignA = std::min(s.alignA, alignmentOf(uint64_t(s.strideA) * p.inBytes));
+      s.alignB = std::min(s.alignB, alignmentOf(uint64_t(s.strideB) * p.inBytes));
+      s.alignC = std::min(s.alignC, alignmentOf(uint64_t(s.strideC) * p.outBytes));
+    }
+    p.gemm = plan(s, err);
+    return p.gemm >= 0;
   }
 
   cublasLtHandle_t handle_ = nullptr;
   size_t workspaceBytes_ = 0;
-  std::map<int, GemmPlan> plans_;
+  std::vector<LtPlan> gemms_;
+  std::map<int, InstrPlan> instrs_;
 };
 
 } // namespace

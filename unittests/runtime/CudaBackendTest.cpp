@@ -233,19 +233,27 @@ TEST(CudaBackend, AttentionForwardAndBackward) {
                             {1, 2, 2, 33, 33, 72, true},  // head dim past one lane slice
                             {2, 8, 2, 70, 70, 64, true},  // several chunks and row blocks
                             {1, 2, 1, 6, 6, 160, true}};  // > 128: the plain kernels
-  for (const AttnCase &c : cases) {
-    SCOPED_TRACE("B" + std::to_string(c.B) + " Hq" + std::to_string(c.Hq) + " T" + std::to_string(c.T));
-    OneOp t;
-    Shape qs = {c.B, c.Hq, c.T, c.D}, ks = {c.B, c.Hkv, c.S, c.D};
-    uint32_t q = t.f32(rng, qs), k = t.f32(rng, ks), v = t.f32(rng, ks), dy = t.f32(rng, qs);
-    double scale = 1.0 / std::sqrt(double(c.D));
-    t.b.instr(OpCode::Attention, {q, k, v}, {t.b.output(DType::F32, qs)}, {c.causal}, {scale});
-    t.b.instr(OpCode::AttentionGrad, {q, k, v, dy},
-              {t.b.output(DType::F32, qs), t.b.output(DType::F32, ks), t.b.output(DType::F32, ks)},
-              {c.causal}, {scale});
-    ASSERT_EQ(t.b.p.validate(), "");
-    expectSameOnGpu(t.b.p, t.inputs, 1e-4, 1e-5);
+  // Every implementation the backend may pick (AttentionKernels.cu):
+  // through cuBLASLt, the chunked kernels, the plain kernels.
+  for (const char *path : {"gemm", "chunked", "plain"}) {
+    SCOPED_TRACE(std::string("LOOM_CUDA_ATTENTION=") + path);
+    setenv("LOOM_CUDA_ATTENTION", path, 1);
+    for (const AttnCase &c : cases) {
+      SCOPED_TRACE("B" + std::to_string(c.B) + " Hq" + std::to_string(c.Hq) + " T" +
+                   std::to_string(c.T) + " D" + std::to_string(c.D));
+      OneOp t;
+      Shape qs = {c.B, c.Hq, c.T, c.D}, ks = {c.B, c.Hkv, c.S, c.D};
+      uint32_t q = t.f32(rng, qs), k = t.f32(rng, ks), v = t.f32(rng, ks), dy = t.f32(rng, qs);
+      double scale = 1.0 / std::sqrt(double(c.D));
+      t.b.instr(OpCode::Attention, {q, k, v}, {t.b.output(DType::F32, qs)}, {c.causal}, {scale});
+      t.b.instr(OpCode::AttentionGrad, {q, k, v, dy},
+                {t.b.output(DType::F32, qs), t.b.output(DType::F32, ks), t.b.output(DType::F32, ks)},
+                {c.causal}, {scale});
+      ASSERT_EQ(t.b.p.validate(), "");
+      expectSameOnGpu(t.b.p, t.inputs, 1e-4, 1e-5);
+    }
   }
+  unsetenv("LOOM_CUDA_ATTENTION");
 }
 
 TEST(CudaBackend, LossAndBackwardKernels) {
