@@ -11,7 +11,7 @@
 
 namespace loom {
 
-void buildFusionPipeline(mlir::OpPassManager &pm) {
+void buildFusionPipeline(mlir::OpPassManager &pm, bool autocastBf16) {
   // Canonicalize first: identity casts, reshape chains and transposes that
   // feed matmuls fold away, so the fusion patterns see one spelling.
   pm.addPass(mlir::createCanonicalizerPass(rewriteConfig()));
@@ -21,6 +21,14 @@ void buildFusionPipeline(mlir::OpPassManager &pm) {
   fn.addPass(createFuseRmsNorm());
   fn.addPass(createFuseRotary());
   fn.addPass(createFuseAttention());
+  if (autocastBf16) {
+    // After attention fusion: the fused op is modelled as SDPA (bf16 q/k/v
+    // and output, f32 inside), the kernel a production run uses and the only
+    // form that keeps T x T scores out of memory. An exported eager
+    // attention also rounds its scores and probabilities to bf16; loom does
+    // not copy that (docs/architecture.md, Training).
+    fn.addPass(createAutocastBf16());
+  }
   pm.addPass(mlir::createCanonicalizerPass(rewriteConfig()));
   pm.addPass(mlir::createCSEPass());
 }
@@ -29,7 +37,7 @@ void registerFusionPipeline() {
   mlir::PassPipelineRegistration<>(
       "loom-fusion-pipeline",
       "canonicalize, then fuse activations, rms_norm, rotary and attention",
-      buildFusionPipeline);
+      [](mlir::OpPassManager &pm) { buildFusionPipeline(pm); });
 }
 
 } // namespace loom

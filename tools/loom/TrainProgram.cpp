@@ -67,9 +67,7 @@ bool compileTrainStep(const std::string &path, int64_t batch, int64_t seq,
   bt.frozen = o.frozen;
   bt.returnGradients = o.returnGradients;
   auto addPasses = [&](mlir::PassManager &pm) {
-    buildFusionPipeline(pm);
-    if (o.bf16)
-      pm.nest<mlir::func::FuncOp>().addPass(createAutocastBf16());
+    buildFusionPipeline(pm, /*autocastBf16=*/o.bf16);
     pm.addPass(createBuildTrainStep(bt));
     // The backward pass repeats small constants and reshapes: clean up.
     pm.addPass(mlir::createCanonicalizerPass(rewriteConfig()));
