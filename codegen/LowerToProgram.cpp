@@ -53,8 +53,14 @@ private:
             std::vector<double> floats = {});
   uint32_t idOf(Value v) { return ids.lookup(v); }
 
+  void findWideningCasts(Block &body);
+
   rt::Program &p;
   llvm::DenseMap<Value, uint32_t> ids;
+  // bf16 -> f32 casts that only feed matmuls of two such casts: the matmul
+  // reads the bf16 buffers (a bf16 GEMM with an f32 result), the cast is
+  // never emitted. Maps the cast's result to its bf16 input.
+  llvm::DenseMap<Value, Value> widenedFrom;
   std::string lastError;
 };
 
@@ -116,11 +122,17 @@ void ProgramBuilder::emit(rt::OpCode code, Operation *op, std::vector<int64_t> i
 bool ProgramBuilder::lowerOp(Operation *op, std::string &err) {
   using rt::OpCode;
   bool ok = true;
+  if (auto c = dyn_cast<CastOp>(op); c && widenedFrom.count(c.getResult()))
+    return true; // read in bf16 by the matmuls it feeds
   llvm::TypeSwitch<Operation *>(op)
       .Case<ConstantOp>([&](auto c) { ok = constantBuffer(c, err); })
       .Case<EmbeddingOp>([&](auto) { emit(OpCode::Embedding, op); })
       .Case<MatmulOp>([&](MatmulOp m) {
         emit(OpCode::MatMul, op, {m.getTransposeLhs(), m.getTransposeRhs()});
+        if (widenedFrom.count(m.getLhs()) && widenedFrom.count(m.getRhs())) {
+          rt::Instr &I = p.instrs.back();
+          I.in = {idOf(widenedFrom.lookup(m.getLhs())), idOf(widenedFrom.lookup(m.getRhs()))};
+        }
       })
       .Case<AddOp>([&](auto) { emit(OpCode::Add, op); })
       .Case<SubOp>([&](auto) { emit(OpCode::Sub, op); })
@@ -227,6 +239,38 @@ bool ProgramBuilder::lowerOp(Operation *op, std::string &err) {
 /// the argument after that AdamW, the update can happen in place: the
 /// output shares the input's bytes, and the state never leaves the device
 /// between steps. Anything else stays an ordinary output.
+void ProgramBuilder::findWideningCasts(Block &body) {
+  auto widening = [](Value v) -> CastOp {
+    auto c = v.getDefiningOp<CastOp>();
+    if (!c) return nullptr;
+    auto in = cast<RankedTensorType>(c.getInput().getType());
+    auto out = cast<RankedTensorType>(c.getResult().getType());
+    return in.getElementType().isBF16() && out.getElementType().isF32() ? c : nullptr;
+  };
+  for (Operation &op : body.without_terminator()) {
+    auto c = widening(isa<CastOp>(op) ? op.getResult(0) : Value());
+    if (!c || c.getResult().use_empty())
+      continue;
+    bool onlyMatmuls = llvm::all_of(c.getResult().getUsers(), [&](Operation *user) {
+      auto m = dyn_cast<MatmulOp>(user);
+      return m && widening(m.getLhs()) && widening(m.getRhs());
+    });
+    if (onlyMatmuls)
+      widenedFrom[c.getResult()] = c.getInput();
+  }
+  // A matmul reads bf16 only when both operands do; a cast feeding a matmul
+  // whose other operand keeps its f32 buffer must keep its own too.
+  for (bool changed = true; changed;) {
+    changed = false;
+    for (Operation &op : body.without_terminator()) {
+      auto m = dyn_cast<MatmulOp>(op);
+      if (!m || widenedFrom.count(m.getLhs()) == widenedFrom.count(m.getRhs()))
+        continue;
+      changed |= widenedFrom.erase(m.getLhs()) | widenedFrom.erase(m.getRhs());
+    }
+  }
+}
+
 void ProgramBuilder::planInPlaceUpdates(func::FuncOp func, func::ReturnOp ret) {
   std::vector<int64_t> lastRead(p.buffers.size(), -1);
   for (int64_t i = 0; i < int64_t(p.instrs.size()); ++i)
@@ -273,6 +317,7 @@ bool ProgramBuilder::build(func::FuncOp func, std::string &err) {
     p.inputs.push_back(newBuffer(arg, rt::BufferKind::Input,
                                  name ? name.str() : "arg" + std::to_string(arg.getArgNumber())));
   }
+  findWideningCasts(body);
   for (Operation &op : body.without_terminator())
     if (!lowerOp(&op, err))
       return false;

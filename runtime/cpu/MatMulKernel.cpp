@@ -172,21 +172,26 @@ void matMulF64(const KernelCall &c, ThreadPool &pool) {
 }
 
 
-/// bf16 operands and result (autocast's matmuls): the operands widen to f32
-/// exactly, the product accumulates in f32 like a bf16 GEMM's accumulator,
-/// and the result is rounded to bf16 once. The widened copies are the one
+/// bf16 operands (autocast's matmuls): the operands widen to f32 exactly,
+/// the product accumulates in f32 like a bf16 GEMM's accumulator, and a
+/// bf16 result is rounded once (an f32 result is the accumulator). The widened copies are the one
 /// allocation this kernel makes per call; the CPU backend is the reference,
 /// not the fast path.
 bool matMulBf16(const KernelCall &c, ThreadPool &pool, std::string &err) {
-  std::vector<float> a(size_t(c.in[0].numel())), b(size_t(c.in[1].numel())), y(size_t(c.out[0].numel()));
+  bool f32Out = c.out[0].dtype() == DType::F32; // the accumulator, unrounded
+  std::vector<float> a(size_t(c.in[0].numel())), b(size_t(c.in[1].numel()));
+  std::vector<float> y(f32Out ? 0 : size_t(c.out[0].numel()));
   const uint16_t *pa = c.in[0].as<uint16_t>(), *pb = c.in[1].as<uint16_t>();
   for (size_t i = 0; i < a.size(); ++i) a[i] = bf16ToFloat(pa[i]);
   for (size_t i = 0; i < b.size(); ++i) b[i] = bf16ToFloat(pb[i]);
   BufferDesc da = *c.in[0].desc, db = *c.in[1].desc, dy = *c.out[0].desc;
   da.dtype = db.dtype = dy.dtype = DType::F32;
-  KernelCall wide{c.instr, {Tensor{a.data(), &da}, Tensor{b.data(), &db}}, {Tensor{y.data(), &dy}}};
+  KernelCall wide{c.instr, {Tensor{a.data(), &da}, Tensor{b.data(), &db}},
+                  {Tensor{f32Out ? c.out[0].data : y.data(), &dy}}};
   if (!runMatMul(wide, pool, err))
     return false;
+  if (f32Out)
+    return true;
   uint16_t *out = c.out[0].as<uint16_t>();
   for (size_t i = 0; i < y.size(); ++i) out[i] = floatToBf16(y[i]);
   return true;
@@ -195,7 +200,7 @@ bool matMulBf16(const KernelCall &c, ThreadPool &pool, std::string &err) {
 } // namespace
 
 bool runMatMul(const KernelCall &c, ThreadPool &pool, std::string &err) {
-  if (c.out[0].dtype() == DType::BF16)
+  if (c.in[0].dtype() == DType::BF16)
     return matMulBf16(c, pool, err);
   if (c.out[0].dtype() == DType::F64) {
     matMulF64(c, pool);

@@ -165,6 +165,35 @@ TEST(CudaBackend, MatMulLayoutsAndBatches) {
   }
 }
 
+TEST(CudaBackend, Bf16GemmsWithF32Results) {
+  // Autocast's GEMMs: bf16 operands on the tensor cores, the f32
+  // accumulator as the result (gradient sums), as on the CPU reference.
+  REQUIRE_GPU();
+  Rng rng;
+  for (const MatMulCase &c : {MatMulCase{{4, 9, 48}, {48, 40}, {4, 9, 40}, false, false},
+                              MatMulCase{{64, 24}, {64, 40}, {24, 40}, true, false},
+                              MatMulCase{{2, 3, 16, 32}, {2, 3, 24, 32}, {2, 3, 16, 24}, false, true}}) {
+    ProgramBuilder b;
+    std::vector<Bytes> inputs;
+    uint32_t ids[2];
+    const Shape *shapes[2] = {&c.a, &c.b};
+    for (int k = 0; k < 2; ++k) {
+      ids[k] = b.input(DType::BF16, *shapes[k]);
+      F v = rng.uniform(numel(*shapes[k]));
+      std::vector<uint16_t> h(v.size());
+      for (size_t i = 0; i < v.size(); ++i) {
+        uint32_t u;
+        std::memcpy(&u, &v[i], 4);
+        h[i] = uint16_t(u >> 16);
+      }
+      inputs.push_back(toBytes(h));
+    }
+    b.instr(OpCode::MatMul, {ids[0], ids[1]}, {b.output(DType::F32, c.out)}, {c.ta, c.tb});
+    ASSERT_EQ(b.p.validate(), "");
+    expectSameOnGpu(b.p, inputs, 1e-5, 1e-5);
+  }
+}
+
 TEST(CudaBackend, ReduceSoftmaxNorms) {
   REQUIRE_GPU();
   Rng rng;

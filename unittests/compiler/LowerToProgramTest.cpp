@@ -1,0 +1,102 @@
+//===- LowerToProgramTest.cpp - Codegen decisions visible in the program --===//
+//
+// Part of loom, under the Apache License v2.0.
+//
+// Codegen choices that change which kernels run: a bf16 -> f32 cast that
+// only feeds matmuls is folded into a bf16 GEMM with an f32 result (and
+// kept when another user needs the f32 copy), and the program computes the
+// same values either way.
+//===----------------------------------------------------------------------===//
+#include "codegen/LowerToProgram.h"
+#include "ir/LoomDialect.h"
+#include "ir/LoomOps.h"
+#include "loom/runtime/Executor.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/MLIRContext.h"
+#include "mlir/Parser/Parser.h"
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+
+using namespace mlir;
+
+namespace {
+
+constexpr const char *kWidened = R"mlir(
+func.func @f(%a: tensor<3x8xbf16>, %w: tensor<8x5xbf16>, %v: tensor<8x5xbf16>)
+    -> (tensor<3x5xf32>, tensor<8x5xf32>) {
+  %0 = loom.cast %a : tensor<3x8xbf16> -> tensor<3x8xf32>
+  %1 = loom.cast %w : tensor<8x5xbf16> -> tensor<8x5xf32>
+  %2 = loom.cast %v : tensor<8x5xbf16> -> tensor<8x5xf32>
+  %7 = loom.cast %a : tensor<3x8xbf16> -> tensor<3x8xf32>
+  %3 = loom.matmul %0, %1 : tensor<3x8xf32>, tensor<8x5xf32>
+  %4 = loom.matmul %7, %2 : tensor<3x8xf32>, tensor<8x5xf32>
+  %5 = loom.add %3, %4 : tensor<3x5xf32>, tensor<3x5xf32>
+  %6 = loom.add %2, %2 : tensor<8x5xf32>, tensor<8x5xf32>
+  return %5, %6 : tensor<3x5xf32>, tensor<8x5xf32>
+}
+)mlir";
+
+struct Lowered {
+  MLIRContext ctx;
+  OwningOpRef<ModuleOp> module;
+  loom::rt::Program program;
+  std::string err;
+  explicit Lowered(const char *text) {
+    ctx.loadDialect<func::FuncDialect, loom::LoomDialect>();
+    module = parseSourceString<ModuleOp>(text, &ctx);
+    if (module)
+      loom::lowerToProgram(*module->getOps<func::FuncOp>().begin(), program, err);
+  }
+};
+
+TEST(LowerToProgram, WideningCastsFoldIntoBf16Gemms) {
+  Lowered l(kWidened);
+  ASSERT_TRUE(l.module);
+  ASSERT_EQ(l.err, "");
+  const loom::rt::Program &p = l.program;
+  int casts = 0, bf16Gemms = 0, f32Gemms = 0;
+  for (const loom::rt::Instr &I : p.instrs) {
+    if (I.op == loom::rt::OpCode::Cast) ++casts;
+    if (I.op != loom::rt::OpCode::MatMul) continue;
+    bool bf16In = p.buffers[I.in[0]].dtype == loom::rt::DType::BF16 &&
+                  p.buffers[I.in[1]].dtype == loom::rt::DType::BF16;
+    (bf16In ? bf16Gemms : f32Gemms) += 1;
+    EXPECT_EQ(p.buffers[I.out[0]].dtype, loom::rt::DType::F32);
+  }
+  // %0 and %1 only feed matmuls: one bf16 GEMM. %2 also feeds an add, so
+  // it stays, and the matmul reading it reads f32 (both operands must be
+  // bf16 for the GEMM), which in turn keeps %7's f32 copy.
+  EXPECT_EQ(bf16Gemms, 1);
+  EXPECT_EQ(f32Gemms, 1);
+  EXPECT_EQ(casts, 2);
+
+  // Same numbers as widening first: bf16 values are exact in f32.
+  auto exec = loom::rt::createExecutor(std::make_shared<loom::rt::Program>(p), "cpu", 1, l.err);
+  ASSERT_TRUE(exec) << l.err;
+  std::vector<uint16_t> a(24), w(40), v(40);
+  for (size_t i = 0; i < a.size(); ++i) a[i] = uint16_t(0x3f80 + (i * 37) % 64); // 1.0 .. 1.49
+  for (size_t i = 0; i < w.size(); ++i) w[i] = uint16_t(0xbf80 + (i * 11) % 64);
+  for (size_t i = 0; i < v.size(); ++i) v[i] = uint16_t(0x3f00 + (i * 5) % 64);
+  ASSERT_TRUE(exec->setInput(0, a.data(), 48, l.err) && exec->setInput(1, w.data(), 80, l.err) &&
+              exec->setInput(2, v.data(), 80, l.err) && exec->run(l.err))
+      << l.err;
+  std::vector<float> out(15);
+  ASSERT_TRUE(exec->getOutput(0, out.data(), 60, l.err)) << l.err;
+  auto f = [](uint16_t h) {
+    uint32_t u = uint32_t(h) << 16;
+    float x;
+    std::memcpy(&x, &u, 4);
+    return double(x);
+  };
+  for (int i = 0; i < 3; ++i)
+    for (int j = 0; j < 5; ++j) {
+      double want = 0;
+      for (int k = 0; k < 8; ++k) want += f(a[i * 8 + k]) * (f(w[k * 5 + j]) + f(v[k * 5 + j]));
+      EXPECT_NEAR(out[size_t(i * 5 + j)], want, 1e-4 * std::abs(want));
+    }
+}
+
+} // namespace
