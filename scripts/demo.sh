@@ -29,9 +29,15 @@ echo "== 2. compile the forward pass to an artifact, run batch 0 on the CPU back
 "$LOOM" eval "$OUT/tiny-llama.loomprog" --data "$CORPUS" --batch 4 --seq 64 \
   --expect-logits test/fixtures/llama.logits0.npy | sed 's/^/   /'
 echo
-echo "== 3. train it: 200 steps, batch 8 x seq 64, AdamW (lr 3e-3, warmup 10, cosine), clip 1.0"
+# Train on the GPU when this machine has one and loom was built with CUDA.
+BACKEND=cpu
+if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1 &&
+   grep -q "^LOOM_CUDA_BACKEND:INTERNAL=ON" "$BUILD/CMakeCache.txt" 2>/dev/null; then
+  BACKEND=cuda
+fi
+echo "== 3. train it on the $BACKEND backend: 200 steps, batch 8 x seq 64, AdamW (lr 3e-3, warmup 10, cosine), clip 1.0"
 rm -rf "$OUT/checkpoints"
-"$LOOM" train "$MODEL" --data "$CORPUS" --batch 8 --seq 64 --steps 200 --lr 3e-3 --warmup 10 \
+"$LOOM" train "$MODEL" --backend "$BACKEND" --data "$CORPUS" --batch 8 --seq 64 --steps 200 --lr 3e-3 --warmup 10 \
   --schedule cosine --min-lr-ratio 0.1 --init-weights test/fixtures/llama.init.safetensors \
   --print-every 20 --log "$OUT/train.jsonl" --checkpoint-dir "$OUT/checkpoints" \
   --checkpoint-every 100 --export-weights "$OUT/tiny-llama.trained.safetensors" | sed 's/^/   /'
