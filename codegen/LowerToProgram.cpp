@@ -38,6 +38,19 @@ std::string opName(Operation *op) {
   return s;
 }
 
+/// The attention opcodes' ints: [causal], plus a 1 when every operand was
+/// widened from bf16 (autocast's rounding), which lets a backend use bf16
+/// tensor cores (Program.h).
+std::vector<int64_t> attentionInts(Operation *op, bool causal) {
+  bool bf16 = llvm::all_of(op->getOperands(), [](Value v) {
+    auto c = v.getDefiningOp<CastOp>();
+    return c && cast<RankedTensorType>(c.getInput().getType()).getElementType().isBF16();
+  });
+  if (bf16)
+    return {causal, 1};
+  return {causal};
+}
+
 class ProgramBuilder {
 public:
   explicit ProgramBuilder(rt::Program &p) : p(p) {}
@@ -173,7 +186,8 @@ bool ProgramBuilder::lowerOp(Operation *op, std::string &err) {
       })
       .Case<RotaryOp>([&](auto) { emit(OpCode::Rotary, op); })
       .Case<AttentionOp>([&](AttentionOp a) {
-        emit(OpCode::Attention, op, {a.getCausal()}, {a.getScale().convertToDouble()});
+        emit(OpCode::Attention, op, attentionInts(op, a.getCausal()),
+             {a.getScale().convertToDouble()});
       })
       .Case<CrossEntropyOp>([&](auto) { emit(OpCode::CrossEntropy, op); })
       .Case<TransposeOp>([&](TransposeOp t) {
@@ -200,7 +214,8 @@ bool ProgramBuilder::lowerOp(Operation *op, std::string &err) {
         emit(OpCode::LayerNormGrad, op, {}, {n.getEpsilon().convertToDouble()});
       })
       .Case<AttentionGradOp>([&](AttentionGradOp a) {
-        emit(OpCode::AttentionGrad, op, {a.getCausal()}, {a.getScale().convertToDouble()});
+        emit(OpCode::AttentionGrad, op, attentionInts(op, a.getCausal()),
+             {a.getScale().convertToDouble()});
       })
       .Case<RotaryGradOp>([&](auto) { emit(OpCode::RotaryGrad, op); })
       .Case<ActivationGradOp>([&](ActivationGradOp a) {

@@ -38,6 +38,7 @@ constexpr int kWarpsPerBlock = 4;
 struct AttnShape {
   int64_t B, Hq, Hkv, T, S, D, Dv, group, offset;
   bool causal;
+  bool bf16Operands; // q, k, v are bf16 values: products may use bf16 tensor cores
   float scale;
 };
 
@@ -54,6 +55,7 @@ AttnShape attnShape(const CudaCall &c) {
   a.group = a.Hkv ? a.Hq / a.Hkv : 1;
   a.offset = a.S > a.T ? a.S - a.T : 0;
   a.causal = c.instr->ints[0] != 0;
+  a.bf16Operands = c.instr->ints.size() > 1 && c.instr->ints[1] != 0;
   a.scale = float(c.instr->floats[0]);
   return a;
 }
@@ -428,7 +430,8 @@ size_t chunkSmem(int64_t rowsA, int64_t nA, int64_t rowsB, int64_t nB, int64_t e
 //   backward: S, P as above;  dP = dY V^T;  dS = P (dP - rowsum(P dP));
 //             dV = P^T dY;  dQ = scale dS K;  dK = scale dS^T Q
 // The GQA sums over a group's heads fall out of the K = G T dimension of
-// dV and dK. The products run at GEMM speed at the price of S (and dP) in
+// dV and dK. The products are exact fp32, or bf16 tensor-core products when
+// the instruction says its operands are bf16 values (autocast). The products run at GEMM speed at the price of S (and dP) in
 // memory and of computing the masked half; rows are softmaxed in place.
 
 /// Which implementation an attention instruction takes: LOOM_CUDA_ATTENTION
@@ -452,6 +455,7 @@ AttnShape attnShapeOf(const Program &p, const Instr &I) {
   a.group = a.Hkv ? a.Hq / a.Hkv : 1;
   a.offset = a.S > a.T ? a.S - a.T : 0;
   a.causal = I.ints[0] != 0;
+  a.bf16Operands = I.ints.size() > 1 && I.ints[1] != 0;
   a.scale = float(I.floats[0]);
   return a;
 }
@@ -521,6 +525,10 @@ GemmSpec groupGemm(const AttnShape &a, int64_t m, int64_t n, int64_t k, bool ta,
   g.alignA = std::min(alA, alignmentOf(uint64_t(sa) * 4));
   g.alignB = std::min(alB, alignmentOf(uint64_t(sb) * 4));
   g.alignC = std::min(alC, alignmentOf(uint64_t(m * n) * 4));
+  // Under autocast q, k, v (and dy) are bf16 values: the products may run on
+  // bf16 tensor cores; P, dP and dS are then rounded to bf16 as operands,
+  // as FlashAttention does.
+  g.fastBf16 = a.bf16Operands;
   return g;
 }
 

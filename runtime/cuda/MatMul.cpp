@@ -98,7 +98,9 @@ public:
     LtPlan p;
     p.f64 = s.out == DType::F64;
     cudaDataType_t in = ltType(s.in), out = ltType(s.out);
-    cublasComputeType_t compute = p.f64 ? CUBLAS_COMPUTE_64F : CUBLAS_COMPUTE_32F;
+    cublasComputeType_t compute = p.f64        ? CUBLAS_COMPUTE_64F
+                                  : s.fastBf16 ? CUBLAS_COMPUTE_32F_FAST_16BF
+                                               : CUBLAS_COMPUTE_32F;
     cudaDataType_t scale = p.f64 ? CUDA_R_64F : CUDA_R_32F;
     if (cublasLtMatmulDescCreate(&p.desc, compute, scale) != CUBLAS_STATUS_SUCCESS) {
       err = "cuBLASLt: cannot create a matmul descriptor";

@@ -57,6 +57,13 @@ public:
     return "";
   }
 
+  /// The instruction has between lo and hi int attributes.
+  std::string intCount(size_t lo, size_t hi) const {
+    if (I_.ints.size() >= lo && I_.ints.size() <= hi)
+      return "";
+    return cat("takes ", range(lo, hi), " int attributes, got ", I_.ints.size());
+  }
+
   /// Every listed buffer has the dtype of the first.
   std::string sameDType(std::initializer_list<const BufferDesc *> bs) const {
     DType t = (*bs.begin())->dtype;
@@ -260,7 +267,9 @@ std::string checkRotary(const OpView &v) {
 }
 
 std::string checkAttention(const OpView &v) {
-  if (std::string e = v.arity(3, 3, 1, 1, 1, 1); !e.empty())
+  if (std::string e = v.arity(3, 3, 1, 1, kAny, 1); !e.empty())
+    return e;
+  if (std::string e = v.intCount(1, 2); !e.empty())
     return e;
   const Shape &q = v.in(0).shape, &k = v.in(1).shape, &val = v.in(2).shape;
   if (q.size() != 4 || k.size() != 4 || val.size() != 4)
@@ -449,7 +458,9 @@ std::string checkNormGrad(const OpView &v, size_t outs) {
 }
 
 std::string checkAttentionGrad(const OpView &v) {
-  if (std::string e = v.arity(4, 4, 3, 3, 1, 1); !e.empty())
+  if (std::string e = v.arity(4, 4, 3, 3, kAny, 1); !e.empty())
+    return e;
+  if (std::string e = v.intCount(1, 2); !e.empty())
     return e;
   const Shape &q = v.in(0).shape, &k = v.in(1).shape, &val = v.in(2).shape;
   if (q.size() != 4 || k.size() != 4 || val.size() != 4)

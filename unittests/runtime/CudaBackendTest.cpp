@@ -285,6 +285,39 @@ TEST(CudaBackend, AttentionForwardAndBackward) {
   unsetenv("LOOM_CUDA_ATTENTION");
 }
 
+TEST(CudaBackend, AttentionOnBf16TensorCores) {
+  // bf16_operands = 1 (autocast): the GEMM path runs the products on bf16
+  // tensor cores, rounding P and dS as FlashAttention does, so results stay
+  // within bf16 precision of the exact reference.
+  REQUIRE_GPU();
+  Rng rng;
+  auto bf16Values = [&](int64_t n) {
+    F v = rng.uniform(n);
+    for (float &x : v) {
+      uint32_t u;
+      std::memcpy(&u, &x, 4);
+      u &= 0xffff0000u;
+      std::memcpy(&x, &u, 4);
+    }
+    return v;
+  };
+  Shape qs = {2, 8, 70, 64}, ks = {2, 2, 70, 64};
+  ProgramBuilder b;
+  std::vector<Bytes> inputs;
+  uint32_t ids[4];
+  for (int k = 0; k < 4; ++k) {
+    const Shape &s = k == 1 || k == 2 ? ks : qs;
+    ids[k] = b.input(DType::F32, s);
+    inputs.push_back(toBytes(bf16Values(numel(s))));
+  }
+  b.instr(OpCode::Attention, {ids[0], ids[1], ids[2]}, {b.output(DType::F32, qs)}, {1, 1}, {0.125});
+  b.instr(OpCode::AttentionGrad, {ids[0], ids[1], ids[2], ids[3]},
+          {b.output(DType::F32, qs), b.output(DType::F32, ks), b.output(DType::F32, ks)}, {1, 1},
+          {0.125});
+  ASSERT_EQ(b.p.validate(), "");
+  expectSameOnGpu(b.p, inputs, 2e-2, 1e-2);
+}
+
 TEST(CudaBackend, LossAndBackwardKernels) {
   REQUIRE_GPU();
   Rng rng;

@@ -95,8 +95,12 @@ enum class OpCode : uint16_t {
   Rotary = 54,
   // in: q[B, Hq, T, D], k[B, Hkv, S, D], v[B, Hkv, S, D] -> out[B, Hq, T, D].
   // Hq % Hkv == 0; query head h reads kv head h / (Hq / Hkv).
-  // ints: [causal]; floats: [scale]. softmax(scale q k^T + mask) v, where the
-  // causal mask hides key j > query i (+ S - T offset when S > T).
+  // ints: [causal] or [causal, bf16_operands]; floats: [scale].
+  // softmax(scale q k^T + mask) v, where the causal mask hides key
+  // j > query i (+ S - T offset when S > T). bf16_operands = 1 says q, k, v
+  // hold bf16-representable values (autocast's rounding): a backend may then
+  // run the products on bf16 tensor cores, rounding the probabilities to
+  // bf16 for P V as FlashAttention does. AttentionGrad takes the same ints.
   Attention = 55,
   // in: x -> out. ints: perm (out dim i is x dim perm[i]).
   Transpose = 60,
