@@ -42,8 +42,7 @@ struct AttnShape {
   float scale;
 };
 
-AttnShape attnShape(const CudaCall &c) {
-  const Shape &qs = c.in[0].shape(), &ks = c.in[1].shape(), &vs = c.in[2].shape();
+AttnShape attnShapeOf(const Shape &qs, const Shape &ks, const Shape &vs, const Instr &I) {
   AttnShape a;
   a.B = qs[0];
   a.Hq = qs[1];
@@ -54,10 +53,18 @@ AttnShape attnShape(const CudaCall &c) {
   a.Dv = vs[3];
   a.group = a.Hkv ? a.Hq / a.Hkv : 1;
   a.offset = a.S > a.T ? a.S - a.T : 0;
-  a.causal = c.instr->ints[0] != 0;
-  a.bf16Operands = c.instr->ints.size() > 1 && c.instr->ints[1] != 0;
-  a.scale = float(c.instr->floats[0]);
+  a.causal = I.ints[0] != 0;
+  a.bf16Operands = I.ints.size() > 1 && I.ints[1] != 0;
+  a.scale = float(I.floats[0]);
   return a;
+}
+
+AttnShape attnShape(const CudaCall &c) {
+  return attnShapeOf(c.in[0].shape(), c.in[1].shape(), c.in[2].shape(), *c.instr);
+}
+
+AttnShape attnShapeOf(const Program &p, const Instr &I) {
+  return attnShapeOf(p.buffers[I.in[0]].shape, p.buffers[I.in[1]].shape, p.buffers[I.in[2]].shape, I);
 }
 
 /// Loads this lane's slice (d = lane + 32 u) of a row of length n.
@@ -440,25 +447,6 @@ size_t chunkSmem(int64_t rowsA, int64_t nA, int64_t rowsB, int64_t nB, int64_t e
 /// chunked kernels otherwise (plain ones past head dim 128).
 enum class AttnPath { Gemm, Chunked, Plain };
 constexpr uint64_t kGemmScoreBytes = uint64_t(8) << 30;
-
-AttnShape attnShapeOf(const Program &p, const Instr &I) {
-  const Shape &qs = p.buffers[I.in[0]].shape, &ks = p.buffers[I.in[1]].shape,
-              &vs = p.buffers[I.in[2]].shape;
-  AttnShape a;
-  a.B = qs[0];
-  a.Hq = qs[1];
-  a.T = qs[2];
-  a.D = qs[3];
-  a.Hkv = ks[1];
-  a.S = ks[2];
-  a.Dv = vs[3];
-  a.group = a.Hkv ? a.Hq / a.Hkv : 1;
-  a.offset = a.S > a.T ? a.S - a.T : 0;
-  a.causal = I.ints[0] != 0;
-  a.bf16Operands = I.ints.size() > 1 && I.ints[1] != 0;
-  a.scale = float(I.floats[0]);
-  return a;
-}
 
 uint64_t scoreBytes(const AttnShape &a) { return uint64_t(a.B * a.Hq * a.T * a.S) * sizeof(float); }
 

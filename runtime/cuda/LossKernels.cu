@@ -26,18 +26,25 @@ constexpr int kLossThreads = 256;
 
 size_t align256(size_t n) { return (n + 255) / 256 * 256; }
 
+/// The row's max and sum of exp(x - max) over the block (every thread gets
+/// both), in double.
+__device__ void rowMaxAndSum(const float *row, int64_t V, double *red, double &mx, double &sum) {
+  mx = -INFINITY;
+  for (int64_t v = threadIdx.x; v < V; v += blockDim.x) mx = fmax(mx, double(row[v]));
+  mx = blockMax(mx, red);
+  sum = 0;
+  for (int64_t v = threadIdx.x; v < V; v += blockDim.x) sum += exp(row[v] - mx);
+  sum = blockSum(sum, red);
+}
+
 __global__ void crossEntropyRowKernel(const float *x, const void *targets, bool t64,
                                       double *rowLoss, int64_t V, DeviceError *err, int instr) {
   __shared__ double red[32];
   int64_t n = blockIdx.x;
   const float *row = x + n * V;
   int64_t t = indexAt(targets, t64, n);
-  double mx = -INFINITY;
-  for (int64_t v = threadIdx.x; v < V; v += blockDim.x) mx = fmax(mx, double(row[v]));
-  mx = blockMax(mx, red);
-  double sum = 0;
-  for (int64_t v = threadIdx.x; v < V; v += blockDim.x) sum += exp(row[v] - mx);
-  sum = blockSum(sum, red);
+  double mx, sum;
+  rowMaxAndSum(row, V, red, mx, sum);
   if (threadIdx.x == 0) {
     if (t < 0 || t >= V) {
       reportError(err, instr, 1, t, n, V);
@@ -67,12 +74,8 @@ __global__ void crossEntropyGradKernel(const float *x, const void *targets, bool
     if (threadIdx.x == 0) reportError(err, instr, 1, t, n, V);
     return;
   }
-  double mx = -INFINITY;
-  for (int64_t v = threadIdx.x; v < V; v += blockDim.x) mx = fmax(mx, double(row[v]));
-  mx = blockMax(mx, red);
-  double sum = 0;
-  for (int64_t v = threadIdx.x; v < V; v += blockDim.x) sum += exp(row[v] - mx);
-  sum = blockSum(sum, red);
+  double mx, sum;
+  rowMaxAndSum(row, V, red, mx, sum);
   double factor = double(*dloss) / double(N);
   for (int64_t v = threadIdx.x; v < V; v += blockDim.x)
     dx[n * V + v] = float((exp(row[v] - mx) / sum - (v == t ? 1.0 : 0.0)) * factor);
