@@ -96,4 +96,50 @@ def AutocastBf16 : Pass<"loom-autocast-bf16", "mlir::func::FuncOp"> {
   let dependentDialects = ["loom::LoomDialect"];
 }
 
+def AnnotateDataParallel : Pass<"loom-annotate-data-parallel", "mlir::ModuleOp"> {
+  let summary = "Seed the device mesh and data-parallel shardings of @train_step";
+  let description = [{
+    Sets `loom.mesh` on the module and `loom.sharding` on every argument and
+    result of @train_step for a plan dp_replicate=R, dp_shard=S. The step
+    is built per rank (the importer specializes static shapes, so the
+    driver imports at the local batch B / (R S)): tokens and targets are
+    Shard(0) along both data-parallel axes. Parameters, their gradients and
+    both AdamW moments are Shard(0) along dp_shard when their dim 0 divides
+    by S, and Replicate otherwise (scalars and indivisible dim 0 stay
+    whole); everything is Replicate along dp_replicate. Types are not
+    changed here: `loom-insert-fsdp-collectives` partitions.
+  }];
+  let options = [
+    Option<"dpReplicate", "dp-replicate", "int64_t", "1", "ranks that replicate the model (DDP / HSDP)">,
+    Option<"dpShard", "dp-shard", "int64_t", "1", "ranks that shard the model (FSDP / ZeRO-3)">,
+  ];
+  let dependentDialects = ["loom::LoomDialect"];
+}
+
+def InsertFsdpCollectives : Pass<"loom-insert-fsdp-collectives", "mlir::ModuleOp"> {
+  let summary = "Partition @train_step along dp_shard (FSDP / ZeRO-3)";
+  let description = [{
+    For every parameter annotated Shard(0) along dp_shard: the parameter and
+    its AdamW moments become the local shard (dim 0 / S); an all_gather
+    before the first use rebuilds the full parameter for forward and
+    backward; the gradient is reduce_scattered (mean) so AdamW updates the
+    local shard; its gradient-norm term is the all_reduce (sum) of the local
+    sum of squares. Parameters replicated along dp_shard get their gradient
+    all_reduced (mean). The loss is all_reduced (mean), so with equal local
+    batches every rank reports the global batch's mean cross-entropy.
+  }];
+  let dependentDialects = ["loom::LoomDialect"];
+}
+
+def InsertDdpCollectives : Pass<"loom-insert-ddp-collectives", "mlir::ModuleOp"> {
+  let summary = "Average gradients and the loss over dp_replicate (DDP; HSDP's outer axis)";
+  let description = [{
+    Every parameter's gradient as AdamW sees it (after FSDP's
+    reduce_scatter, when dp_shard is also used) is all_reduced (mean) over
+    dp_replicate right after it is computed; the gradient norm then reads
+    identical values on every rank. The loss is all_reduced (mean).
+  }];
+  let dependentDialects = ["loom::LoomDialect"];
+}
+
 #endif // LOOM_PASSES
