@@ -11,11 +11,13 @@
 #include "Checkpoint.h"
 #include "Commands.h"
 #include "Npy.h"
+#include "SpmdPlan.h"
+#include "StepRunner.h"
 #include "TokenData.h"
 #include "TrainProgram.h"
 #include "WeightFiles.h"
 #include "frontends/onnx/OnnxExporter.h"
-#include "loom/runtime/Executor.h"
+#include "planner/Plan.h"
 
 #include <chrono>
 #include <cmath>
@@ -136,6 +138,9 @@ int runTrain(int argc, char **argv) {
   args.flag("loss-tolerance", "max relative error for --expect-loss", false, "1e-5");
   args.flag("print-every", "without a terminal: print every K-th step (and the last)", false, "1");
   args.flag("threads", "CPU threads (0: all)", false, "0");
+  args.flag("plan", "parallelism: dp_replicate=R,dp_shard=S (simulated ranks on the CPU)", false,
+            "1");
+  args.flag("world-size", "ranks the job has (default: the plan's product)");
   args.flag("die-after-step", "testing: exit abruptly (code 86) after this step completes");
   if (!args.parse(argc, argv, 2))
     return args.wantsHelp() ? 0 : 1;
@@ -173,6 +178,12 @@ int runTrain(int argc, char **argv) {
   opts.frozen = args.get("frozen");
   opts.bf16 = precision == "bf16";
   opts.returnGradients = args.has("expect-grads");
+  planner::Plan plan;
+  if (!parseSpmdPlan(args.get("plan"), args.has("world-size") ? int(args.getInt("world-size")) : 0,
+                     plan, err))
+    return fail("train", err);
+  opts.dpReplicate = plan.dpReplicate;
+  opts.dpShard = plan.dpShard;
 
   auto t0 = Clock::now();
   TrainProgram tp;
@@ -200,8 +211,8 @@ int runTrain(int argc, char **argv) {
       return fail("train", err);
     std::printf("resumed from %s at step %lld\n", from.c_str(), (long long)state.step);
   }
-  auto exec = rt::createExecutor(tp.program, "cpu", int(args.getInt("threads")), err);
-  if (!exec)
+  auto runner = StepRunner::create(tp, int(args.getInt("threads")), err);
+  if (!runner)
     return fail("train", err);
   int64_t numel = 0;
   for (const ParamSlot &p : state.params) numel += int64_t(p.value.size());
@@ -211,6 +222,8 @@ int runTrain(int argc, char **argv) {
               args.positional()[0].c_str(), P, (long long)numel, (long long)B, (long long)T,
               precision.c_str(), (long long)steps, compileS,
               double(tp.program->arenaBytes) / (1 << 20));
+  if (tp.worldSize() > 1)
+    printSpmdSummary(plan, tp, *runner);
 
   std::FILE *log = nullptr;
   if (args.has("log") && !(log = std::fopen(args.get("log").c_str(), "a")))
@@ -226,27 +239,11 @@ int runTrain(int argc, char **argv) {
     Batch batch;
     if (!makeBatch(data, s, B, T, batch, err, rule))
       return fail("train", err);
-    float stepValue = float(s);
-    size_t in = 0;
-    bool ok = true;
-    for (size_t i = 0; i < P && ok; ++i)
-      ok = exec->setInput(in++, state.params[i].value.data(), state.params[i].value.size() * 4, err);
-    for (size_t i = 0; i < P && ok; ++i)
-      ok = exec->setInput(in++, state.expAvg[i].data(), state.expAvg[i].size() * 4, err);
-    for (size_t i = 0; i < P && ok; ++i)
-      ok = exec->setInput(in++, state.expAvgSq[i].data(), state.expAvgSq[i].size() * 4, err);
-    ok = ok && exec->setInput(in++, &stepValue, 4, err) &&
-         exec->setInput(in++, batch.inputs.data(), batch.inputs.size() * 8, err) &&
-         exec->setInput(in++, batch.targets.data(), batch.targets.size() * 8, err) &&
-         exec->run(err) && exec->getOutput(0, &loss, 4, err) &&
-         exec->getOutput(1, &gnorm, 4, err) && exec->getOutput(2, &lr, 4, err);
-    size_t outIdx = 3;
-    for (size_t i = 0; i < P && ok; ++i)
-      ok = exec->getOutput(outIdx++, state.params[i].value.data(), state.params[i].value.size() * 4, err);
-    for (size_t i = 0; i < P && ok; ++i)
-      ok = exec->getOutput(outIdx++, state.expAvg[i].data(), state.expAvg[i].size() * 4, err);
-    for (size_t i = 0; i < P && ok; ++i)
-      ok = exec->getOutput(outIdx++, state.expAvgSq[i].data(), state.expAvgSq[i].size() * 4, err);
+    StepResult result;
+    bool ok = runner->step(state, s, batch, s == firstStep && tp.hasGradients, result, err);
+    loss = result.loss;
+    gnorm = result.gradNorm;
+    lr = result.lr;
     if (!ok)
       return fail("train", "step " + std::to_string(s) + ": " + err);
     if (!std::isfinite(loss))
@@ -262,13 +259,7 @@ int runTrain(int argc, char **argv) {
         return 1;
     }
     if (s == firstStep && tp.hasGradients) {
-      std::vector<std::vector<float>> grads(P);
-      for (size_t i = 0; i < P && ok; ++i) {
-        grads[i].resize(state.params[i].value.size());
-        ok = exec->getOutput(outIdx++, grads[i].data(), grads[i].size() * 4, err);
-      }
-      if (!ok)
-        return fail("train", err);
+      const std::vector<std::vector<float>> &grads = result.grads;
       double worst = compareGradients(args.get("expect-grads"), state.params, grads, hfNames,
                                       aliases, true, err);
       if (worst < 0)

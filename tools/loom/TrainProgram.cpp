@@ -8,6 +8,7 @@
 #include "codegen/LowerToProgram.h"
 #include "frontends/onnx/OnnxImporter.h"
 #include "ir/LoomOps.h"
+#include "ir/Sharding.h"
 #include "passes/PatternUtils.h"
 #include "passes/Passes.h"
 
@@ -48,8 +49,20 @@ bool floatValues(ConstantOp c, std::vector<float> &out) {
 
 bool compileTrainStep(const std::string &path, int64_t batch, int64_t seq,
                       const TrainOptions &o, TrainProgram &out, std::string &err) {
+  int dp = o.dpReplicate * o.dpShard;
+  if (dp < 1) {
+    err = "the data-parallel degree must be positive";
+    return false;
+  }
+  if (batch % dp) {
+    err = "--batch " + std::to_string(batch) + " does not divide by the data-parallel degree " +
+          std::to_string(dp) + " (dp_replicate=" + std::to_string(o.dpReplicate) +
+          " x dp_shard=" + std::to_string(o.dpShard) + "): every rank needs an equal batch";
+    return false;
+  }
   mlir::MLIRContext ctx;
-  auto module = importOnnxModel(ctx, path, OnnxImportOptions{batch, seq}, err);
+  // Static shapes: each rank's step is built for its own rows.
+  auto module = importOnnxModel(ctx, path, OnnxImportOptions{batch / dp, seq}, err);
   if (!module)
     return false;
   BuildTrainStepOptions bt;
@@ -71,6 +84,14 @@ bool compileTrainStep(const std::string &path, int64_t batch, int64_t seq,
     if (o.bf16)
       pm.nest<mlir::func::FuncOp>().addPass(createAutocastBf16());
     pm.addPass(createBuildTrainStep(bt));
+    if (dp > 1) {
+      AnnotateDataParallelOptions ann;
+      ann.dpReplicate = o.dpReplicate;
+      ann.dpShard = o.dpShard;
+      pm.addPass(createAnnotateDataParallel(ann));
+      pm.addPass(createInsertFsdpCollectives());
+      pm.addPass(createInsertDdpCollectives());
+    }
     // The backward pass repeats small constants and reshapes: clean up.
     pm.addPass(mlir::createCanonicalizerPass(rewriteConfig()));
     pm.addPass(mlir::createCSEPass());
@@ -92,13 +113,18 @@ bool compileTrainStep(const std::string &path, int64_t batch, int64_t seq,
     slot.name = step.getArgAttrOfType<mlir::StringAttr>(i, "loom.name").str();
     if (auto p = step.getArgAttrOfType<ParamAttr>(i, "loom.param"))
       slot.transposed = p.getTransposed();
-    auto t = llvm::cast<mlir::RankedTensorType>(step.getArgument(i).getType());
-    slot.shape.assign(t.getShape().begin(), t.getShape().end());
     auto it = byName.find(slot.name);
     if (it == byName.end() || !floatValues(it->second, slot.value)) {
       err = path + ": parameter '" + slot.name + "' has no float32 initial value";
       return false;
     }
+    // The full shape is the forward's constant; the step argument may be
+    // this rank's shard of it.
+    auto t = llvm::cast<mlir::RankedTensorType>(it->second.getType());
+    slot.shape.assign(t.getShape().begin(), t.getShape().end());
+    if (auto sh = step.getArgAttrOfType<ShardingAttr>(i, kShardingAttrName))
+      if (PlacementAttr p = sh.along(MeshAxis::dp_shard); p && p.getKind() == PlacementKind::shard)
+        slot.dim0Shards = o.dpShard;
     out.params.push_back(std::move(slot));
   }
   out.program = std::make_shared<rt::Program>();
@@ -109,6 +135,8 @@ bool compileTrainStep(const std::string &path, int64_t batch, int64_t seq,
   out.batch = batch;
   out.seq = seq;
   out.hasGradients = o.returnGradients;
+  out.dpReplicate = o.dpReplicate;
+  out.dpShard = o.dpShard;
   return true;
 }
 

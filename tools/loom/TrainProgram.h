@@ -26,6 +26,9 @@ struct TrainOptions {
   std::string trainable, frozen;     // regexes over parameter names
   bool bf16 = false;                 // bf16 mixed precision (autocast)
   bool returnGradients = false;      // extra outputs: unclipped gradients
+  // Data parallelism (issue 5): the step is compiled per rank for the local
+  // batch B / (dpReplicate * dpShard) and partitioned by the SPMD passes.
+  int dpReplicate = 1, dpShard = 1;
 };
 
 struct ParamSlot {
@@ -33,6 +36,8 @@ struct ParamSlot {
   bool transposed = false; // the model stores name^T (folded linear weight)
   std::vector<int64_t> shape; // as stored in the model (after transposing)
   std::vector<float> value;   // current value, in the model's layout
+  int64_t dim0Shards = 1;     // dp_shard ranks holding one dim-0 slice each
+                              // (1: every rank holds it whole)
 };
 
 /// The compiled step. Program inputs: params (P), exp_avg (P),
@@ -41,9 +46,12 @@ struct ParamSlot {
 /// returnGradients, the P unclipped gradients.
 struct TrainProgram {
   std::shared_ptr<rt::Program> program;
-  std::vector<ParamSlot> params;
-  int64_t batch = 0, seq = 0;
+  std::vector<ParamSlot> params; // full (global) shapes and values
+  int64_t batch = 0, seq = 0;    // global batch
   bool hasGradients = false;
+  int dpReplicate = 1, dpShard = 1;
+  int worldSize() const { return dpReplicate * dpShard; }
+  int64_t localBatch() const { return batch / worldSize(); }
 };
 
 /// `opts` go into the pass pipeline; false with a one-line `err`.

@@ -1,0 +1,55 @@
+//===- SpmdPlan.cpp -------------------------------------------------------===//
+//
+// Part of loom, under the Apache License v2.0.
+//
+//===----------------------------------------------------------------------===//
+#include "SpmdPlan.h"
+
+#include <cstdio>
+
+namespace loom::tools {
+
+bool parseSpmdPlan(const std::string &text, int worldSize, planner::Plan &plan,
+                   std::string &err) {
+  if (!planner::parseMeshPlan(text, plan, err))
+    return false;
+  if (std::string why = planner::checkExecutable(plan); !why.empty()) {
+    err = why + " (runnable today: dp_replicate, dp_shard)";
+    return false;
+  }
+  if (worldSize > 0)
+    if (std::string why = planner::checkWorldSize(plan, worldSize); !why.empty()) {
+      err = why;
+      return false;
+    }
+  return true;
+}
+
+void printSpmdSummary(const planner::Plan &plan, const TrainProgram &tp, const StepRunner &r) {
+  std::printf("plan %s: %d simulated ranks on the cpu backend, %lld sequences per rank\n",
+              planner::meshPlanName(plan).c_str(), tp.worldSize(), (long long)tp.localBatch());
+  if (plan.dpShard > 1) {
+    size_t sharded = 0;
+    for (const ParamSlot &p : tp.params) sharded += p.dim0Shards > 1;
+    std::printf("dp_shard=%d: %zu of %zu parameters sharded along dim 0\n", plan.dpShard, sharded,
+                tp.params.size());
+    for (const ParamSlot &p : tp.params)
+      if (p.dim0Shards == 1) {
+        std::string shape;
+        for (int64_t d : p.shape) shape += (shape.empty() ? "" : "x") + std::to_string(d);
+        std::printf("  replicated: %s [%s]: %s\n", p.name.c_str(), shape.c_str(),
+                    p.shape.empty() ? "a scalar has no dim 0"
+                                    : ("dim 0 (" + std::to_string(p.shape[0]) +
+                                       ") does not divide by " + std::to_string(plan.dpShard))
+                                          .c_str());
+      }
+  }
+  RankMemory m = r.perRank(), one = r.oneDevice();
+  std::printf("memory per rank: parameters %llu B, gradients %llu B, optimizer state %llu B "
+              "(one device: %llu B, %llu B, %llu B)\n",
+              (unsigned long long)m.params, (unsigned long long)m.grads,
+              (unsigned long long)m.optimizer, (unsigned long long)one.params,
+              (unsigned long long)one.grads, (unsigned long long)one.optimizer);
+}
+
+} // namespace loom::tools
