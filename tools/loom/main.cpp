@@ -18,7 +18,8 @@ static void usage() {
       "  compile  MODEL.onnx -o ART     compile to a runtime artifact\n"
       "  eval     MODEL.onnx|ART        run the forward pass: logits and loss\n"
       "  plan     MODEL.onnx --gpus N   rank parallelism plans: memory, step time, MFU\n"
-      "  train    MODEL.onnx --data F   train: forward, backward, AdamW, checkpoints\n\n"
+      "  train    MODEL.onnx --data F   train: forward, backward, AdamW, checkpoints\n"
+      "  verify   MODEL.onnx --plans .. train under each plan, compare with the first\n\n"
       "Run 'loom COMMAND --help' for a command's options.\n");
 }
 
@@ -37,6 +38,7 @@ int main(int argc, char **argv) {
   if (cmd == "eval") return loom::tools::runEval(argc, argv);
   if (cmd == "plan") return loom::tools::runPlan(argc, argv);
   if (cmd == "train") return loom::tools::runTrain(argc, argv);
+  if (cmd == "verify") return loom::tools::runVerify(argc, argv);
   std::fprintf(stderr, "loom: error: unknown command '%s' (see loom --help)\n", cmd.c_str());
   return 1;
 }
