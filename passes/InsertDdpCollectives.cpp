@@ -10,6 +10,7 @@
 //===----------------------------------------------------------------------===//
 #include "ir/Sharding.h"
 #include "passes/Passes.h"
+#include "passes/PatternUtils.h"
 #include "passes/TrainStepStructure.h"
 
 #include "mlir/IR/BuiltinOps.h"
@@ -23,6 +24,7 @@ namespace loom {
 namespace {
 
 struct InsertDdpCollectivesPass : impl::InsertDdpCollectivesBase<InsertDdpCollectivesPass> {
+  using Base::Base;
   void runOnOperation() override {
     ModuleOp module = getOperation();
     MLIRContext *ctx = &getContext();
@@ -40,14 +42,62 @@ struct InsertDdpCollectivesPass : impl::InsertDdpCollectivesBase<InsertDdpCollec
     Block &body = step.getBody().front();
     ArrayAttr axis = meshAxes(ctx, {MeshAxis::dp_replicate});
     OpBuilder b(ctx);
-    for (ParamUpdate &u : s->params) {
-      if (Operation *def = u.grad.getDefiningOp())
+    // Gradients in the order the backward pass completes them.
+    SmallVector<Value> grads;
+    for (ParamUpdate &u : s->params) grads.push_back(u.grad);
+    auto position = [&](Value v) -> Operation * { return v.getDefiningOp(); };
+    llvm::stable_sort(grads, [&](Value a, Value b) {
+      Operation *pa = position(a), *pb = position(b);
+      if (!pa || !pb)
+        return !pa && pb; // block arguments are ready first
+      return pa != pb && pa->isBeforeInBlock(pb);
+    });
+    // Buckets of consecutive gradients up to bucketBytes (at least one each).
+    SmallVector<SmallVector<Value>> buckets;
+    int64_t filled = 0;
+    for (Value g : grads) {
+      auto t = tensorType(g);
+      int64_t bytes = t.getNumElements() * int64_t(t.getElementTypeBitWidth() / 8);
+      if (buckets.empty() || bucketBytes <= 0 || filled + bytes > bucketBytes ||
+          tensorType(buckets.back().front()).getElementType() != t.getElementType()) {
+        buckets.emplace_back();
+        filled = 0;
+      }
+      buckets.back().push_back(g);
+      filled += bytes;
+    }
+    for (ArrayRef<Value> bucket : buckets) {
+      Value last = bucket.back();
+      if (Operation *def = last.getDefiningOp())
         b.setInsertionPointAfter(def);
       else
         b.setInsertionPointToStart(&body);
-      auto avg = b.create<AllReduceOp>(u.adamw.getLoc(), u.grad.getType(), u.grad, axis,
-                                       ReduceKind::mean);
-      u.grad.replaceAllUsesExcept(avg.getResult(), avg);
+      Location loc = step.getLoc();
+      if (bucket.size() == 1) {
+        auto avg = b.create<AllReduceOp>(loc, last.getType(), last, axis, ReduceKind::mean);
+        last.replaceAllUsesExcept(avg.getResult(), avg);
+        continue;
+      }
+      // Flatten, join, reduce once, cut apart, restore the shapes.
+      SmallVector<Value> flat;
+      SmallVector<int64_t> sizes;
+      SmallPtrSet<Operation *, 8> readers;
+      for (Value g : bucket) {
+        auto t = tensorType(g);
+        auto r = b.create<ReshapeOp>(
+            loc, RankedTensorType::get({t.getNumElements()}, t.getElementType()), g);
+        readers.insert(r);
+        flat.push_back(r);
+        sizes.push_back(t.getNumElements());
+      }
+      Value joined = b.create<ConcatOp>(loc, flat, b.getI64IntegerAttr(0));
+      Value avg = b.create<AllReduceOp>(loc, joined.getType(), joined, axis, ReduceKind::mean);
+      auto pieces = b.create<SplitOp>(loc, avg, b.getI64IntegerAttr(0),
+                                      b.getDenseI64ArrayAttr(sizes));
+      for (auto [g, piece] : llvm::zip(bucket, pieces.getResults())) {
+        Value back = b.create<ReshapeOp>(loc, g.getType(), piece);
+        Value(g).replaceAllUsesExcept(back, readers);
+      }
     }
     auto ret = cast<func::ReturnOp>(body.getTerminator());
     b.setInsertionPoint(ret);

@@ -138,7 +138,17 @@ def InsertDdpCollectives : Pass<"loom-insert-ddp-collectives", "mlir::ModuleOp">
     reduce_scatter, when dp_shard is also used) is all_reduced (mean) over
     dp_replicate right after it is computed; the gradient norm then reads
     identical values on every rank. The loss is all_reduced (mean).
+    With `bucket-bytes` > 0, gradients are grouped in the order backward
+    completes them into buckets of up to that many bytes (a larger
+    gradient gets its own), and each bucket is one all_reduce of the
+    flattened, concatenated gradients, issued as soon as its last gradient
+    is complete (PyTorch DDP's bucketing; fewer, larger collectives that
+    still overlap the rest of the backward pass).
   }];
+  let options = [
+    Option<"bucketBytes", "bucket-bytes", "int64_t", "0",
+           "gradient bytes per all_reduce bucket (0: one all_reduce per gradient)">,
+  ];
   let dependentDialects = ["loom::LoomDialect"];
 }
 

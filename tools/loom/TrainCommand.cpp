@@ -141,6 +141,8 @@ int runTrain(int argc, char **argv) {
   args.flag("plan", "parallelism: dp_replicate=R,dp_shard=S (simulated ranks on the CPU)", false,
             "1");
   args.flag("world-size", "ranks the job has (default: the plan's product)");
+  args.flag("ddp-bucket-mib", "gradient MiB per dp_replicate all-reduce (0: one per gradient)",
+            false, "25");
   args.flag("die-after-step", "testing: exit abruptly (code 86) after this step completes");
   if (!args.parse(argc, argv, 2))
     return args.wantsHelp() ? 0 : 1;
@@ -184,6 +186,9 @@ int runTrain(int argc, char **argv) {
     return fail("train", err);
   opts.dpReplicate = plan.dpReplicate;
   opts.dpShard = plan.dpShard;
+  if (args.getDouble("ddp-bucket-mib") < 0)
+    return fail("train", "--ddp-bucket-mib must not be negative");
+  opts.ddpBucketBytes = int64_t(args.getDouble("ddp-bucket-mib") * (1 << 20));
 
   auto t0 = Clock::now();
   TrainProgram tp;

@@ -90,7 +90,9 @@ bool compileTrainStep(const std::string &path, int64_t batch, int64_t seq,
       ann.dpShard = o.dpShard;
       pm.addPass(createAnnotateDataParallel(ann));
       pm.addPass(createInsertFsdpCollectives());
-      pm.addPass(createInsertDdpCollectives());
+      InsertDdpCollectivesOptions ddp;
+      ddp.bucketBytes = o.ddpBucketBytes;
+      pm.addPass(createInsertDdpCollectives(ddp));
     }
     // The backward pass repeats small constants and reshapes: clean up.
     pm.addPass(mlir::createCanonicalizerPass(rewriteConfig()));

@@ -29,6 +29,7 @@ struct TrainOptions {
   // Data parallelism (issue 5): the step is compiled per rank for the local
   // batch B / (dpReplicate * dpShard) and partitioned by the SPMD passes.
   int dpReplicate = 1, dpShard = 1;
+  int64_t ddpBucketBytes = 25 << 20; // gradients per dp_replicate all_reduce (0: one each)
 };
 
 struct ParamSlot {

@@ -201,6 +201,8 @@ int runVerify(int argc, char **argv) {
   args.flag("max-grad-norm", "clip the global gradient norm (0: off)", false, "1.0");
   args.flag("precision", "fp32 or bf16", false, "fp32");
   args.flag("threads", "CPU threads (0: all)", false, "0");
+  args.flag("ddp-bucket-mib", "gradient MiB per dp_replicate all-reduce (0: one per gradient)",
+            false, "25");
   args.flag("json", "write the report to this .json file");
   args.flag("svg", "write the loss curves to this .svg file");
   args.flag("max-loss-rel", "fail when a plan's loss differs from the first by more (relative)");
@@ -222,6 +224,8 @@ int runVerify(int argc, char **argv) {
     return fail("verify", "--batching must be sequential or fixture, not '" + batching + "'");
   if (precision != "fp32" && precision != "bf16")
     return fail("verify", "--precision must be fp32 or bf16, not '" + precision + "'");
+  if (args.getDouble("ddp-bucket-mib") < 0)
+    return fail("verify", "--ddp-bucket-mib must not be negative");
   BatchRule rule = batching == "fixture" ? BatchRule::Fixture : BatchRule::Sequential;
   const std::string model = args.positional()[0];
 
@@ -250,6 +254,7 @@ int runVerify(int argc, char **argv) {
     opts.returnGradients = true;
     opts.dpReplicate = r.plan.dpReplicate;
     opts.dpShard = r.plan.dpShard;
+    opts.ddpBucketBytes = int64_t(args.getDouble("ddp-bucket-mib") * (1 << 20));
     TrainProgram tp;
     if (!compileTrainStep(model, B, T, opts, tp, err))
       return fail("verify", "plan " + r.name + ": " + err);
