@@ -165,7 +165,8 @@ bool ProgramBuilder::lowerOp(Operation *op, std::string &err) {
                                                              : OpCode::GeluErf,
              op);
       })
-      .Case<CastOp, ReshapeOp>([&](auto) { emit(OpCode::Cast, op); })
+      // copy_to_parallel is the identity once autodiff has used it.
+      .Case<CastOp, ReshapeOp, CopyToParallelOp>([&](auto) { emit(OpCode::Cast, op); })
       .Case<ReduceOp>([&](ReduceOp r) {
         std::vector<int64_t> ints = {int64_t(r.getKind())};
         for (int64_t a : r.getAxes()) ints.push_back(a);

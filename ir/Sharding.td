@@ -92,8 +92,16 @@ def Loom_ShardingAttr : AttrDef<Loom_Dialect, "Sharding"> {
 // the same order, which is what makes the SPMD program deadlock-free).
 //===----------------------------------------------------------------------===//
 
-def Loom_AllReduceOp : Loom_Op<"all_reduce", [SameOperandsAndResultType]> {
+def Loom_AllReduceOp : Loom_Op<"all_reduce", [SameOperandsAndResultType,
+    DeclareOpInterfaceMethods<Loom_DifferentiableOpInterface>]> {
   let summary = "sum or mean of a tensor over the ranks of a mesh-axis group";
+  let description = [{
+    Gradient (used when tensor parallelism puts it in the forward pass,
+    Megatron's "g" after a row-parallel matmul): the loss is computed
+    identically on every rank from the reduced value, so each rank's
+    partial input gets the result's gradient unchanged (divided by the
+    group size for a mean).
+  }];
   let arguments = (ins Loom_FloatTensor:$input, Loom_MeshAxesAttr:$axes,
                        Loom_ReduceKindAttr:$kind);
   let results = (outs Loom_FloatTensor:$result);
@@ -124,6 +132,21 @@ def Loom_ReduceScatterOp : Loom_Op<"reduce_scatter", []> {
     $kind $input `over` $axes `dim` $dim attr-dict `:` type($input) `->` type($result)
   }];
   let hasVerifier = 1;
+}
+
+def Loom_CopyToParallelOp : Loom_Op<"copy_to_parallel", [SameOperandsAndResultType,
+    DeclareOpInterfaceMethods<Loom_DifferentiableOpInterface>]> {
+  let summary = "identity in the forward pass, all_reduce (sum) of the gradient";
+  let description = [{
+    Megatron's "f": marks a replicated activation entering a tensor-parallel
+    region (the input of column-parallel matmuls). Each rank's backward
+    pass yields only its shards' share of the activation's gradient, so
+    the gradient is summed over `axes`. Not Pure: folding it away before
+    autodiff would lose that sum.
+  }];
+  let arguments = (ins Loom_FloatTensor:$input, Loom_MeshAxesAttr:$axes);
+  let results = (outs Loom_FloatTensor:$result);
+  let assemblyFormat = "$input `over` $axes attr-dict `:` type($input)";
 }
 
 #endif // LOOM_SHARDING

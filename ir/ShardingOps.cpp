@@ -157,6 +157,33 @@ LogicalResult verifyGathered(Operation *op, ArrayAttr axes, int64_t dim, RankedT
 
 } // namespace
 
+LogicalResult AllReduceOp::buildGradients(OpBuilder &b, ArrayRef<Value> dys,
+                                          SmallVectorImpl<Value> &dx) {
+  Value dy = dys[0];
+  if (getKind() == ReduceKind::mean) {
+    MeshAttr mesh = lookupMesh(*this);
+    if (!mesh)
+      return emitOpError("needs a loom.mesh to differentiate a mean");
+    auto t = cast<RankedTensorType>(dy.getType());
+    auto scalarType = RankedTensorType::get({}, t.getElementType());
+    Value n = b.create<ConstantOp>(
+        getLoc(),
+        DenseElementsAttr::get(scalarType,
+                               b.getFloatAttr(t.getElementType(), 1.0 / double(mesh.groupSize(getAxes())))),
+        StringAttr(), ParamAttr());
+    dy = b.create<MulOp>(getLoc(), dy, n);
+  }
+  dx.assign({dy});
+  return success();
+}
+
+LogicalResult CopyToParallelOp::buildGradients(OpBuilder &b, ArrayRef<Value> dys,
+                                               SmallVectorImpl<Value> &dx) {
+  dx.assign({b.create<AllReduceOp>(getLoc(), dys[0].getType(), dys[0], getAxes(), ReduceKind::sum)
+                 .getResult()});
+  return success();
+}
+
 LogicalResult AllReduceOp::verify() {
   if (failed(verifyAxes(*this, getAxes())))
     return failure();

@@ -36,15 +36,21 @@ struct AnnotateDataParallelPass : impl::AnnotateDataParallelBase<AnnotateDataPar
     if (failed(s))
       return signalPassFailure();
     func::FuncOp step = s->step;
-    module->setAttr(kMeshAttrName, MeshAttr::get(ctx, 1, dpReplicate, dpShard, 1, 1));
+    // Tensor parallelism (if any) was applied to @forward before: keep its
+    // axis and its placements.
+    MeshAttr old = module->getAttrOfType<MeshAttr>(kMeshAttrName);
+    module->setAttr(kMeshAttrName,
+                    MeshAttr::get(ctx, 1, dpReplicate, dpShard, 1, old ? old.getTp() : 1));
 
     auto placement = [&](MeshAxis axis, PlacementKind kind, int64_t dim = -1) {
       return PlacementAttr::get(ctx, axis, kind, dim, ReduceKind::sum);
     };
     // Parameters (and everything shaped like them): Replicate along
     // dp_replicate, Shard(0) along dp_shard when dim 0 divides.
-    auto paramSharding = [&](RankedTensorType t) {
+    auto paramSharding = [&](RankedTensorType t, ShardingAttr existing) {
       SmallVector<PlacementAttr> p;
+      if (existing)
+        p.append(existing.getPlacements().begin(), existing.getPlacements().end());
       if (dpReplicate > 1)
         p.push_back(placement(MeshAxis::dp_replicate, PlacementKind::replicate));
       if (dpShard > 1) {
@@ -65,7 +71,8 @@ struct AnnotateDataParallelPass : impl::AnnotateDataParallelBase<AnnotateDataPar
     unsigned P = s->params.size();
     for (unsigned a = 0; a < 3 * P; ++a)
       step.setArgAttr(a, kShardingAttrName,
-                      paramSharding(cast<RankedTensorType>(step.getArgument(a).getType())));
+                      paramSharding(cast<RankedTensorType>(step.getArgument(a).getType()),
+                                    step.getArgAttrOfType<ShardingAttr>(a, kShardingAttrName)));
     step.setArgAttr(3 * P, kShardingAttrName, replicated); // step counter
     step.setArgAttr(3 * P + 1, kShardingAttrName, ShardingAttr::get(ctx, batch));
     step.setArgAttr(3 * P + 2, kShardingAttrName, ShardingAttr::get(ctx, batch));

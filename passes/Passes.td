@@ -152,4 +152,32 @@ def InsertDdpCollectives : Pass<"loom-insert-ddp-collectives", "mlir::ModuleOp">
   let dependentDialects = ["loom::LoomDialect"];
 }
 
+def ShardTensorParallel : Pass<"loom-shard-tensor-parallel", "mlir::ModuleOp"> {
+  let summary = "Megatron column/row tensor parallelism of @forward";
+  let description = [{
+    Splits the attention and MLP weights of @forward over `tp` ranks
+    (column parallel in, row parallel out, grouped-query heads split with
+    their queries), enters each group through copy_to_parallel and leaves
+    it through all_reduce (sum); see ShardTensorParallel.cpp. Sets the
+    mesh's tp size and `loom.tp_groups` (how many groups were split) on
+    @forward. Run after fusion, before loom-build-train-step.
+  }];
+  let options = [
+    Option<"tp", "tp", "int64_t", "1", "tensor-parallel ranks">,
+  ];
+  let dependentDialects = ["loom::LoomDialect"];
+}
+
+def ReduceTensorParallelNorm : Pass<"loom-reduce-tensor-parallel-norm", "mlir::ModuleOp"> {
+  let summary = "Global gradient norm over tensor-parallel shards";
+  let description = [{
+    In @train_step built from a tensor-parallel @forward, the gradient of
+    a parameter split over tp is this rank's slice, so its sum of squares
+    is all_reduced (sum) over tp; replicated parameters' gradients are
+    identical on every tp rank and count once. Parameters and their AdamW
+    moments get the constant's `loom.sharding`.
+  }];
+  let dependentDialects = ["loom::LoomDialect"];
+}
+
 #endif // LOOM_PASSES

@@ -223,13 +223,11 @@ std::string checkWorldSize(const Plan &p, int worldSize) {
 }
 
 std::string checkExecutable(const Plan &p) {
-  // cp and pp have no passes yet (later issues); tp has no partitioner yet.
+  // cp and pp have no passes yet (later issues).
   if (p.cp > 1)
     return "plan '" + meshPlanName(p) + "': cp (context parallel) is not executable yet";
   if (p.pp > 1)
     return "plan '" + meshPlanName(p) + "': pp (pipeline parallel) is not executable yet";
-  if (p.tp > 1)
-    return "plan '" + meshPlanName(p) + "': tp (tensor parallel) is not executable yet";
   return "";
 }
 

@@ -78,7 +78,7 @@ std::string meshPlanName(const Plan &p);
 std::string checkWorldSize(const Plan &p, int worldSize);
 
 /// Which mesh axes the SPMD passes and executors can run today: data
-/// parallelism (dp_replicate, dp_shard). Empty when runnable, else a
+/// parallelism (dp_replicate, dp_shard) and tp. Empty when runnable, else a
 /// one-line reason naming the axis.
 std::string checkExecutable(const Plan &p);
 

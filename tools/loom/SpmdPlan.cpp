@@ -14,7 +14,7 @@ bool parseSpmdPlan(const std::string &text, int worldSize, planner::Plan &plan,
   if (!planner::parseMeshPlan(text, plan, err))
     return false;
   if (std::string why = planner::checkExecutable(plan); !why.empty()) {
-    err = why + " (runnable today: dp_replicate, dp_shard)";
+    err = why + " (runnable today: dp_replicate, dp_shard, tp)";
     return false;
   }
   if (worldSize > 0)
@@ -28,6 +28,21 @@ bool parseSpmdPlan(const std::string &text, int worldSize, planner::Plan &plan,
 void printSpmdSummary(const planner::Plan &plan, const TrainProgram &tp, const StepRunner &r) {
   std::printf("plan %s: %d simulated ranks on the cpu backend, %lld sequences per rank\n",
               planner::meshPlanName(plan).c_str(), tp.worldSize(), (long long)tp.localBatch());
+  if (plan.tp > 1) {
+    size_t split = 0;
+    std::string whole;
+    for (const ParamSlot &p : tp.params) {
+      split += p.tpDim >= 0;
+      if (p.tpDim < 0 && p.shape.size() == 2)
+        whole += (whole.empty() ? "" : ", ") + p.name;
+    }
+    std::printf("tp=%d: %zu of %zu parameters split (Megatron column/row parallel)\n", plan.tp,
+                split, tp.params.size());
+    // Matrices left whole: embeddings, the LM head, and groups the pass
+    // could not split (it says why in the IR by leaving them unannotated).
+    if (!whole.empty())
+      std::printf("  whole on every tp rank: %s\n", whole.c_str());
+  }
   if (plan.dpShard > 1) {
     size_t sharded = 0;
     for (const ParamSlot &p : tp.params) sharded += p.dim0Shards > 1;

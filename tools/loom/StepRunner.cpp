@@ -89,34 +89,100 @@ private:
   std::unique_ptr<rt::Executor> exec_;
 };
 
+/// Block `index` of `parts` equal blocks along `dim` of a row-major tensor.
+std::vector<float> takeBlock(const std::vector<float> &full, std::vector<int64_t> &shape,
+                             int64_t dim, int64_t parts, int64_t index) {
+  int64_t outer = 1, inner = 1, n = shape[dim], rows = n / parts;
+  for (int64_t d = 0; d < dim; ++d) outer *= shape[d];
+  for (size_t d = dim + 1; d < shape.size(); ++d) inner *= shape[d];
+  std::vector<float> block(size_t(outer * rows * inner));
+  for (int64_t o = 0; o < outer; ++o)
+    std::memcpy(block.data() + o * rows * inner, full.data() + (o * n + index * rows) * inner,
+                size_t(rows * inner) * 4);
+  shape[dim] = rows;
+  return block;
+}
+
+/// The inverse: writes `block` as block `index` along `dim` of `full`.
+void putBlock(std::vector<float> &full, const std::vector<int64_t> &shape, int64_t dim,
+              int64_t parts, int64_t index, const std::vector<float> &block) {
+  int64_t outer = 1, inner = 1, n = shape[dim], rows = n / parts;
+  for (int64_t d = 0; d < dim; ++d) outer *= shape[d];
+  for (size_t d = dim + 1; d < shape.size(); ++d) inner *= shape[d];
+  for (int64_t o = 0; o < outer; ++o)
+    std::memcpy(full.data() + (o * n + index * rows) * inner, block.data() + o * rows * inner,
+                size_t(rows * inner) * 4);
+}
+
 class SimulatedRanksRunner : public StepRunner {
 public:
   SimulatedRanksRunner(const TrainProgram &tp, std::unique_ptr<rt::SimulatedRanks> w)
       : StepRunner(tp), world_(std::move(w)) {}
 
+  /// Rank layout (pp, dp_replicate, dp_shard, cp, tp), row-major:
+  /// rank = (r_replicate * S + r_shard) * T + r_tp.
+  int rankOf(int rep, int shard, int t) const { return (rep * tp_.dpShard + shard) * tp_.tp + t; }
+
+  /// This rank's piece of a parameter-shaped tensor: the tp slice, then
+  /// FSDP's dim-0 slice of that.
+  std::vector<float> local(const std::vector<float> &full, const ParamSlot &slot, int shard,
+                           int t) const {
+    std::vector<int64_t> shape = slot.shape;
+    std::vector<float> v = full;
+    if (slot.tpDim >= 0)
+      v = takeBlock(v, shape, slot.tpDim, tp_.tp, t);
+    if (slot.dim0Shards > 1)
+      v = takeBlock(v, shape, 0, slot.dim0Shards, shard);
+    return v;
+  }
+
+  /// Reassembles output `output` (parameter-shaped) from the replica-0 ranks.
+  bool gather(size_t output, std::vector<float> &full, const ParamSlot &slot, std::string &err) {
+    int T = slot.tpDim >= 0 ? tp_.tp : 1, S = int(slot.dim0Shards);
+    std::vector<int64_t> tpShape = slot.shape;
+    if (slot.tpDim >= 0)
+      tpShape[slot.tpDim] /= T;
+    std::vector<float> tpLocal(full.size() / size_t(T)), piece(tpLocal.size() / size_t(S));
+    for (int t = 0; t < T; ++t) {
+      for (int s = 0; s < S; ++s) {
+        if (!world_->rank(rankOf(0, s, t)).getOutput(output, piece.data(), piece.size() * 4, err))
+          return false;
+        if (S > 1)
+          putBlock(tpLocal, tpShape, 0, S, s, piece);
+        else
+          tpLocal = piece;
+      }
+      if (T > 1)
+        putBlock(full, slot.shape, slot.tpDim, T, t, tpLocal);
+      else
+        full = tpLocal;
+    }
+    return true;
+  }
+
   bool step(TrainState &st, int64_t s, const Batch &batch, bool wantGrads, StepResult &out,
             std::string &err) override {
     size_t P = st.params.size();
-    int N = world_->size(), S = tp_.dpShard;
+    int N = world_->size(), T = tp_.tp, S = tp_.dpShard;
     int64_t rowElems = (int64_t(batch.inputs.size()) / tp_.batch) * tp_.localBatch();
     float stepValue = float(s);
     for (int r = 0; r < N; ++r) {
       rt::Executor &e = world_->rank(r);
-      int shard = r % S;
+      int t = r % T, shard = (r / T) % S, dataIndex = r / T;
       size_t in = 0;
       auto put = [&](const std::vector<float> &full, const ParamSlot &slot) {
-        size_t n = full.size() / size_t(slot.dim0Shards);
-        size_t from = slot.dim0Shards > 1 ? size_t(shard) * n : 0;
-        return e.setInput(in++, full.data() + from, n * 4, err);
+        std::vector<float> v = local(full, slot, shard, t);
+        return e.setInput(in++, v.data(), v.size() * 4, err);
       };
       bool ok = true;
       for (size_t i = 0; i < P && ok; ++i) ok = put(st.params[i].value, st.params[i]);
       for (size_t i = 0; i < P && ok; ++i) ok = put(st.expAvg[i], st.params[i]);
       for (size_t i = 0; i < P && ok; ++i) ok = put(st.expAvgSq[i], st.params[i]);
-      // Data-parallel rank r takes the r-th block of rows of the global batch.
+      // Data-parallel rank d = r / T takes the d-th block of rows of the
+      // global batch; tensor-parallel ranks share their rows.
       ok = ok && e.setInput(in++, &stepValue, 4, err) &&
-           e.setInput(in++, batch.inputs.data() + r * rowElems, rowElems * 8, err) &&
-           e.setInput(in++, batch.targets.data() + r * rowElems, rowElems * 8, err);
+           e.setInput(in++, batch.inputs.data() + dataIndex * rowElems, rowElems * 8, err) &&
+           e.setInput(in++, batch.targets.data() + dataIndex * rowElems, rowElems * 8, err);
       if (!ok) {
         err = "rank " + std::to_string(r) + ": " + err;
         return false;
@@ -129,23 +195,16 @@ public:
     if (!r0.getOutput(0, &out.loss, 4, err) || !r0.getOutput(1, &out.gradNorm, 4, err) ||
         !r0.getOutput(2, &out.lr, 4, err))
       return false;
-    auto gather = [&](size_t output, std::vector<float> &full, const ParamSlot &slot) {
-      size_t n = full.size() / size_t(slot.dim0Shards);
-      for (int shard = 0; shard < int(slot.dim0Shards); ++shard)
-        if (!world_->rank(shard).getOutput(output, full.data() + size_t(shard) * n, n * 4, err))
-          return false;
-      return true;
-    };
     for (size_t i = 0; i < P; ++i)
-      if (!gather(3 + i, st.params[i].value, st.params[i]) ||
-          !gather(3 + P + i, st.expAvg[i], st.params[i]) ||
-          !gather(3 + 2 * P + i, st.expAvgSq[i], st.params[i]))
+      if (!gather(3 + i, st.params[i].value, st.params[i], err) ||
+          !gather(3 + P + i, st.expAvg[i], st.params[i], err) ||
+          !gather(3 + 2 * P + i, st.expAvgSq[i], st.params[i], err))
         return false;
     if (wantGrads && tp_.hasGradients) {
       out.grads.assign(P, {});
       for (size_t i = 0; i < P; ++i) {
         out.grads[i].resize(st.params[i].value.size());
-        if (!gather(3 + 3 * P + i, out.grads[i], st.params[i]))
+        if (!gather(3 + 3 * P + i, out.grads[i], st.params[i], err))
           return false;
       }
     }

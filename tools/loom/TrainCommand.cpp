@@ -186,6 +186,7 @@ int runTrain(int argc, char **argv) {
     return fail("train", err);
   opts.dpReplicate = plan.dpReplicate;
   opts.dpShard = plan.dpShard;
+  opts.tp = plan.tp;
   if (args.getDouble("ddp-bucket-mib") < 0)
     return fail("train", "--ddp-bucket-mib must not be negative");
   opts.ddpBucketBytes = int64_t(args.getDouble("ddp-bucket-mib") * (1 << 20));

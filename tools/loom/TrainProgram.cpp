@@ -79,11 +79,39 @@ bool compileTrainStep(const std::string &path, int64_t batch, int64_t seq,
   bt.trainable = o.trainable;
   bt.frozen = o.frozen;
   bt.returnGradients = o.returnGradients;
-  auto addPasses = [&](mlir::PassManager &pm) {
+  auto fuse = [&](mlir::PassManager &pm) {
     buildFusionPipeline(pm);
     if (o.bf16)
       pm.nest<mlir::func::FuncOp>().addPass(createAutocastBf16());
+  };
+  if (!runPipeline(*module, path, "fusing the model", fuse, err))
+    return false;
+  // Initial values: the fused forward's constants, by parameter name, taken
+  // before tensor parallelism gives split weights their local shapes.
+  struct FullValue {
+    std::vector<int64_t> shape;
+    std::vector<float> value;
+    bool isF32 = false;
+  };
+  std::map<std::string, FullValue> initial;
+  module->lookupSymbol<mlir::func::FuncOp>("forward").walk([&](ConstantOp c) {
+    std::string n = paramNameOf(c);
+    if (n.empty() || initial.count(n))
+      return;
+    FullValue &f = initial[n];
+    auto t = llvm::cast<mlir::RankedTensorType>(c.getType());
+    f.shape.assign(t.getShape().begin(), t.getShape().end());
+    f.isF32 = floatValues(c, f.value);
+  });
+  auto addPasses = [&](mlir::PassManager &pm) {
+    if (o.tp > 1) {
+      ShardTensorParallelOptions tpo;
+      tpo.tp = o.tp;
+      pm.addPass(createShardTensorParallel(tpo));
+    }
     pm.addPass(createBuildTrainStep(bt));
+    if (o.tp > 1)
+      pm.addPass(createReduceTensorParallelNorm());
     if (dp > 1) {
       AnnotateDataParallelOptions ann;
       ann.dpReplicate = o.dpReplicate;
@@ -100,14 +128,7 @@ bool compileTrainStep(const std::string &path, int64_t batch, int64_t seq,
   };
   if (!runPipeline(*module, path, "building the training step", addPasses, err))
     return false;
-  auto fwd = module->lookupSymbol<mlir::func::FuncOp>("forward");
   auto step = module->lookupSymbol<mlir::func::FuncOp>("train_step");
-  // Initial values: the forward function's constants, by parameter name.
-  std::map<std::string, ConstantOp> byName;
-  fwd.walk([&](ConstantOp c) {
-    std::string n = paramNameOf(c);
-    if (!n.empty() && !byName.count(n)) byName[n] = c;
-  });
   size_t numParams = (step.getNumArguments() - 3) / 3;
   out.params.clear();
   for (size_t i = 0; i < numParams; ++i) {
@@ -115,18 +136,20 @@ bool compileTrainStep(const std::string &path, int64_t batch, int64_t seq,
     slot.name = step.getArgAttrOfType<mlir::StringAttr>(i, "loom.name").str();
     if (auto p = step.getArgAttrOfType<ParamAttr>(i, "loom.param"))
       slot.transposed = p.getTransposed();
-    auto it = byName.find(slot.name);
-    if (it == byName.end() || !floatValues(it->second, slot.value)) {
+    auto it = initial.find(slot.name);
+    if (it == initial.end() || !it->second.isF32) {
       err = path + ": parameter '" + slot.name + "' has no float32 initial value";
       return false;
     }
-    // The full shape is the forward's constant; the step argument may be
-    // this rank's shard of it.
-    auto t = llvm::cast<mlir::RankedTensorType>(it->second.getType());
-    slot.shape.assign(t.getShape().begin(), t.getShape().end());
-    if (auto sh = step.getArgAttrOfType<ShardingAttr>(i, kShardingAttrName))
+    // Full shape and value; the step argument may be this rank's slice.
+    slot.shape = it->second.shape;
+    slot.value = it->second.value;
+    if (auto sh = step.getArgAttrOfType<ShardingAttr>(i, kShardingAttrName)) {
+      if (PlacementAttr p = sh.along(MeshAxis::tp); p && p.getKind() == PlacementKind::shard)
+        slot.tpDim = p.getDim();
       if (PlacementAttr p = sh.along(MeshAxis::dp_shard); p && p.getKind() == PlacementKind::shard)
         slot.dim0Shards = o.dpShard;
+    }
     out.params.push_back(std::move(slot));
   }
   out.program = std::make_shared<rt::Program>();
@@ -139,6 +162,7 @@ bool compileTrainStep(const std::string &path, int64_t batch, int64_t seq,
   out.hasGradients = o.returnGradients;
   out.dpReplicate = o.dpReplicate;
   out.dpShard = o.dpShard;
+  out.tp = o.tp;
   return true;
 }
 

@@ -29,6 +29,7 @@ struct TrainOptions {
   // Data parallelism (issue 5): the step is compiled per rank for the local
   // batch B / (dpReplicate * dpShard) and partitioned by the SPMD passes.
   int dpReplicate = 1, dpShard = 1;
+  int tp = 1; // Megatron tensor parallelism of attention and MLP
   int64_t ddpBucketBytes = 25 << 20; // gradients per dp_replicate all_reduce (0: one each)
 };
 
@@ -37,8 +38,9 @@ struct ParamSlot {
   bool transposed = false; // the model stores name^T (folded linear weight)
   std::vector<int64_t> shape; // as stored in the model (after transposing)
   std::vector<float> value;   // current value, in the model's layout
+  int64_t tpDim = -1;         // dim split over the tp ranks (-1: whole)
   int64_t dim0Shards = 1;     // dp_shard ranks holding one dim-0 slice each
-                              // (1: every rank holds it whole)
+                              // of the (tp-local) tensor (1: whole)
 };
 
 /// The compiled step. Program inputs: params (P), exp_avg (P),
@@ -50,9 +52,9 @@ struct TrainProgram {
   std::vector<ParamSlot> params; // full (global) shapes and values
   int64_t batch = 0, seq = 0;    // global batch
   bool hasGradients = false;
-  int dpReplicate = 1, dpShard = 1;
-  int worldSize() const { return dpReplicate * dpShard; }
-  int64_t localBatch() const { return batch / worldSize(); }
+  int dpReplicate = 1, dpShard = 1, tp = 1;
+  int worldSize() const { return dpReplicate * dpShard * tp; }
+  int64_t localBatch() const { return batch / (dpReplicate * dpShard); }
 };
 
 /// `opts` go into the pass pipeline; false with a one-line `err`.

@@ -254,6 +254,7 @@ int runVerify(int argc, char **argv) {
     opts.returnGradients = true;
     opts.dpReplicate = r.plan.dpReplicate;
     opts.dpShard = r.plan.dpShard;
+    opts.tp = r.plan.tp;
     opts.ddpBucketBytes = int64_t(args.getDouble("ddp-bucket-mib") * (1 << 20));
     TrainProgram tp;
     if (!compileTrainStep(model, B, T, opts, tp, err))
