@@ -63,9 +63,13 @@ def Loom_PlacementAttr : AttrDef<Loom_Dialect, "Placement"> {
     holds slice i). `replicate`: every rank holds the whole tensor.
     `partial(sum)` / `partial(mean)`: the global tensor is the sum (mean)
     of the ranks' values, not yet reduced.
+    `shard(1, blocks = 3)`: dim 1 is k = 3 equal blocks (a fused q|k|v
+    weight) and each block is sharded on its own, so rank i holds slice i
+    of every block, concatenated.
   }];
   let parameters = (ins "MeshAxis":$axis, "PlacementKind":$kind,
-                        "int64_t":$dim, "ReduceKind":$reduction);
+                        "int64_t":$dim, "ReduceKind":$reduction,
+                        DefaultValuedParameter<"int64_t", "1">:$blocks);
   let hasCustomAssemblyFormat = 1;
   let genVerifyDecl = 1;
 }

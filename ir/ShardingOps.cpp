@@ -61,10 +61,15 @@ Attribute PlacementAttr::parse(AsmParser &parser, Type) {
     return parser.emitError(parser.getNameLoc(), "unknown mesh axis '") << axisName << "'", Attribute();
   if (!kind)
     return parser.emitError(parser.getNameLoc(), "unknown placement '") << kindName << "'", Attribute();
-  int64_t dim = -1;
+  int64_t dim = -1, blocks = 1;
   ReduceKind reduction = ReduceKind::sum;
   if (*kind == PlacementKind::shard) {
-    if (parser.parseLParen() || parser.parseInteger(dim) || parser.parseRParen())
+    if (parser.parseLParen() || parser.parseInteger(dim))
+      return {};
+    if (succeeded(parser.parseOptionalComma()) &&
+        (parser.parseKeyword("blocks") || parser.parseEqual() || parser.parseInteger(blocks)))
+      return {};
+    if (parser.parseRParen())
       return {};
   } else if (*kind == PlacementKind::partial) {
     std::string r;
@@ -78,12 +83,14 @@ Attribute PlacementAttr::parse(AsmParser &parser, Type) {
   if (parser.parseGreater())
     return {};
   return PlacementAttr::getChecked([&] { return parser.emitError(parser.getNameLoc()); },
-                                   parser.getContext(), *axis, *kind, dim, reduction);
+                                   parser.getContext(), *axis, *kind, dim, reduction, blocks);
 }
 
 void PlacementAttr::print(AsmPrinter &printer) const {
   printer << "<" << stringifyMeshAxis(getAxis()) << ", " << stringifyPlacementKind(getKind());
-  if (getKind() == PlacementKind::shard)
+  if (getKind() == PlacementKind::shard && getBlocks() != 1)
+    printer << "(" << getDim() << ", blocks = " << getBlocks() << ")";
+  else if (getKind() == PlacementKind::shard)
     printer << "(" << getDim() << ")";
   else if (getKind() == PlacementKind::partial)
     printer << "(" << stringifyReduceKind(getReduction()) << ")";
@@ -91,7 +98,10 @@ void PlacementAttr::print(AsmPrinter &printer) const {
 }
 
 LogicalResult PlacementAttr::verify(function_ref<InFlightDiagnostic()> emitError, MeshAxis,
-                                    PlacementKind kind, int64_t dim, ReduceKind reduction) {
+                                    PlacementKind kind, int64_t dim, ReduceKind reduction,
+                                    int64_t blocks) {
+  if (blocks < 1 || (blocks > 1 && kind != PlacementKind::shard))
+    return emitError() << "blocks must be 1, or more for a shard placement";
   if (kind == PlacementKind::shard && dim < 0)
     return emitError() << "shard placement needs a non-negative dim";
   if (kind != PlacementKind::shard && dim != -1)

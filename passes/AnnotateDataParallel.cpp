@@ -43,7 +43,7 @@ struct AnnotateDataParallelPass : impl::AnnotateDataParallelBase<AnnotateDataPar
                     MeshAttr::get(ctx, 1, dpReplicate, dpShard, 1, old ? old.getTp() : 1));
 
     auto placement = [&](MeshAxis axis, PlacementKind kind, int64_t dim = -1) {
-      return PlacementAttr::get(ctx, axis, kind, dim, ReduceKind::sum);
+      return PlacementAttr::get(ctx, axis, kind, dim, ReduceKind::sum, /*blocks=*/1);
     };
     // Parameters (and everything shaped like them): Replicate along
     // dp_replicate, Shard(0) along dp_shard when dim 0 divides.

@@ -43,8 +43,10 @@ bool isParam(Value v) {
 struct Group {
   llvm::MapVector<Value, int64_t> dims;        // value -> sharded dim
   llvm::MapVector<Operation *, int64_t> params; // constant -> sharded dim
+  llvm::MapVector<Operation *, int64_t> blocks; // constant -> fused blocks
   SmallVector<MatmulOp> rowParallel;
   SmallVector<MatmulOp> columnParallel;
+  SmallVector<std::pair<Value, int64_t>> fusedSplits; // split input, parts
 };
 
 class Propagator {
@@ -78,6 +80,34 @@ public:
       for (Value operand : op->getOperands())
         if (!isa_and_nonnull<ConstantOp>(operand.getDefiningOp()) && !g.dims.count(operand))
           return false;
+    // A fused projection (x W + b cut into q|k|v) splits each part on its
+    // own: the weight and bias feeding the cut are sharded in blocks. The
+    // path from the matmul to the cut must be used by nothing else, so no
+    // other reader sees the blocked column order.
+    for (auto [v, parts] : g.fusedSplits) {
+      Value cur = v;
+      while (true) {
+        if (!cur.hasOneUse())
+          return false;
+        Operation *def = cur.getDefiningOp();
+        if (auto r = dyn_cast_or_null<ReshapeOp>(def)) {
+          cur = r.getInput();
+        } else if (auto add = dyn_cast_or_null<AddOp>(def)) {
+          Value bias = isParam(add.getRhs()) ? add.getRhs() : add.getLhs();
+          Value other = bias == add.getRhs() ? add.getLhs() : add.getRhs();
+          if (!isParam(bias) || !g.params.count(bias.getDefiningOp()))
+            return false;
+          g.blocks[bias.getDefiningOp()] = parts;
+          cur = other;
+        } else if (auto mm = dyn_cast_or_null<MatmulOp>(def);
+                   mm && llvm::is_contained(g.columnParallel, mm)) {
+          g.blocks[mm.getRhs().getDefiningOp()] = parts;
+          break;
+        } else {
+          return false;
+        }
+      }
+    }
     return true;
   }
 
@@ -167,6 +197,18 @@ private:
       }
       return mark(g, op->getResult(0), d);
     }
+    if (auto sp = dyn_cast<SplitOp>(op)) {
+      // Equal parts, each divisible by T: every part keeps the split.
+      auto sizes = sp.getSizes();
+      if (int64_t(sp.getAxis()) != d || sizes.empty() ||
+          llvm::any_of(sizes, [&](int64_t n) { return n != sizes[0] || n % T; }))
+        return false;
+      g.fusedSplits.push_back({v, int64_t(sizes.size())});
+      for (Value r : sp.getResults())
+        if (!mark(g, r, d))
+          return false;
+      return true;
+    }
     if (auto mm = dyn_cast<MatmulOp>(op)) {
       auto vt = tensorType(v);
       if (use.getOperandNumber() != 0 || mm.getTransposeLhs() || d != vt.getRank() - 1 ||
@@ -190,19 +232,21 @@ RankedTensorType divided(RankedTensorType t, int64_t d, int64_t T) {
   return RankedTensorType::get(shape, t.getElementType());
 }
 
-/// Slice 0 of `c` along `d` as the local constant's placeholder value;
-/// the driver supplies every rank's real slice.
-DenseElementsAttr firstSlice(ConstantOp c, int64_t d, int64_t T) {
+/// Rank 0's slice of `c` (split along `d` into T parts, in `blocks`
+/// equal blocks each) as the local constant's value; the driver supplies
+/// every rank's own slice.
+DenseElementsAttr firstSlice(ConstantOp c, int64_t d, int64_t T, int64_t blocks) {
   auto full = cast<DenseElementsAttr>(c.getValue());
   auto t = cast<RankedTensorType>(full.getType());
   RankedTensorType local = divided(t, d, T);
   SmallVector<Attribute> values;
   auto all = llvm::to_vector(full.getValues<Attribute>());
   int64_t rows = t.getDimSize(0), cols = t.getRank() == 2 ? t.getDimSize(1) : 1;
+  int64_t n = d == 0 ? rows : cols, block = n / blocks;
   for (int64_t i = 0; i < rows; ++i)
     for (int64_t j = 0; j < cols; ++j) {
-      bool keep = d == 0 ? i < rows / T : j < cols / T;
-      if (keep)
+      int64_t k = d == 0 ? i : j;
+      if (k % block < block / T)
         values.push_back(all[size_t(i * cols + j)]);
     }
   return DenseElementsAttr::get(local, values);
@@ -273,12 +317,22 @@ struct ShardTensorParallelPass : impl::ShardTensorParallelBase<ShardTensorParall
     for (auto [c, d] : g.params) {
       auto constant = cast<ConstantOp>(c);
       Value w = constant.getResult();
-      DenseElementsAttr local = firstSlice(constant, d, tp);
+      int64_t blocks = g.blocks.lookup(c) ? g.blocks.lookup(c) : 1;
+      DenseElementsAttr local = firstSlice(constant, d, tp, blocks);
       constant.setValueAttr(local);
       w.setType(local.getType());
-      PlacementAttr p = PlacementAttr::get(ctx, MeshAxis::tp, PlacementKind::shard, d, ReduceKind::sum);
+      PlacementAttr p =
+          PlacementAttr::get(ctx, MeshAxis::tp, PlacementKind::shard, d, ReduceKind::sum, blocks);
       c->setAttr(kShardingAttrName, ShardingAttr::get(ctx, {p}));
     }
+    // Fused projections are cut into local parts.
+    for (auto [v, parts] : g.fusedSplits)
+      for (Operation *user : v.getUsers())
+        if (auto sp = dyn_cast<SplitOp>(user)) {
+          SmallVector<int64_t> sizes(sp.getSizes());
+          for (int64_t &n : sizes) n /= tp;
+          sp.setSizes(sizes);
+        }
     // Exit: row-parallel products are partial sums.
     for (MatmulOp mm : g.rowParallel) {
       b.setInsertionPointAfter(mm);

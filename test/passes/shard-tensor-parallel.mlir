@@ -66,6 +66,7 @@ func.func @forward(%tok: tensor<1x3xi64>) -> tensor<1x3x8xf32> {
 // CHECK: return
 // STEP-LABEL: func.func @train_step
 // STEP-NOT: loom.all_reduce
+// STEP: return
 func.func @forward(%tok: tensor<1x3xi64>) -> tensor<1x3x8xf32> {
   %emb = loom.constant {param = #loom.param<"embed">} dense<0.5> : tensor<8x8xf32>
   %x = loom.embedding %emb, %tok : tensor<8x8xf32>, tensor<1x3xi64>
@@ -73,4 +74,40 @@ func.func @forward(%tok: tensor<1x3xi64>) -> tensor<1x3x8xf32> {
   %h = loom.matmul %x, %w : tensor<1x3x8xf32>, tensor<8x8xf32>
   %s = loom.silu %h : tensor<1x3x8xf32>
   return %s : tensor<1x3x8xf32>
+}
+
+// -----
+
+// A fused q|k|v projection with a bias, cut into three equal parts: the
+// weight and bias are split block by block (rank i holds slice i of q, of
+// k and of v), and the cut takes local sizes.
+// CHECK-LABEL: func.func @forward
+// CHECK-SAME: loom.tp_groups = 1
+// CHECK-DAG: loom.constant {loom.sharding = #loom.sharding<[<tp, shard(1, blocks = 3)>]>, param = #loom.param<"qkv">} {{.*}} : tensor<8x12xf32>
+// CHECK-DAG: loom.constant {loom.sharding = #loom.sharding<[<tp, shard(0, blocks = 3)>]>, param = #loom.param<"qkv.bias">} {{.*}} : tensor<12xf32>
+// CHECK: loom.split %{{.*}} {axis = 2 : i64, sizes = array<i64: 4, 4, 4>} : tensor<1x3x12xf32>
+// CHECK: loom.attention {{.*}} : tensor<1x2x3x2xf32>, tensor<1x2x3x2xf32>, tensor<1x2x3x2xf32>
+// CHECK: loom.all_reduce sum
+// STEP-LABEL: func.func @train_step
+// STEP-SAME: loom.sharding = #loom.sharding<[<tp, shard(1, blocks = 3)>]>
+func.func @forward(%tok: tensor<1x3xi64>) -> tensor<1x3x8xf32> {
+  %emb = loom.constant {param = #loom.param<"embed">} dense<0.5> : tensor<8x8xf32>
+  %x = loom.embedding %emb, %tok : tensor<8x8xf32>, tensor<1x3xi64>
+  %w = loom.constant {param = #loom.param<"qkv">} dense<0.5> : tensor<8x24xf32>
+  %b = loom.constant {param = #loom.param<"qkv.bias">} dense<0.1> : tensor<24xf32>
+  %wo = loom.constant {param = #loom.param<"o">} dense<0.5> : tensor<8x8xf32>
+  %p = loom.matmul %x, %w : tensor<1x3x8xf32>, tensor<8x24xf32>
+  %pb = loom.add %p, %b : tensor<1x3x24xf32>, tensor<24xf32>
+  %q, %k, %v = loom.split %pb {axis = 2 : i64, sizes = array<i64: 8, 8, 8>} : tensor<1x3x24xf32>
+  %q4 = loom.reshape %q : tensor<1x3x8xf32> -> tensor<1x3x4x2xf32>
+  %k4 = loom.reshape %k : tensor<1x3x8xf32> -> tensor<1x3x4x2xf32>
+  %v4 = loom.reshape %v : tensor<1x3x8xf32> -> tensor<1x3x4x2xf32>
+  %qt = loom.transpose %q4 [0, 2, 1, 3] : tensor<1x3x4x2xf32>
+  %kt = loom.transpose %k4 [0, 2, 1, 3] : tensor<1x3x4x2xf32>
+  %vt = loom.transpose %v4 [0, 2, 1, 3] : tensor<1x3x4x2xf32>
+  %a = loom.attention %qt, %kt, %vt {causal = true, scale = 0.5 : f64} : tensor<1x4x3x2xf32>, tensor<1x4x3x2xf32>, tensor<1x4x3x2xf32>
+  %at = loom.transpose %a [0, 2, 1, 3] : tensor<1x4x3x2xf32>
+  %a3 = loom.reshape %at : tensor<1x3x4x2xf32> -> tensor<1x3x8xf32>
+  %o = loom.matmul %a3, %wo : tensor<1x3x8xf32>, tensor<8x8xf32>
+  return %o : tensor<1x3x8xf32>
 }

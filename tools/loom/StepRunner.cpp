@@ -114,6 +114,29 @@ void putBlock(std::vector<float> &full, const std::vector<int64_t> &shape, int64
                 size_t(rows * inner) * 4);
 }
 
+/// A fused dim of k blocks (q|k|v) is split block by block: view it as
+/// [k, n/k] and split the inner dim.
+std::vector<int64_t> blockedShape(const ParamSlot &slot) {
+  std::vector<int64_t> shape = slot.shape;
+  int64_t k = slot.tpBlocks, d = slot.tpDim;
+  shape[d] /= k;
+  shape.insert(shape.begin() + d, k);
+  return shape;
+}
+
+std::vector<float> takeTpSlice(const std::vector<float> &full, std::vector<int64_t> &shape,
+                               const ParamSlot &slot, int64_t t, int64_t T) {
+  std::vector<int64_t> b = blockedShape(slot);
+  std::vector<float> v = takeBlock(full, b, slot.tpDim + 1, T, t);
+  shape[slot.tpDim] /= T;
+  return v;
+}
+
+void putTpSlice(std::vector<float> &full, const ParamSlot &slot, int64_t t, int64_t T,
+                const std::vector<float> &slice) {
+  putBlock(full, blockedShape(slot), slot.tpDim + 1, T, t, slice);
+}
+
 class SimulatedRanksRunner : public StepRunner {
 public:
   SimulatedRanksRunner(const TrainProgram &tp, std::unique_ptr<rt::SimulatedRanks> w)
@@ -130,7 +153,7 @@ public:
     std::vector<int64_t> shape = slot.shape;
     std::vector<float> v = full;
     if (slot.tpDim >= 0)
-      v = takeBlock(v, shape, slot.tpDim, tp_.tp, t);
+      v = takeTpSlice(v, shape, slot, t, tp_.tp);
     if (slot.dim0Shards > 1)
       v = takeBlock(v, shape, 0, slot.dim0Shards, shard);
     return v;
@@ -153,7 +176,7 @@ public:
           tpLocal = piece;
       }
       if (T > 1)
-        putBlock(full, slot.shape, slot.tpDim, T, t, tpLocal);
+        putTpSlice(full, slot, t, T, tpLocal);
       else
         full = tpLocal;
     }

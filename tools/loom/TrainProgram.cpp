@@ -146,7 +146,7 @@ bool compileTrainStep(const std::string &path, int64_t batch, int64_t seq,
     slot.value = it->second.value;
     if (auto sh = step.getArgAttrOfType<ShardingAttr>(i, kShardingAttrName)) {
       if (PlacementAttr p = sh.along(MeshAxis::tp); p && p.getKind() == PlacementKind::shard)
-        slot.tpDim = p.getDim();
+        slot.tpDim = p.getDim(), slot.tpBlocks = p.getBlocks();
       if (PlacementAttr p = sh.along(MeshAxis::dp_shard); p && p.getKind() == PlacementKind::shard)
         slot.dim0Shards = o.dpShard;
     }

@@ -39,6 +39,8 @@ struct ParamSlot {
   std::vector<int64_t> shape; // as stored in the model (after transposing)
   std::vector<float> value;   // current value, in the model's layout
   int64_t tpDim = -1;         // dim split over the tp ranks (-1: whole)
+  int64_t tpBlocks = 1;       // that dim is this many fused parts (q|k|v),
+                              // each split on its own
   int64_t dim0Shards = 1;     // dp_shard ranks holding one dim-0 slice each
                               // of the (tp-local) tensor (1: whole)
 };
