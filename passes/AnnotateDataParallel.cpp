@@ -78,11 +78,23 @@ struct AnnotateDataParallelPass : impl::AnnotateDataParallelBase<AnnotateDataPar
     step.setArgAttr(3 * P + 2, kShardingAttrName, ShardingAttr::get(ctx, batch));
     // Results: loss, grad_norm and lr are reduced to the global values;
     // updated state and returned gradients are placed like their parameter.
+    // Activation sums of squares (checks) stay per-rank partial sums over
+    // the data-parallel axes: the driver adds them up.
+    SmallVector<PlacementAttr> partial;
+    if (dpReplicate > 1)
+      partial.push_back(PlacementAttr::get(ctx, MeshAxis::dp_replicate, PlacementKind::partial, -1,
+                                           ReduceKind::sum, 1));
+    if (dpShard > 1)
+      partial.push_back(PlacementAttr::get(ctx, MeshAxis::dp_shard, PlacementKind::partial, -1,
+                                           ReduceKind::sum, 1));
     for (unsigned r = 0; r < step.getNumResults(); ++r) {
       Attribute sh = replicated;
-      if (r >= 3 && r < 3 + 3 * P)
+      auto name = step.getResultAttrOfType<StringAttr>(r, "loom.name");
+      if (name && name.getValue().starts_with("act_sumsq."))
+        sh = ShardingAttr::get(ctx, partial);
+      else if (r >= 3 && r < 3 + 3 * P)
         sh = step.getArgAttr(r - 3, kShardingAttrName);
-      else if (r >= 3 + 3 * P)
+      else if (r >= 3 + 3 * P && r < 3 + 4 * P)
         sh = step.getArgAttr(r - 3 - 3 * P, kShardingAttrName);
       step.setResultAttr(r, kShardingAttrName, sh);
     }

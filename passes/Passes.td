@@ -77,6 +77,9 @@ def BuildTrainStep : Pass<"loom-build-train-step", "mlir::ModuleOp"> {
     Option<"frozen", "frozen", "std::string", "\"\"", "regex: parameters to keep fixed">,
     Option<"returnGradients", "return-gradients", "bool", "false",
            "also return each parameter's unclipped gradient (named grad.<param>), for checks">,
+    Option<"returnActivationSums", "return-activation-sums", "bool", "false",
+           "also return, for every rms_norm/layer_norm, the sum of squares of its input (the "
+           "residual stream entering it; named act_sumsq.<k>), after any gradients, for checks">,
   ];
   let dependentDialects = ["loom::LoomDialect"];
 }

@@ -1,4 +1,5 @@
 // RUN: loom-opt %s --loom-build-train-step --loom-annotate-data-parallel="dp-shard=2" --loom-insert-fsdp-collectives | FileCheck %s
+// RUN: loom-opt %s --loom-build-train-step=return-activation-sums=true --loom-annotate-data-parallel="dp-shard=2" --loom-insert-fsdp-collectives | FileCheck %s --check-prefix=ACT
 // RUN: not loom-opt %s --loom-build-train-step --loom-insert-fsdp-collectives 2>&1 | FileCheck %s --check-prefix=NOMESH
 
 // FSDP (dp_shard=2): norm.weight [4] and head [4x7] divide by 2 and become
@@ -40,6 +41,12 @@
 // CHECK: %[[LOSS:.*]] = loom.all_reduce mean %{{.*}} over [#loom<mesh_axis dp_shard>] : tensor<f32>
 // CHECK: return %[[LOSS]]
 // CHECK-NOT: loom.all_reduce
+
+// Checks: the residual stream's sum of squares on each rank covers only
+// its rows, so it leaves the step as a partial sum over dp_shard.
+// ACT-LABEL: func.func @train_step
+// ACT-SAME: -> (
+// ACT-SAME: tensor<f32> {loom.name = "act_sumsq.0", loom.sharding = #loom.sharding<[<dp_shard, partial(sum)>]>}
 
 // NOMESH: error: no loom.mesh: run loom-annotate-data-parallel first
 func.func @forward(%tok: tensor<2x3xi64>) -> tensor<2x3x7xf32> {

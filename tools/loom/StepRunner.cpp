@@ -7,6 +7,7 @@
 #include "loom/runtime/Executor.h"
 #include "loom/runtime/SimulatedRanks.h"
 
+#include <cmath>
 #include <cstring>
 
 namespace loom::tools {
@@ -81,6 +82,16 @@ public:
       for (size_t i = 0; i < P; ++i) out.grads[i].resize(st.params[i].value.size());
       if (!readAll(*exec_, 3 + 3 * P, out.grads, err))
         return false;
+    }
+    if (wantGrads && tp_.activationSums) {
+      size_t first = 3 + 3 * P + (tp_.hasGradients ? P : 0);
+      out.activationNorms.assign(tp_.activationSums, 0);
+      for (size_t k = 0; k < tp_.activationSums; ++k) {
+        float v = 0;
+        if (!exec_->getOutput(first + k, &v, 4, err))
+          return false;
+        out.activationNorms[k] = std::sqrt(double(v));
+      }
     }
     return true;
   }
@@ -229,6 +240,22 @@ public:
         out.grads[i].resize(st.params[i].value.size());
         if (!gather(3 + 3 * P + i, out.grads[i], st.params[i], err))
           return false;
+      }
+    }
+    if (wantGrads && tp_.activationSums) {
+      // Partial sums over the data-parallel ranks (their tp peers hold the
+      // same replicated stream): add them, then take the root.
+      size_t first = 3 + 3 * P + (tp_.hasGradients ? P : 0);
+      out.activationNorms.assign(tp_.activationSums, 0);
+      for (size_t k = 0; k < tp_.activationSums; ++k) {
+        double sum = 0;
+        for (int r = 0; r < N; r += T) {
+          float v = 0;
+          if (!world_->rank(r).getOutput(first + k, &v, 4, err))
+            return false;
+          sum += v;
+        }
+        out.activationNorms[k] = std::sqrt(sum);
       }
     }
     return true;

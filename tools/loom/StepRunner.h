@@ -28,6 +28,9 @@ namespace loom::tools {
 struct StepResult {
   float loss = 0, gradNorm = 0, lr = 0;
   std::vector<std::vector<float>> grads; // full unclipped gradients, when compiled with them
+  // L2 norm of the residual stream entering each norm over the global
+  // batch, when compiled with activation sums (and asked for).
+  std::vector<double> activationNorms;
 };
 
 /// Bytes one rank holds for the training state, read off its program.

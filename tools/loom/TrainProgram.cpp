@@ -79,6 +79,7 @@ bool compileTrainStep(const std::string &path, int64_t batch, int64_t seq,
   bt.trainable = o.trainable;
   bt.frozen = o.frozen;
   bt.returnGradients = o.returnGradients;
+  bt.returnActivationSums = o.returnActivationSums;
   auto fuse = [&](mlir::PassManager &pm) {
     buildFusionPipeline(pm);
     if (o.bf16)
@@ -160,6 +161,11 @@ bool compileTrainStep(const std::string &path, int64_t batch, int64_t seq,
   out.batch = batch;
   out.seq = seq;
   out.hasGradients = o.returnGradients;
+  out.activationSums = 0;
+  for (unsigned r = 0; r < step.getNumResults(); ++r)
+    if (auto n = step.getResultAttrOfType<mlir::StringAttr>(r, "loom.name");
+        n && n.getValue().starts_with("act_sumsq."))
+      ++out.activationSums;
   out.dpReplicate = o.dpReplicate;
   out.dpShard = o.dpShard;
   out.tp = o.tp;

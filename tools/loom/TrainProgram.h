@@ -26,6 +26,7 @@ struct TrainOptions {
   std::string trainable, frozen;     // regexes over parameter names
   bool bf16 = false;                 // bf16 mixed precision (autocast)
   bool returnGradients = false;      // extra outputs: unclipped gradients
+  bool returnActivationSums = false; // extra outputs: sum of squares entering each norm
   // Data parallelism (issue 5): the step is compiled per rank for the local
   // batch B / (dpReplicate * dpShard) and partitioned by the SPMD passes.
   int dpReplicate = 1, dpShard = 1;
@@ -54,6 +55,7 @@ struct TrainProgram {
   std::vector<ParamSlot> params; // full (global) shapes and values
   int64_t batch = 0, seq = 0;    // global batch
   bool hasGradients = false;
+  size_t activationSums = 0; // outputs after the gradients (act_sumsq.<k>)
   int dpReplicate = 1, dpShard = 1, tp = 1;
   int worldSize() const { return dpReplicate * dpShard * tp; }
   int64_t localBatch() const { return batch / (dpReplicate * dpShard); }

@@ -34,6 +34,7 @@ struct PlanRun {
   planner::Plan plan;
   std::vector<double> loss, gradNorm;
   std::vector<std::vector<float>> grads0; // full step-0 gradients
+  std::vector<double> activationNorms0;   // residual stream entering each norm
   std::vector<std::string> paramNames;
   RankMemory perRank;
   // Against the first plan.
@@ -105,7 +106,10 @@ std::string jsonReport(const std::string &model, int64_t steps, const std::vecto
       << "},\n     \"step0_grad_norms\": {";
     for (size_t i = 0; i < r.grads0.size(); ++i)
       j << (i ? ", " : "") << jsonString(r.paramNames[i]) << ": " << num(l2(r.grads0[i]));
-    j << "},\n     \"step0_grad_rel_l2\": {";
+    j << "},\n     \"step0_activation_norms\": [";
+    for (size_t k = 0; k < r.activationNorms0.size(); ++k)
+      j << (k ? ", " : "") << num(r.activationNorms0[k]);
+    j << "],\n     \"step0_grad_rel_l2\": {";
     for (size_t i = 0; i < r.gradRel.size(); ++i)
       j << (i ? ", " : "") << jsonString(r.paramNames[i]) << ": " << num(r.gradRel[i]);
     j << "}}" << (k + 1 < runs.size() ? "," : "") << "\n";
@@ -252,6 +256,7 @@ int runVerify(int argc, char **argv) {
     opts.maxGradNorm = args.getDouble("max-grad-norm");
     opts.bf16 = precision == "bf16";
     opts.returnGradients = true;
+    opts.returnActivationSums = true;
     opts.dpReplicate = r.plan.dpReplicate;
     opts.dpShard = r.plan.dpShard;
     opts.tp = r.plan.tp;
@@ -284,8 +289,10 @@ int runVerify(int argc, char **argv) {
         return fail("verify", "plan " + r.name + ", step " + std::to_string(s) + ": " + err);
       r.loss.push_back(out.loss);
       r.gradNorm.push_back(out.gradNorm);
-      if (s == 0)
+      if (s == 0) {
         r.grads0 = std::move(out.grads);
+        r.activationNorms0 = std::move(out.activationNorms);
+      }
     }
   }
 
@@ -333,6 +340,16 @@ int runVerify(int argc, char **argv) {
   for (size_t i = 0; i < ref.paramNames.size(); ++i) {
     std::printf("%-48s", ref.paramNames[i].substr(0, 48).c_str());
     for (const PlanRun &r : runs) std::printf(" %16.9g", l2(r.grads0[i]));
+    std::printf("\n");
+  }
+  std::printf("step-0 activation norms (residual stream entering each norm, global batch):\n"
+              "%-48s", "activation");
+  for (const PlanRun &r : runs) std::printf(" %16s", r.name.substr(0, 16).c_str());
+  std::printf("\n");
+  for (size_t k = 0; k < ref.activationNorms0.size(); ++k) {
+    std::printf("%-48s", ("norm input " + std::to_string(k)).c_str());
+    for (const PlanRun &r : runs)
+      std::printf(" %16.9g", k < r.activationNorms0.size() ? r.activationNorms0[k] : NAN);
     std::printf("\n");
   }
   std::printf("per-rank bytes (parameters / gradients / optimizer state):\n");
