@@ -268,12 +268,17 @@ private:
 } // namespace
 
 std::unique_ptr<StepRunner> StepRunner::create(const TrainProgram &tp, int threads,
-                                               std::string &err) {
+                                               std::string &err, const std::string &backend) {
   if (tp.worldSize() == 1) {
-    auto exec = rt::createExecutor(tp.program, "cpu", threads, err);
+    auto exec = rt::createExecutor(tp.program, backend, threads, err);
     if (!exec)
       return nullptr;
     return std::make_unique<SingleDeviceRunner>(tp, std::move(exec));
+  }
+  if (backend != "cpu") {
+    err = "a " + std::to_string(tp.worldSize()) +
+          "-rank plan runs as simulated ranks on the cpu backend, not '" + backend + "'";
+    return nullptr;
   }
   int perRank = threads > 0 ? std::max(1, threads / tp.worldSize()) : 0;
   auto world = rt::SimulatedRanks::create(tp.program, tp.worldSize(), perRank, err);

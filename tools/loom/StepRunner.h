@@ -41,9 +41,11 @@ struct RankMemory {
 class StepRunner {
 public:
   virtual ~StepRunner() = default;
-  /// `threads` <= 0: all hardware threads, split among the ranks.
+  /// `threads` <= 0: all hardware threads, split among the ranks. One
+  /// device runs on `backend`; simulated ranks exist on "cpu" only.
   static std::unique_ptr<StepRunner> create(const TrainProgram &tp, int threads,
-                                            std::string &err);
+                                            std::string &err,
+                                            const std::string &backend = "cpu");
   /// Runs step `s` on the global batch; updates `state` in place.
   virtual bool step(TrainState &state, int64_t s, const Batch &batch, bool wantGrads,
                     StepResult &out, std::string &err) = 0;

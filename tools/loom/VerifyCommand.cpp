@@ -118,6 +118,17 @@ std::string jsonReport(const std::string &model, int64_t steps, const std::vecto
   return j.str();
 }
 
+std::string xmlText(const std::string &s) {
+  std::string o;
+  for (char c : s) {
+    if (c == '&') o += "&amp;";
+    else if (c == '<') o += "&lt;";
+    else if (c == '>') o += "&gt;";
+    else o += c;
+  }
+  return o;
+}
+
 /// Loss curves, one polyline per plan; later plans dashed so that curves
 /// lying on top of each other (the expected outcome) stay visible.
 std::string svgPlot(const std::string &model, const std::vector<PlanRun> &runs) {
@@ -141,7 +152,7 @@ std::string svgPlot(const std::string &model, const std::vector<PlanRun> &runs) 
   s << "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" << W << "\" height=\"" << H
     << "\" font-family=\"sans-serif\" font-size=\"12\">\n"
     << "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n"
-    << "<text x=\"" << left << "\" y=\"22\" font-size=\"14\">loom verify: " << model
+    << "<text x=\"" << left << "\" y=\"22\" font-size=\"14\">loom verify: " << xmlText(model)
     << " loss per step</text>\n"
     << "<line x1=\"" << left << "\" y1=\"" << H - bottom << "\" x2=\"" << W - right << "\" y2=\""
     << H - bottom << "\" stroke=\"black\"/>\n"
@@ -165,7 +176,7 @@ std::string svgPlot(const std::string &model, const std::vector<PlanRun> &runs) 
       if (std::isfinite(runs[k].loss[t]))
         s << x(t) << "," << y(runs[k].loss[t]) << " ";
     s << "\"/>\n<text x=\"" << W - right + 10 << "\" y=\"" << top + 18 * k + 10 << "\" fill=\"" << c
-      << "\">" << runs[k].name << "</text>\n";
+      << "\">" << xmlText(runs[k].name) << "</text>\n";
   }
   s << "</svg>\n";
   return s.str();
