@@ -36,6 +36,55 @@ RankedTensorType withDim0(RankedTensorType t, int64_t d0) {
 }
 
 struct InsertFsdpCollectivesPass : impl::InsertFsdpCollectivesBase<InsertFsdpCollectivesPass> {
+  using Base::Base;
+
+  /// Moves each gather `prefetch` places ahead of its first reader, in the
+  /// order the readers come.
+  void place(SmallVector<std::pair<Operation *, AllGatherOp>> &gathers) {
+    llvm::stable_sort(gathers, [](auto &a, auto &b) { return a.first->isBeforeInBlock(b.first); });
+    for (size_t k = 0; k < gathers.size(); ++k) {
+      size_t ahead = k >= size_t(prefetch) ? k - size_t(prefetch) : 0;
+      gathers[k].second->moveBefore(gathers[ahead].first);
+    }
+  }
+
+  /// Splits each gather's readers at the loss: forward readers keep it,
+  /// backward readers get a second gather (reshard-after-forward), then
+  /// places both sets.
+  void scheduleGathers(func::FuncOp step, ArrayRef<AllGatherOp> gathers) {
+    Operation *loss = nullptr;
+    step.walk([&](CrossEntropyOp ce) {
+      if (!loss) loss = ce;
+    });
+    SmallVector<std::pair<Operation *, AllGatherOp>> forward, backward;
+    auto firstReader = [](Value v, function_ref<bool(Operation *)> keep) {
+      Operation *first = nullptr;
+      for (Operation *u : v.getUsers())
+        if (keep(u) && (!first || u->isBeforeInBlock(first)))
+          first = u;
+      return first;
+    };
+    for (AllGatherOp g : gathers) {
+      auto isForward = [&](Operation *u) { return !loss || !loss->isBeforeInBlock(u); };
+      auto isBackward = [&](Operation *u) { return !isForward(u); };
+      Operation *f = firstReader(g.getResult(), isForward);
+      Operation *bw = firstReader(g.getResult(), isBackward);
+      if (f && bw && reshardAfterForward) {
+        OpBuilder b(g);
+        auto again = cast<AllGatherOp>(b.clone(*g.getOperation()));
+        g.getResult().replaceUsesWithIf(again.getResult(), [&](OpOperand &use) {
+          return isBackward(use.getOwner());
+        });
+        forward.push_back({f, g});
+        backward.push_back({bw, again});
+      } else if (f || bw) {
+        (f ? forward : backward).push_back({f ? f : bw, g});
+      }
+    }
+    place(forward);
+    place(backward);
+  }
+
   void runOnOperation() override {
     ModuleOp module = getOperation();
     MLIRContext *ctx = &getContext();
@@ -54,6 +103,11 @@ struct InsertFsdpCollectivesPass : impl::InsertFsdpCollectivesBase<InsertFsdpCol
     Block &body = step.getBody().front();
     ArrayAttr shardAxis = meshAxes(ctx, {MeshAxis::dp_shard});
     OpBuilder b(ctx);
+    if (prefetch < 0) {
+      module.emitError("prefetch must not be negative");
+      return signalPassFailure();
+    }
+    SmallVector<AllGatherOp> gathers;
 
     for (ParamUpdate &u : s->params) {
       auto sharding = step.getArgAttrOfType<ShardingAttr>(u.index, kShardingAttrName);
@@ -105,6 +159,7 @@ struct InsertFsdpCollectivesPass : impl::InsertFsdpCollectivesBase<InsertFsdpCol
       // Parameter: the argument becomes the shard, gathered for compute.
       b.setInsertionPointToStart(&body);
       auto gathered = b.create<AllGatherOp>(loc, full, u.param, shardAxis, b.getI64IntegerAttr(0));
+      gathers.push_back(gathered);
       u.param.replaceAllUsesExcept(gathered.getResult(),
                                    SmallPtrSet<Operation *, 2>{gathered, u.adamw});
       u.param.setType(local);
@@ -118,6 +173,7 @@ struct InsertFsdpCollectivesPass : impl::InsertFsdpCollectivesBase<InsertFsdpCol
     Value loss = ret.getOperand(0);
     auto avg = b.create<AllReduceOp>(step.getLoc(), loss.getType(), loss, shardAxis, ReduceKind::mean);
     ret.setOperand(0, avg);
+    scheduleGathers(step, gathers);
     refreshFunctionType(step);
   }
 };

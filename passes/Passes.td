@@ -130,7 +130,18 @@ def InsertFsdpCollectives : Pass<"loom-insert-fsdp-collectives", "mlir::ModuleOp
     sum of squares. Parameters replicated along dp_shard get their gradient
     all_reduced (mean). The loss is all_reduced (mean), so with equal local
     batches every rank reports the global batch's mean cross-entropy.
+    Gathers are placed `prefetch` parameters ahead of their first use (in
+    first-use order), so the next layer's gather is issued before the
+    current layer computes. With `reshard-after-forward` the gathered
+    forward copy dies after its last forward use and the backward pass
+    gathers again (FSDP's default: memory for communication).
   }];
+  let options = [
+    Option<"reshardAfterForward", "reshard-after-forward", "bool", "true",
+           "gather again for the backward pass instead of keeping the forward's copy">,
+    Option<"prefetch", "prefetch", "int64_t", "1",
+           "issue each gather this many parameters ahead of its first use">,
+  ];
   let dependentDialects = ["loom::LoomDialect"];
 }
 

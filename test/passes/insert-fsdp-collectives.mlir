@@ -1,4 +1,5 @@
 // RUN: loom-opt %s --loom-build-train-step --loom-annotate-data-parallel="dp-shard=2" --loom-insert-fsdp-collectives | FileCheck %s
+// RUN: loom-opt %s --loom-build-train-step --loom-annotate-data-parallel="dp-shard=2" --loom-insert-fsdp-collectives="reshard-after-forward=false prefetch=0" | FileCheck %s --check-prefix=KEEP
 // RUN: loom-opt %s --loom-build-train-step=return-activation-sums=true --loom-annotate-data-parallel="dp-shard=2" --loom-insert-fsdp-collectives | FileCheck %s --check-prefix=ACT
 // RUN: not loom-opt %s --loom-build-train-step --loom-insert-fsdp-collectives 2>&1 | FileCheck %s --check-prefix=NOMESH
 
@@ -11,17 +12,21 @@
 // CHECK-SAME: %arg2: tensor<2x7xf32>
 // CHECK-SAME: %arg4: tensor<2xf32> {loom.name = "exp_avg.norm.weight", loom.sharding = #loom.sharding<[<dp_shard, shard(0)>]>}
 // CHECK-SAME: %arg10: tensor<2x3xi64> {loom.name = "tokens", loom.sharding = #loom.sharding<[<dp_shard, shard(0)>]>}
-// Parameters are gathered before their first use, forward and backward
-// share the gathered value.
-// CHECK: %[[HEAD:.*]] = loom.all_gather %arg2 over [#loom<mesh_axis dp_shard>] dim 0 : tensor<2x7xf32> -> tensor<4x7xf32>
+// Parameters are gathered one parameter ahead of their first use (both
+// before rms_norm, norm.weight's first reader); with reshard-after-forward
+// (the default) the backward pass gathers again, in its own order.
 // CHECK: %[[NORM:.*]] = loom.all_gather %arg1 over [#loom<mesh_axis dp_shard>] dim 0 : tensor<2xf32> -> tensor<4xf32>
-// CHECK: loom.rms_norm %{{.*}}, %[[NORM]]
-// CHECK: loom.matmul %{{.*}}, %[[HEAD]] :
-// CHECK: loom.matmul %{{.*}}, %[[HEAD]] {transpose_rhs = true}
+// CHECK-NEXT: %[[HEAD:.*]] = loom.all_gather %arg2 over [#loom<mesh_axis dp_shard>] dim 0 : tensor<2x7xf32> -> tensor<4x7xf32>
+// CHECK-NEXT: loom.rms_norm %{{.*}}, %[[NORM]]
+// CHECK-NEXT: loom.matmul %{{.*}}, %[[HEAD]] :
+// CHECK: loom.cross_entropy_grad
+// CHECK: %[[HEAD2:.*]] = loom.all_gather %arg2 over [#loom<mesh_axis dp_shard>] dim 0
+// CHECK-NEXT: %[[NORM2:.*]] = loom.all_gather %arg1 over [#loom<mesh_axis dp_shard>] dim 0
+// CHECK-NEXT: loom.matmul %{{.*}}, %[[HEAD2]] {transpose_rhs = true}
 // Gradients of sharded parameters are reduce-scattered (mean); the whole
 // embedding's is all-reduced (mean).
 // CHECK: %[[DHEAD:.*]] = loom.reduce_scatter mean %{{.*}} over [#loom<mesh_axis dp_shard>] dim 0 : tensor<4x7xf32> -> tensor<2x7xf32>
-// CHECK: %{{.*}}, %[[DNORMFULL:.*]] = loom.rms_norm_grad
+// CHECK: %{{.*}}, %[[DNORMFULL:.*]] = loom.rms_norm_grad %{{.*}}, %[[NORM2]]
 // CHECK: %[[DNORM:.*]] = loom.reduce_scatter mean %[[DNORMFULL]] over [#loom<mesh_axis dp_shard>] dim 0 : tensor<4xf32> -> tensor<2xf32>
 // CHECK: %[[DEMBFULL:.*]] = loom.embedding_grad
 // CHECK: %[[DEMB:.*]] = loom.all_reduce mean %[[DEMBFULL]] over [#loom<mesh_axis dp_shard>] : tensor<7x4xf32>
@@ -41,6 +46,18 @@
 // CHECK: %[[LOSS:.*]] = loom.all_reduce mean %{{.*}} over [#loom<mesh_axis dp_shard>] : tensor<f32>
 // CHECK: return %[[LOSS]]
 // CHECK-NOT: loom.all_reduce
+
+// Without resharding, forward and backward share one gather per
+// parameter; without prefetch, each sits right before its first reader.
+// KEEP-LABEL: func.func @train_step
+// KEEP: loom.embedding
+// KEEP-NEXT: %[[NORM:.*]] = loom.all_gather %arg1
+// KEEP-NEXT: loom.rms_norm %{{.*}}, %[[NORM]]
+// KEEP-NEXT: %[[HEAD:.*]] = loom.all_gather %arg2
+// KEEP-NEXT: loom.matmul %{{.*}}, %[[HEAD]] :
+// KEEP: loom.matmul %{{.*}}, %[[HEAD]] {transpose_rhs = true}
+// KEEP: loom.rms_norm_grad %{{.*}}, %[[NORM]]
+// KEEP-NOT: loom.all_gather
 
 // Checks: the residual stream's sum of squares on each rank covers only
 // its rows, so it leaves the step as a partial sum over dp_shard.

@@ -143,6 +143,9 @@ int runTrain(int argc, char **argv) {
   args.flag("world-size", "ranks the job has (default: the plan's product)");
   args.flag("ddp-bucket-mib", "gradient MiB per dp_replicate all-reduce (0: one per gradient)",
             false, "25");
+  args.flag("fsdp-prefetch", "issue each FSDP all-gather this many parameters early", false, "1");
+  args.flag("fsdp-keep-gathered", "keep forward's gathered parameters for backward (no reshard)",
+            true);
   args.flag("die-after-step", "testing: exit abruptly (code 86) after this step completes");
   if (!args.parse(argc, argv, 2))
     return args.wantsHelp() ? 0 : 1;
@@ -190,6 +193,10 @@ int runTrain(int argc, char **argv) {
   if (args.getDouble("ddp-bucket-mib") < 0)
     return fail("train", "--ddp-bucket-mib must not be negative");
   opts.ddpBucketBytes = int64_t(args.getDouble("ddp-bucket-mib") * (1 << 20));
+  opts.fsdpPrefetch = args.getInt("fsdp-prefetch");
+  opts.fsdpReshardAfterForward = !args.has("fsdp-keep-gathered");
+  if (opts.fsdpPrefetch < 0)
+    return fail("train", "--fsdp-prefetch must not be negative");
 
   auto t0 = Clock::now();
   TrainProgram tp;

@@ -118,7 +118,10 @@ bool compileTrainStep(const std::string &path, int64_t batch, int64_t seq,
       ann.dpReplicate = o.dpReplicate;
       ann.dpShard = o.dpShard;
       pm.addPass(createAnnotateDataParallel(ann));
-      pm.addPass(createInsertFsdpCollectives());
+      InsertFsdpCollectivesOptions fsdp;
+      fsdp.reshardAfterForward = o.fsdpReshardAfterForward;
+      fsdp.prefetch = o.fsdpPrefetch;
+      pm.addPass(createInsertFsdpCollectives(fsdp));
       InsertDdpCollectivesOptions ddp;
       ddp.bucketBytes = o.ddpBucketBytes;
       pm.addPass(createInsertDdpCollectives(ddp));

@@ -32,6 +32,8 @@ struct TrainOptions {
   int dpReplicate = 1, dpShard = 1;
   int tp = 1; // Megatron tensor parallelism of attention and MLP
   int64_t ddpBucketBytes = 25 << 20; // gradients per dp_replicate all_reduce (0: one each)
+  bool fsdpReshardAfterForward = true; // gather again for backward
+  int64_t fsdpPrefetch = 1;            // gathers issued this many parameters ahead
 };
 
 struct ParamSlot {

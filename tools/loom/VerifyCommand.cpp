@@ -218,6 +218,9 @@ int runVerify(int argc, char **argv) {
   args.flag("threads", "CPU threads (0: all)", false, "0");
   args.flag("ddp-bucket-mib", "gradient MiB per dp_replicate all-reduce (0: one per gradient)",
             false, "25");
+  args.flag("fsdp-prefetch", "issue each FSDP all-gather this many parameters early", false, "1");
+  args.flag("fsdp-keep-gathered", "keep forward's gathered parameters for backward (no reshard)",
+            true);
   args.flag("json", "write the report to this .json file");
   args.flag("svg", "write the loss curves to this .svg file");
   args.flag("max-loss-rel", "fail when a plan's loss differs from the first by more (relative)");
@@ -241,6 +244,8 @@ int runVerify(int argc, char **argv) {
     return fail("verify", "--precision must be fp32 or bf16, not '" + precision + "'");
   if (args.getDouble("ddp-bucket-mib") < 0)
     return fail("verify", "--ddp-bucket-mib must not be negative");
+  if (args.getInt("fsdp-prefetch") < 0)
+    return fail("verify", "--fsdp-prefetch must not be negative");
   BatchRule rule = batching == "fixture" ? BatchRule::Fixture : BatchRule::Sequential;
   const std::string model = args.positional()[0];
 
@@ -272,6 +277,8 @@ int runVerify(int argc, char **argv) {
     opts.dpShard = r.plan.dpShard;
     opts.tp = r.plan.tp;
     opts.ddpBucketBytes = int64_t(args.getDouble("ddp-bucket-mib") * (1 << 20));
+    opts.fsdpPrefetch = args.getInt("fsdp-prefetch");
+    opts.fsdpReshardAfterForward = !args.has("fsdp-keep-gathered");
     TrainProgram tp;
     if (!compileTrainStep(model, B, T, opts, tp, err))
       return fail("verify", "plan " + r.name + ": " + err);
