@@ -26,8 +26,9 @@ bool parseSpmdPlan(const std::string &text, int worldSize, planner::Plan &plan,
 }
 
 void printSpmdSummary(const planner::Plan &plan, const TrainProgram &tp, const StepRunner &r) {
-  std::printf("plan %s: %d simulated ranks on the cpu backend, %lld sequences per rank\n",
-              planner::meshPlanName(plan).c_str(), tp.worldSize(), (long long)tp.localBatch());
+  std::printf("plan %s: %d simulated ranks on the cpu backend, %lld sequence%s per rank\n",
+              planner::meshPlanName(plan).c_str(), tp.worldSize(), (long long)tp.localBatch(),
+              tp.localBatch() == 1 ? "" : "s");
   if (plan.tp > 1) {
     size_t split = 0;
     std::string whole;
