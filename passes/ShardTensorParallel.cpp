@@ -39,11 +39,25 @@ bool isParam(Value v) {
   return c && c.getParamAttr() && tensorType(v).getRank() <= 2;
 }
 
+/// Looks through the rounding casts bf16 autocast puts on a weight
+/// (each read only once); `views` collects them so they take local types.
+Value throughCasts(Value v, SmallVectorImpl<Value> *views = nullptr) {
+  while (auto c = v.getDefiningOp<CastOp>()) {
+    if (!v.hasOneUse())
+      break;
+    if (views)
+      views->push_back(v);
+    v = c.getInput();
+  }
+  return v;
+}
+
 /// The sharded dims a group assigns: values and parameter constants.
 struct Group {
   llvm::MapVector<Value, int64_t> dims;        // value -> sharded dim
   llvm::MapVector<Operation *, int64_t> params; // constant -> sharded dim
   llvm::MapVector<Operation *, int64_t> blocks; // constant -> fused blocks
+  llvm::MapVector<Value, int64_t> views;        // casts of split weights -> dim
   SmallVector<MatmulOp> rowParallel;
   SmallVector<MatmulOp> columnParallel;
   SmallVector<std::pair<Value, int64_t>> fusedSplits; // split input, parts
@@ -57,13 +71,16 @@ public:
   bool build(Value x, Group &g) {
     for (Operation *user : x.getUsers()) {
       auto mm = dyn_cast<MatmulOp>(user);
-      if (!mm || mm.getLhs() != x || mm.getTransposeLhs() || !isParam(mm.getRhs()) ||
-          tensorType(mm.getRhs()).getRank() != 2)
+      SmallVector<Value> views;
+      Value w = mm ? throughCasts(mm.getRhs(), &views) : Value();
+      if (!mm || mm.getLhs() != x || mm.getTransposeLhs() || !isParam(w) ||
+          tensorType(w).getRank() != 2)
         continue;
       int64_t wdim = mm.getTransposeRhs() ? 0 : 1;
       auto rt = tensorType(mm.getResult());
-      if (!markParam(g, mm.getRhs(), wdim) || !mark(g, mm.getResult(), rt.getRank() - 1))
+      if (!markParam(g, w, wdim) || !mark(g, mm.getResult(), rt.getRank() - 1))
         return false;
+      for (Value view : views) g.views[view] = wdim;
       g.columnParallel.push_back(mm);
     }
     if (g.columnParallel.empty())
@@ -92,16 +109,19 @@ public:
         Operation *def = cur.getDefiningOp();
         if (auto r = dyn_cast_or_null<ReshapeOp>(def)) {
           cur = r.getInput();
+        } else if (auto c = dyn_cast_or_null<CastOp>(def)) {
+          cur = c.getInput();
         } else if (auto add = dyn_cast_or_null<AddOp>(def)) {
-          Value bias = isParam(add.getRhs()) ? add.getRhs() : add.getLhs();
-          Value other = bias == add.getRhs() ? add.getLhs() : add.getRhs();
+          bool rhsIsBias = isParam(throughCasts(add.getRhs()));
+          Value bias = throughCasts(rhsIsBias ? add.getRhs() : add.getLhs());
+          Value other = rhsIsBias ? add.getLhs() : add.getRhs();
           if (!isParam(bias) || !g.params.count(bias.getDefiningOp()))
             return false;
           g.blocks[bias.getDefiningOp()] = parts;
           cur = other;
         } else if (auto mm = dyn_cast_or_null<MatmulOp>(def);
                    mm && llvm::is_contained(g.columnParallel, mm)) {
-          g.blocks[mm.getRhs().getDefiningOp()] = parts;
+          g.blocks[throughCasts(mm.getRhs()).getDefiningOp()] = parts;
           break;
         } else {
           return false;
@@ -180,16 +200,19 @@ private:
       waiting.insert(op);
       return mark(g, a.getResult(), 1);
     }
-    if (isa<SiluOp, GeluOp, TanhOp, SigmoidOp, NegOp, ExpOp>(op))
+    if (isa<SiluOp, GeluOp, TanhOp, SigmoidOp, NegOp, ExpOp, CastOp>(op))
       return mark(g, op->getResult(0), d);
     if (isa<MulOp, AddOp, SubOp>(op)) {
       Value other = op->getOperand(1 - use.getOperandNumber());
+      SmallVector<Value> views;
+      Value bias = throughCasts(other, &views);
       auto vt = tensorType(v), ot = tensorType(other);
-      if (isParam(other) && ot.getRank() == 1 && d == vt.getRank() - 1 &&
+      if (isParam(bias) && ot.getRank() == 1 && d == vt.getRank() - 1 &&
           ot.getDimSize(0) == vt.getDimSize(d)) {
         // A bias on the split features is split with them.
-        if (!markParam(g, other, 0))
+        if (!markParam(g, bias, 0))
           return false;
+        for (Value view : views) g.views[view] = 0;
       } else if (vt != ot) {
         return false; // broadcasting against a replicated value
       } else {
@@ -211,11 +234,15 @@ private:
     }
     if (auto mm = dyn_cast<MatmulOp>(op)) {
       auto vt = tensorType(v);
+      SmallVector<Value> views;
+      Value w = throughCasts(mm.getRhs(), &views);
       if (use.getOperandNumber() != 0 || mm.getTransposeLhs() || d != vt.getRank() - 1 ||
-          !isParam(mm.getRhs()) || tensorType(mm.getRhs()).getRank() != 2)
+          !isParam(w) || tensorType(w).getRank() != 2)
         return false;
-      if (!markParam(g, mm.getRhs(), mm.getTransposeRhs() ? 1 : 0))
+      int64_t wdim = mm.getTransposeRhs() ? 1 : 0;
+      if (!markParam(g, w, wdim))
         return false;
+      for (Value view : views) g.views[view] = wdim;
       g.rowParallel.push_back(mm);
       return true;
     }
@@ -279,7 +306,7 @@ struct ShardTensorParallelPass : impl::ShardTensorParallelBase<ShardTensorParall
     SmallVector<Value> inputs;
     llvm::DenseSet<Value> seen;
     fwd.walk([&](MatmulOp mm) {
-      if (isParam(mm.getRhs()) && seen.insert(mm.getLhs()).second)
+      if (isParam(throughCasts(mm.getRhs())) && seen.insert(mm.getLhs()).second)
         inputs.push_back(mm.getLhs());
     });
     llvm::DenseSet<Operation *> claimed; // parameters already split
@@ -314,6 +341,7 @@ struct ShardTensorParallelPass : impl::ShardTensorParallelBase<ShardTensorParall
     for (MatmulOp mm : g.columnParallel) mm.getLhsMutable().assign(enter);
     // Local types.
     for (auto [v, d] : g.dims) v.setType(divided(tensorType(v), d, tp));
+    for (auto [v, d] : g.views) v.setType(divided(tensorType(v), d, tp));
     for (auto [c, d] : g.params) {
       auto constant = cast<ConstantOp>(c);
       Value w = constant.getResult();

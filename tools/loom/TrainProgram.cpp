@@ -82,8 +82,12 @@ bool compileTrainStep(const std::string &path, int64_t batch, int64_t seq,
   bt.returnActivationSums = o.returnActivationSums;
   auto fuse = [&](mlir::PassManager &pm) {
     buildFusionPipeline(pm);
-    if (o.bf16)
+    if (o.bf16) {
       pm.nest<mlir::func::FuncOp>().addPass(createAutocastBf16());
+      // Autocast rounds an activation once per reader; one rounding shared
+      // by q, k and v lets tensor parallelism see them as one group.
+      pm.addPass(mlir::createCSEPass());
+    }
   };
   if (!runPipeline(*module, path, "fusing the model", fuse, err))
     return false;
