@@ -3,10 +3,10 @@
 // Part of loom, under the Apache License v2.0.
 //
 // Turns the annotated (global-parameter) step into the rank-local one: a
-// sharded parameter enters as its dim-0 shard, is all-gathered once at the
-// top of the step (forward and backward share the gathered value; on the
-// CPU backend there is no memory pressure that would call for resharding
-// between them), and its gradient leaves through a reduce-scatter, so the
+// sharded parameter enters as its dim-0 shard, is all-gathered shortly
+// before its first use in the forward pass (and, resharding after forward,
+// again for the backward pass, so the arena can reuse the gathered bytes
+// in between), and its gradient leaves through a reduce-scatter, so the
 // gradient, both AdamW moments and the update are 1/S of the full size.
 //
 // Equivalence with one device: each rank's cross-entropy is the mean over

@@ -263,11 +263,15 @@ RankedTensorType divided(RankedTensorType t, int64_t d, int64_t T) {
 /// equal blocks each) as the local constant's value; the driver supplies
 /// every rank's own slice.
 DenseElementsAttr firstSlice(ConstantOp c, int64_t d, int64_t T, int64_t blocks) {
-  auto full = cast<DenseElementsAttr>(c.getValue());
-  auto t = cast<RankedTensorType>(full.getType());
+  auto t = cast<RankedTensorType>(c.getType());
   RankedTensorType local = divided(t, d, T);
-  SmallVector<Attribute> values;
-  auto all = llvm::to_vector(full.getValues<Attribute>());
+  auto full = dyn_cast<DenseElementsAttr>(c.getValue());
+  if (!full || !t.getElementType().isF32())
+    return DenseElementsAttr::get(local, FloatAttr::get(t.getElementType(), 0.0));
+  if (full.isSplat())
+    return DenseElementsAttr::get(local, full.getSplatValue<Attribute>());
+  auto all = llvm::to_vector(full.getValues<float>());
+  std::vector<float> values;
   int64_t rows = t.getDimSize(0), cols = t.getRank() == 2 ? t.getDimSize(1) : 1;
   int64_t n = d == 0 ? rows : cols, block = n / blocks;
   for (int64_t i = 0; i < rows; ++i)
@@ -276,7 +280,7 @@ DenseElementsAttr firstSlice(ConstantOp c, int64_t d, int64_t T, int64_t blocks)
       if (k % block < block / T)
         values.push_back(all[size_t(i * cols + j)]);
     }
-  return DenseElementsAttr::get(local, values);
+  return DenseElementsAttr::get(local, ArrayRef<float>(values));
 }
 
 struct ShardTensorParallelPass : impl::ShardTensorParallelBase<ShardTensorParallelPass> {
