@@ -6,6 +6,7 @@
 #include "codegen/LowerToProgram.h"
 #include "codegen/ArenaPlanner.h"
 #include "ir/LoomOps.h"
+#include "ir/Sharding.h"
 
 #include "mlir/IR/BuiltinAttributes.h"
 #include "llvm/ADT/DenseMap.h"
@@ -65,6 +66,8 @@ private:
   void emit(rt::OpCode code, Operation *op, std::vector<int64_t> ints = {},
             std::vector<double> floats = {});
   uint32_t idOf(Value v) { return ids.lookup(v); }
+  bool emitCollective(rt::OpCode code, Operation *op, ReduceKind kind, int64_t dim,
+                      ArrayAttr axes, std::string &err);
 
   void findWideningCasts(Block &body);
 
@@ -132,6 +135,23 @@ void ProgramBuilder::emit(rt::OpCode code, Operation *op, std::vector<int64_t> i
   p.instrs.push_back(std::move(in));
 }
 
+/// Collectives carry the whole mesh (Program.h), so the runtime can form
+/// groups without knowing the IR: [kind, dim, pp, R, S, cp, tp, axis bits].
+bool ProgramBuilder::emitCollective(rt::OpCode code, Operation *op, ReduceKind kind, int64_t dim,
+                                    ArrayAttr axes, std::string &err) {
+  MeshAttr mesh = lookupMesh(op);
+  if (!mesh) {
+    err = opName(op) + " has no loom.mesh on its module";
+    return false;
+  }
+  int64_t mask = 0;
+  for (auto a : axes.getAsRange<MeshAxisAttr>()) mask |= int64_t(1) << int64_t(a.getValue());
+  emit(code, op,
+       {kind == ReduceKind::mean ? 1 : 0, dim, mesh.getPp(), mesh.getDpReplicate(),
+        mesh.getDpShard(), mesh.getCp(), mesh.getTp(), mask});
+  return true;
+}
+
 bool ProgramBuilder::lowerOp(Operation *op, std::string &err) {
   using rt::OpCode;
   bool ok = true;
@@ -171,7 +191,8 @@ bool ProgramBuilder::lowerOp(Operation *op, std::string &err) {
                                                              : OpCode::GeluErf,
              op);
       })
-      .Case<CastOp, ReshapeOp>([&](auto) { emit(OpCode::Cast, op); })
+      // copy_to_parallel is the identity once autodiff has used it.
+      .Case<CastOp, ReshapeOp, CopyToParallelOp>([&](auto) { emit(OpCode::Cast, op); })
       .Case<ReduceOp>([&](ReduceOp r) {
         std::vector<int64_t> ints = {int64_t(r.getKind())};
         for (int64_t a : r.getAxes()) ints.push_back(a);
@@ -240,6 +261,17 @@ bool ProgramBuilder::lowerOp(Operation *op, std::string &err) {
         emit(OpCode::AdamW, op, {},
              {a.getBeta1().convertToDouble(), a.getBeta2().convertToDouble(),
               a.getEpsilon().convertToDouble(), a.getWeightDecay().convertToDouble()});
+      })
+      .Case<AllReduceOp>([&](AllReduceOp c) {
+        ok = emitCollective(rt::OpCode::AllReduce, op, c.getKind(), -1, c.getAxes(), err);
+      })
+      .Case<AllGatherOp>([&](AllGatherOp c) {
+        ok = emitCollective(rt::OpCode::AllGather, op, ReduceKind::sum, int64_t(c.getDim()),
+                            c.getAxes(), err);
+      })
+      .Case<ReduceScatterOp>([&](ReduceScatterOp c) {
+        ok = emitCollective(rt::OpCode::ReduceScatter, op, c.getKind(), int64_t(c.getDim()),
+                            c.getAxes(), err);
       })
       .Default([&](Operation *) {
         err = "codegen does not handle " + opName(op);

@@ -421,4 +421,6 @@ def Loom_AdamWOp : Loom_Op<"adamw", [Pure, InferTypeOpAdaptor,
   }];
 }
 
+include "Sharding.td"
+
 #endif // LOOM_OPS

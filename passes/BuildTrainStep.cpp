@@ -183,6 +183,22 @@ struct BuildTrainStepPass : impl::BuildTrainStepBase<BuildTrainStepPass> {
     Value flatTargets = b.create<ReshapeOp>(
         loc, RankedTensorType::get({rows}, tokensType.getElementType()), targets);
     Value loss = b.create<CrossEntropyOp>(loc, flatLogits, flatTargets);
+    // Checks: the residual stream entering every norm, as a sum of squares
+    // (sums add up across data-parallel ranks; the driver takes the root).
+    SmallVector<Value> activationSums;
+    if (returnActivationSums) {
+      SmallVector<Value> streams;
+      for (Operation &op : *body)
+        if (isa<RmsNormOp, LayerNormOp>(op))
+          streams.push_back(op.getOperand(0));
+      for (Value x : streams) {
+        auto t = cast<RankedTensorType>(x.getType());
+        SmallVector<int64_t> all;
+        for (int64_t d = 0; d < t.getRank(); ++d) all.push_back(d);
+        activationSums.push_back(
+            b.create<ReduceOp>(loc, b.create<MulOp>(loc, x, x), ReduceKind::sum, all, false));
+      }
+    }
 
     // Reverse mode over the ops reachable from a parameter.
     SmallVector<Value> paramArgs;
@@ -243,6 +259,12 @@ struct BuildTrainStepPass : impl::BuildTrainStepBase<BuildTrainStepPass> {
       for (Value v : unclipped) types.push_back(v.getType());
       step.setFunctionType(b.getFunctionType(step.getArgumentTypes(), types));
     }
+    if (!activationSums.empty()) {
+      results.append(activationSums);
+      SmallVector<Type> types(step.getResultTypes());
+      for (Value v : activationSums) types.push_back(v.getType());
+      step.setFunctionType(b.getFunctionType(step.getArgumentTypes(), types));
+    }
     b.create<func::ReturnOp>(loc, results);
     step.setResultAttr(0, "loom.name", b.getStringAttr("loss"));
     step.setResultAttr(1, "loom.name", b.getStringAttr("grad_norm"));
@@ -253,6 +275,9 @@ struct BuildTrainStepPass : impl::BuildTrainStepBase<BuildTrainStepPass> {
       for (size_t i = 0; i < P; ++i)
         step.setResultAttr(3 + 3 * P + i, "loom.name",
                            b.getStringAttr("grad." + (*params)[i].name));
+    for (size_t k = 0; k < activationSums.size(); ++k)
+      step.setResultAttr(3 + 3 * P + (returnGradients ? P : 0) + k, "loom.name",
+                         b.getStringAttr("act_sumsq." + std::to_string(k)));
   }
 };
 

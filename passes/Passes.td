@@ -77,6 +77,9 @@ def BuildTrainStep : Pass<"loom-build-train-step", "mlir::ModuleOp"> {
     Option<"frozen", "frozen", "std::string", "\"\"", "regex: parameters to keep fixed">,
     Option<"returnGradients", "return-gradients", "bool", "false",
            "also return each parameter's unclipped gradient (named grad.<param>), for checks">,
+    Option<"returnActivationSums", "return-activation-sums", "bool", "false",
+           "also return, for every rms_norm/layer_norm, the sum of squares of its input (the "
+           "residual stream entering it; named act_sumsq.<k>), after any gradients, for checks">,
   ];
   let dependentDialects = ["loom::LoomDialect"];
 }
@@ -116,6 +119,101 @@ def UseBf16Matmuls : Pass<"loom-use-bf16-matmuls", "mlir::func::FuncOp"> {
     f32 versions of the operands no longer need memory. Run on the finished
     training step (after `loom-build-train-step`), where the backward's
     matmuls have the same shape.
+  }];
+  let dependentDialects = ["loom::LoomDialect"];
+}
+
+def AnnotateDataParallel : Pass<"loom-annotate-data-parallel", "mlir::ModuleOp"> {
+  let summary = "Seed the device mesh and data-parallel shardings of @train_step";
+  let description = [{
+    Sets `loom.mesh` on the module and `loom.sharding` on every argument and
+    result of @train_step for a plan dp_replicate=R, dp_shard=S. The step
+    is built per rank (the importer specializes static shapes, so the
+    driver imports at the local batch B / (R S)): tokens and targets are
+    Shard(0) along both data-parallel axes. Parameters, their gradients and
+    both AdamW moments are Shard(0) along dp_shard when their dim 0 divides
+    by S, and Replicate otherwise (scalars and indivisible dim 0 stay
+    whole); everything is Replicate along dp_replicate. Types are not
+    changed here: `loom-insert-fsdp-collectives` partitions.
+  }];
+  let options = [
+    Option<"dpReplicate", "dp-replicate", "int64_t", "1", "ranks that replicate the model (DDP / HSDP)">,
+    Option<"dpShard", "dp-shard", "int64_t", "1", "ranks that shard the model (FSDP / ZeRO-3)">,
+  ];
+  let dependentDialects = ["loom::LoomDialect"];
+}
+
+def InsertFsdpCollectives : Pass<"loom-insert-fsdp-collectives", "mlir::ModuleOp"> {
+  let summary = "Partition @train_step along dp_shard (FSDP / ZeRO-3)";
+  let description = [{
+    For every parameter annotated Shard(0) along dp_shard: the parameter and
+    its AdamW moments become the local shard (dim 0 / S); an all_gather
+    before the first use rebuilds the full parameter for forward and
+    backward; the gradient is reduce_scattered (mean) so AdamW updates the
+    local shard; its gradient-norm term is the all_reduce (sum) of the local
+    sum of squares. Parameters replicated along dp_shard get their gradient
+    all_reduced (mean). The loss is all_reduced (mean), so with equal local
+    batches every rank reports the global batch's mean cross-entropy.
+    Gathers are placed `prefetch` parameters ahead of their first use (in
+    first-use order), so the next layer's gather is issued before the
+    current layer computes. With `reshard-after-forward` the gathered
+    forward copy dies after its last forward use and the backward pass
+    gathers again (FSDP's default: memory for communication).
+  }];
+  let options = [
+    Option<"reshardAfterForward", "reshard-after-forward", "bool", "true",
+           "gather again for the backward pass instead of keeping the forward's copy">,
+    Option<"prefetch", "prefetch", "int64_t", "1",
+           "issue each gather this many parameters ahead of its first use">,
+  ];
+  let dependentDialects = ["loom::LoomDialect"];
+}
+
+def InsertDdpCollectives : Pass<"loom-insert-ddp-collectives", "mlir::ModuleOp"> {
+  let summary = "Average gradients and the loss over dp_replicate (DDP; HSDP's outer axis)";
+  let description = [{
+    Every parameter's gradient as AdamW sees it (after FSDP's
+    reduce_scatter, when dp_shard is also used) is all_reduced (mean) over
+    dp_replicate right after it is computed; the gradient norm then reads
+    identical values on every rank. The loss is all_reduced (mean).
+    With `bucket-bytes` > 0, gradients are grouped in the order backward
+    completes them into buckets of up to that many bytes (a larger
+    gradient gets its own), and each bucket is one all_reduce of the
+    flattened, concatenated gradients, issued as soon as its last gradient
+    is complete (PyTorch DDP's bucketing; fewer, larger collectives that
+    still overlap the rest of the backward pass).
+  }];
+  let options = [
+    Option<"bucketBytes", "bucket-bytes", "int64_t", "0",
+           "gradient bytes per all_reduce bucket (0: one all_reduce per gradient)">,
+  ];
+  let dependentDialects = ["loom::LoomDialect"];
+}
+
+def ShardTensorParallel : Pass<"loom-shard-tensor-parallel", "mlir::ModuleOp"> {
+  let summary = "Megatron column/row tensor parallelism of @forward";
+  let description = [{
+    Splits the attention and MLP weights of @forward over `tp` ranks
+    (column parallel in, row parallel out, grouped-query heads split with
+    their queries), enters each group through copy_to_parallel and leaves
+    it through all_reduce (sum); see ShardTensorParallel.cpp. Sets the
+    mesh's tp size and `loom.tp_groups` (how many groups were split) on
+    @forward. Run after fusion, before loom-build-train-step.
+  }];
+  let options = [
+    Option<"tp", "tp", "int64_t", "1", "tensor-parallel ranks">,
+  ];
+  let dependentDialects = ["loom::LoomDialect"];
+}
+
+def ReduceTensorParallelNorm : Pass<"loom-reduce-tensor-parallel-norm", "mlir::ModuleOp"> {
+  let summary = "Global gradient norm over tensor-parallel shards";
+  let description = [{
+    In @train_step built from a tensor-parallel @forward, the gradient of
+    a parameter split over tp is this rank's slice, so its sum of squares
+    is all_reduced (sum) over tp; replicated parameters' gradients are
+    identical on every tp rank and count once. Parameters and their AdamW
+    moments get the constant's `loom.sharding`.
   }];
   let dependentDialects = ["loom::LoomDialect"];
 }

@@ -144,4 +144,91 @@ bool planMatches(const Plan &p, const PlanFilter &f) {
   return true;
 }
 
+bool parseMeshPlan(const std::string &text, Plan &out, std::string &err) {
+  out = Plan();
+  if (text == "1")
+    return true;
+  if (text.empty()) {
+    err = "plan is empty (e.g. dp_shard=2, or 1 for one device)";
+    return false;
+  }
+  std::map<std::string, int *> keys = {{"dp_replicate", &out.dpReplicate},
+                                       {"dp_shard", &out.dpShard},
+                                       {"cp", &out.cp},
+                                       {"tp", &out.tp},
+                                       {"pp", &out.pp}};
+  std::map<std::string, bool> seen;
+  std::stringstream ss(text);
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    auto eq = item.find('=');
+    if (item.empty() || eq == std::string::npos || eq == 0 || eq + 1 == item.size()) {
+      err = "plan '" + text + "': expected key=value items such as dp_shard=2, not '" + item + "'";
+      return false;
+    }
+    std::string key = item.substr(0, eq), value = item.substr(eq + 1);
+    auto it = keys.find(key);
+    if (it == keys.end()) {
+      err = "plan '" + text + "': unknown key '" + key + "' (dp_replicate, dp_shard, cp, tp, pp)";
+      return false;
+    }
+    if (seen[key]) {
+      err = "plan '" + text + "': '" + key + "' is given twice";
+      return false;
+    }
+    seen[key] = true;
+    bool digits = value.size() <= 6 && value.find_first_not_of("0123456789") == std::string::npos;
+    int v = digits ? std::stoi(value) : 0;
+    if (v <= 0) {
+      err = "plan '" + text + "': " + key + " must be a positive integer, not '" + value + "'";
+      return false;
+    }
+    *it->second = v;
+  }
+  if (!text.empty() && text.back() == ',') {
+    err = "plan '" + text + "': trailing comma";
+    return false;
+  }
+  return true;
+}
+
+std::string meshPlanName(const Plan &p) {
+  std::string s;
+  auto add = [&](const char *k, int v) {
+    if (v > 1) s += (s.empty() ? "" : ",") + std::string(k) + "=" + std::to_string(v);
+  };
+  add("dp_replicate", p.dpReplicate);
+  add("dp_shard", p.dpShard);
+  add("cp", p.cp);
+  add("tp", p.tp);
+  add("pp", p.pp);
+  return s.empty() ? "1" : s;
+}
+
+std::string checkWorldSize(const Plan &p, int worldSize) {
+  if (p.gpus() == worldSize)
+    return "";
+  std::string product;
+  auto add = [&](const char *k, int v) {
+    product += (product.empty() ? "" : " x ") + std::string(k) + "=" + std::to_string(v);
+  };
+  add("dp_replicate", p.dpReplicate);
+  add("dp_shard", p.dpShard);
+  add("cp", p.cp);
+  add("tp", p.tp);
+  add("pp", p.pp);
+  return "plan '" + meshPlanName(p) + "' needs " + product + " = " + std::to_string(p.gpus()) +
+         " ranks, but the world size is " + std::to_string(worldSize) +
+         " (dp_replicate * dp_shard * cp * tp * pp must equal it)";
+}
+
+std::string checkExecutable(const Plan &p) {
+  // cp and pp have no passes yet (later issues).
+  if (p.cp > 1)
+    return "plan '" + meshPlanName(p) + "': cp (context parallel) is not executable yet";
+  if (p.pp > 1)
+    return "plan '" + meshPlanName(p) + "': pp (pipeline parallel) is not executable yet";
+  return "";
+}
+
 } // namespace loom::planner

@@ -61,6 +61,27 @@ using PlanFilter = std::map<std::string, std::string>;
 bool parsePlanFilter(const std::string &text, PlanFilter &out, std::string &err);
 bool planMatches(const Plan &p, const PlanFilter &f);
 
+/// The user-facing plan spelling of `loom train --plan` and `loom verify
+/// --plans`: "dp_replicate=R,dp_shard=S,cp=C,tp=T,pp=P" in any order, each
+/// key at most once, missing keys 1; "1" alone is the one-device plan.
+/// Only the mesh factors are read (schedule and the rest keep defaults).
+/// False with a one-line `err` on an unknown key, a repeated key or a value
+/// that is not a positive integer.
+bool parseMeshPlan(const std::string &text, Plan &out, std::string &err);
+
+/// "dp_replicate=2,dp_shard=2" (factors above 1 only; "1" for one device).
+std::string meshPlanName(const Plan &p);
+
+/// Checks that the plan's factors multiply to `worldSize`; the message
+/// spells out the product (e.g. "dp_replicate=2 x dp_shard=2 = 4 ranks, but
+/// the world size is 2"). Empty when they agree.
+std::string checkWorldSize(const Plan &p, int worldSize);
+
+/// Which mesh axes the SPMD passes and executors can run today: data
+/// parallelism (dp_replicate, dp_shard) and tp. Empty when runnable, else a
+/// one-line reason naming the axis.
+std::string checkExecutable(const Plan &p);
+
 } // namespace loom::planner
 
 #endif

@@ -17,6 +17,7 @@
 #include "cpu/CpuExecutor.h"
 #include "cpu/Kernels.h"
 #include "lib/Diagnostics.h"
+#include "loom/runtime/Communicator.h"
 
 #include <cstdlib>
 #include <cstring>
@@ -24,6 +25,10 @@
 namespace loom::rt {
 
 namespace {
+
+bool isCollective(OpCode op) {
+  return op == OpCode::AllReduce || op == OpCode::AllGather || op == OpCode::ReduceScatter;
+}
 
 bool isOneOf(DType t, std::initializer_list<DType> ts) {
   for (DType u : ts)
@@ -70,6 +75,8 @@ std::string cpuSupports(const Program &p, const Instr &I) {
     if (std::string e = need(I.in[0], {DType::F32, DType::F64}, "logits"); !e.empty())
       return e;
     return need(I.in[2], {DType::F32, DType::F64}, "the loss gradient");
+  case OpCode::AllReduce: case OpCode::AllGather: case OpCode::ReduceScatter:
+    return ""; // validate() insists on f32; the communicator is checked at creation
   case OpCode::AdamW: // validate() already insists on f32
     return need(I.in[0], {DType::F32}, "operands");
   // Data movement and conversion handle every dtype.
@@ -119,6 +126,9 @@ bool dispatch(const KernelCall &c, ThreadPool &pool, std::string &err) {
   case OpCode::CrossEntropyGrad: return runCrossEntropyGrad(c, pool, err);
   case OpCode::SliceGrad: return runSliceGrad(c, pool, err);
   case OpCode::AdamW: return runAdamW(c, pool, err);
+  case OpCode::AllReduce: case OpCode::AllGather: case OpCode::ReduceScatter:
+    err = "a collective needs the communicator (CpuExecutor::run routes it there)";
+    return false;
   }
   err = cat("unknown opcode ", int(c.instr->op));
   return false;
@@ -126,8 +136,9 @@ bool dispatch(const KernelCall &c, ThreadPool &pool, std::string &err) {
 
 class CpuExecutor : public Executor {
 public:
-  CpuExecutor(std::shared_ptr<const Program> p, int threads, uint8_t *arena)
-      : Executor(std::move(p)), pool_(threads), arena_(arena) {
+  CpuExecutor(std::shared_ptr<const Program> p, int threads, uint8_t *arena,
+              InProcessCommunicator *comm, int rank)
+      : Executor(std::move(p)), pool_(threads), arena_(arena), comm_(comm), rank_(rank) {
     for (const Instr &I : program_->instrs) {
       KernelCall call;
       call.instr = &I;
@@ -157,7 +168,12 @@ public:
   bool run(std::string &err) override {
     for (size_t i = 0; i < calls_.size(); ++i) {
       std::string why;
-      if (!dispatch(calls_[i], pool_, why)) {
+      const KernelCall &c = calls_[i];
+      bool ok = isCollective(c.instr->op)
+                    ? comm_->collective(rank_, *c.instr, c.in[0].shape(), c.out[0].shape(),
+                                        c.in[0].as<float>(), c.out[0].as<float>(), why)
+                    : dispatch(c, pool_, why);
+      if (!ok) {
         err = cat("instr ", i, " (", opcodeName(calls_[i].instr->op), "): ", why);
         return false;
       }
@@ -193,6 +209,8 @@ private:
 
   ThreadPool pool_;
   uint8_t *arena_;
+  InProcessCommunicator *comm_;
+  int rank_;
   std::vector<KernelCall> calls_;
 };
 
@@ -200,6 +218,12 @@ private:
 
 std::unique_ptr<Executor> createCpuExecutor(std::shared_ptr<const Program> p, int threads,
                                             std::string &err) {
+  return createCpuRankExecutor(std::move(p), threads, nullptr, 0, err);
+}
+
+std::unique_ptr<Executor> createCpuRankExecutor(std::shared_ptr<const Program> p, int threads,
+                                                InProcessCommunicator *comm, int rank,
+                                                std::string &err) {
   if (std::string invalid = p->validate(); !invalid.empty()) {
     err = "invalid program: " + invalid;
     return nullptr;
@@ -209,6 +233,23 @@ std::unique_ptr<Executor> createCpuExecutor(std::shared_ptr<const Program> p, in
       err = cat("instr ", i, " (", opcodeName(p->instrs[i].op), "): ", why);
       return nullptr;
     }
+  for (size_t i = 0; i < p->instrs.size(); ++i) {
+    const Instr &I = p->instrs[i];
+    if (!isCollective(I.op))
+      continue;
+    int64_t world = 1;
+    for (int a = 0; a < kMeshAxes; ++a) world *= I.ints[2 + a];
+    if (!comm) {
+      err = cat("instr ", i, " (", opcodeName(I.op), ") is a collective over a ", world,
+                "-rank mesh; run the program on a simulated world of ranks (loom train --plan)");
+      return nullptr;
+    }
+    if (world != comm->worldSize() || rank < 0 || rank >= world) {
+      err = cat("instr ", i, " (", opcodeName(I.op), "): the program's mesh has ", world,
+                " ranks; this executor is rank ", rank, " of ", comm->worldSize());
+      return nullptr;
+    }
+  }
   // aligned_alloc wants a size that is a multiple of the alignment.
   uint64_t bytes = (p->arenaBytes + 63) / 64 * 64;
   auto *arena = static_cast<uint8_t *>(std::aligned_alloc(64, bytes ? bytes : 64));
@@ -217,7 +258,7 @@ std::unique_ptr<Executor> createCpuExecutor(std::shared_ptr<const Program> p, in
     return nullptr;
   }
   std::memset(arena, 0xff, bytes);
-  return std::make_unique<CpuExecutor>(std::move(p), threads, arena);
+  return std::make_unique<CpuExecutor>(std::move(p), threads, arena, comm, rank);
 }
 
 } // namespace loom::rt

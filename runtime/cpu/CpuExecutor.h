@@ -16,6 +16,15 @@ namespace loom::rt {
 std::unique_ptr<Executor> createCpuExecutor(std::shared_ptr<const Program> p, int threads,
                                             std::string &err);
 
+class InProcessCommunicator;
+
+/// The same for rank `rank` of a simulated world: collective instructions
+/// go through `comm` (which must outlive the executor). Without a
+/// communicator, a program with collectives is refused at creation.
+std::unique_ptr<Executor> createCpuRankExecutor(std::shared_ptr<const Program> p, int threads,
+                                                InProcessCommunicator *comm, int rank,
+                                                std::string &err);
+
 } // namespace loom::rt
 
 #endif

@@ -525,6 +525,42 @@ std::string checkSliceGrad(const OpView &v, const Instr &I) {
                [&] { return v.sameDType({&v.in(0), &v.out()}); });
 }
 
+/// The collectives: the mesh in ints (see Program.h), the group from the
+/// axis mask, and the gathered/scattered dim scaled by the group size.
+std::string checkCollective(const OpView &v, const Instr &I) {
+  if (std::string e = v.arity(1, 1, 1, 1, kCollectiveInts, 0); !e.empty())
+    return e;
+  int64_t kind = I.ints[0], dim = I.ints[1], mask = I.ints[2 + kMeshAxes];
+  if (I.op != OpCode::AllGather && kind != 0 && kind != 1)
+    return cat("reduction kind ", kind, " is neither 0 (sum) nor 1 (mean)");
+  int64_t group = 1;
+  for (int a = 0; a < kMeshAxes; ++a) {
+    int64_t size = I.ints[2 + a];
+    if (size < 1)
+      return cat("mesh axis ", a, " has size ", size);
+    if (mask & (int64_t(1) << a))
+      group *= size;
+  }
+  if (mask <= 0 || mask >= (int64_t(1) << kMeshAxes))
+    return cat("axis mask ", mask, " names no mesh axis or an unknown one");
+  const BufferDesc &x = v.in(0), &y = v.out();
+  if (x.dtype != DType::F32 || y.dtype != DType::F32)
+    return cat("collectives move f32, got ", dtypeName(x.dtype), " -> ", dtypeName(y.dtype));
+  if (I.op == OpCode::AllReduce)
+    return dim == -1 ? v.outShape(x.shape) : cat("all_reduce takes dim -1, got ", dim);
+  const Shape &small = I.op == OpCode::AllGather ? x.shape : y.shape;
+  const Shape &big = I.op == OpCode::AllGather ? y.shape : x.shape;
+  if (std::string e = v.axisInRange(dim, small.size()); !e.empty())
+    return e;
+  Shape expected = small;
+  expected[dim] *= group;
+  if (big != expected)
+    return cat(I.op == OpCode::AllGather ? "output" : "input", " has shape ", shapeStr(big),
+               ", expected ", shapeStr(expected), " (dim ", dim, " times the group size ", group,
+               ")");
+  return "";
+}
+
 std::string checkAdamW(const OpView &v) {
   if (std::string e = v.arity(6, 6, 3, 3, 0, 4); !e.empty())
     return e;
@@ -585,6 +621,8 @@ std::string checkOpShapes(const Program &p, const Instr &I) {
   case OpCode::CrossEntropyGrad: return checkCrossEntropyGrad(v);
   case OpCode::SliceGrad: return checkSliceGrad(v, I);
   case OpCode::AdamW: return checkAdamW(v);
+  case OpCode::AllReduce: case OpCode::AllGather: case OpCode::ReduceScatter:
+    return checkCollective(v, I);
   }
   return cat("unknown opcode ", int(I.op));
 }

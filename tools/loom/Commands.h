@@ -11,6 +11,7 @@ int runImport(int argc, char **argv);
 int runCompile(int argc, char **argv);
 int runEval(int argc, char **argv);
 int runTrain(int argc, char **argv);
+int runVerify(int argc, char **argv);
 } // namespace loom::tools
 
 #endif

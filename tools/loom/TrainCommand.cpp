@@ -11,11 +11,13 @@
 #include "Checkpoint.h"
 #include "Commands.h"
 #include "Npy.h"
+#include "SpmdPlan.h"
+#include "StepRunner.h"
 #include "TokenData.h"
 #include "TrainProgram.h"
 #include "WeightFiles.h"
 #include "frontends/onnx/OnnxExporter.h"
-#include "loom/runtime/Executor.h"
+#include "planner/Plan.h"
 
 #include <chrono>
 #include <cmath>
@@ -137,6 +139,14 @@ int runTrain(int argc, char **argv) {
   args.flag("print-every", "without a terminal: print every K-th step (and the last)", false, "1");
   args.flag("threads", "CPU threads (0: all)", false, "0");
   args.flag("backend", "where the program runs: cpu or cuda", false, "cpu");
+  args.flag("plan", "parallelism: dp_replicate=R,dp_shard=S (simulated ranks on the CPU)", false,
+            "1");
+  args.flag("world-size", "ranks the job has (default: the plan's product)");
+  args.flag("ddp-bucket-mib", "gradient MiB per dp_replicate all-reduce (0: one per gradient)",
+            false, "25");
+  args.flag("fsdp-prefetch", "issue each FSDP all-gather this many parameters early", false, "1");
+  args.flag("fsdp-keep-gathered", "keep forward's gathered parameters for backward (no reshard)",
+            true);
   args.flag("die-after-step", "testing: exit abruptly (code 86) after this step completes");
   if (!args.parse(argc, argv, 2))
     return args.wantsHelp() ? 0 : 1;
@@ -174,6 +184,20 @@ int runTrain(int argc, char **argv) {
   opts.frozen = args.get("frozen");
   opts.bf16 = precision == "bf16";
   opts.returnGradients = args.has("expect-grads");
+  planner::Plan plan;
+  if (!parseSpmdPlan(args.get("plan"), args.has("world-size") ? int(args.getInt("world-size")) : 0,
+                     plan, err))
+    return fail("train", err);
+  opts.dpReplicate = plan.dpReplicate;
+  opts.dpShard = plan.dpShard;
+  opts.tp = plan.tp;
+  if (args.getDouble("ddp-bucket-mib") < 0)
+    return fail("train", "--ddp-bucket-mib must not be negative");
+  opts.ddpBucketBytes = int64_t(args.getDouble("ddp-bucket-mib") * (1 << 20));
+  opts.fsdpPrefetch = args.getInt("fsdp-prefetch");
+  opts.fsdpReshardAfterForward = !args.has("fsdp-keep-gathered");
+  if (opts.fsdpPrefetch < 0)
+    return fail("train", "--fsdp-prefetch must not be negative");
 
   auto t0 = Clock::now();
   TrainProgram tp;
@@ -201,8 +225,8 @@ int runTrain(int argc, char **argv) {
       return fail("train", err);
     std::printf("resumed from %s at step %lld\n", from.c_str(), (long long)state.step);
   }
-  auto exec = rt::createExecutor(tp.program, args.get("backend"), int(args.getInt("threads")), err);
-  if (!exec)
+  auto runner = StepRunner::create(tp, int(args.getInt("threads")), err, args.get("backend"));
+  if (!runner)
     return fail("train", err);
   int64_t numel = 0;
   for (const ParamSlot &p : state.params) numel += int64_t(p.value.size());
@@ -212,9 +236,11 @@ int runTrain(int argc, char **argv) {
               args.positional()[0].c_str(), P, (long long)numel, (long long)B, (long long)T,
               precision.c_str(), (long long)steps, compileS,
               double(tp.program->arenaBytes) / (1 << 20), tp.program->updates.size());
-  if (uint64_t dev = exec->deviceMemoryBytes())
+  if (uint64_t dev = runner->deviceMemoryBytes())
     std::printf("device memory: %.2f GiB (arena, constants, scratch, GEMM workspace)\n",
                 double(dev) / double(1ull << 30));
+  if (tp.worldSize() > 1)
+    printSpmdSummary(plan, tp, *runner);
 
   std::FILE *log = nullptr;
   if (args.has("log") && !(log = std::fopen(args.get("log").c_str(), "a")))
@@ -222,27 +248,6 @@ int runTrain(int argc, char **argv) {
   bool tty = isatty(1);
   int64_t every = args.getInt("checkpoint-every");
   int64_t dieAfter = args.has("die-after-step") ? args.getInt("die-after-step") : -1;
-  // When the program updates the whole state (parameters, AdamW moments) in
-  // place, the state stays on the device: uploaded before the first step,
-  // downloaded only for checkpoints and after the last step.
-  const rt::Program &prog = *tp.program;
-  bool resident = prog.updates.size() == 3 * P;
-  for (size_t i = 0; i < 3 * P && resident; ++i) {
-    bool found = false;
-    for (const rt::InPlaceUpdate &u : prog.updates)
-      found |= u.input == prog.inputs[i] && u.output == prog.outputs[3 + i];
-    resident = found;
-  }
-  auto moveState = [&](bool upload) {
-    bool ok = true;
-    for (size_t g = 0; g < 3 && ok; ++g)
-      for (size_t i = 0; i < P && ok; ++i) {
-        std::vector<float> &v = g == 0 ? state.params[i].value : g == 1 ? state.expAvg[i] : state.expAvgSq[i];
-        ok = upload ? exec->setInput(g * P + i, v.data(), v.size() * 4, err)
-                    : exec->getOutput(3 + g * P + i, v.data(), v.size() * 4, err);
-      }
-    return ok;
-  };
   auto trainStart = Clock::now();
   int64_t firstStep = state.step;
   float loss = 0, gnorm = 0, lr = 0;
@@ -251,18 +256,11 @@ int runTrain(int argc, char **argv) {
     Batch batch;
     if (!makeBatch(data, s, B, T, batch, err, rule))
       return fail("train", err);
-    float stepValue = float(s);
-    size_t in = 3 * P;
-    bool ok = !resident || s == firstStep ? moveState(true) : true;
-    ok = ok && exec->setInput(in++, &stepValue, 4, err) &&
-         exec->setInput(in++, batch.inputs.data(), batch.inputs.size() * 8, err) &&
-         exec->setInput(in++, batch.targets.data(), batch.targets.size() * 8, err) &&
-         exec->run(err) && exec->getOutput(0, &loss, 4, err) &&
-         exec->getOutput(1, &gnorm, 4, err) && exec->getOutput(2, &lr, 4, err);
-    bool checkpointNow = args.has("checkpoint-dir") && every > 0 && (s + 1) % every == 0;
-    if (ok && (!resident || checkpointNow || s + 1 == steps))
-      ok = moveState(false);
-    size_t outIdx = 3 + 3 * P;
+    StepResult result;
+    bool ok = runner->step(state, s, batch, s == firstStep && tp.hasGradients, result, err);
+    loss = result.loss;
+    gnorm = result.gradNorm;
+    lr = result.lr;
     if (!ok)
       return fail("train", "step " + std::to_string(s) + ": " + err);
     if (!std::isfinite(loss))
@@ -278,13 +276,7 @@ int runTrain(int argc, char **argv) {
         return 1;
     }
     if (s == firstStep && tp.hasGradients) {
-      std::vector<std::vector<float>> grads(P);
-      for (size_t i = 0; i < P && ok; ++i) {
-        grads[i].resize(state.params[i].value.size());
-        ok = exec->getOutput(outIdx++, grads[i].data(), grads[i].size() * 4, err);
-      }
-      if (!ok)
-        return fail("train", err);
+      const std::vector<std::vector<float>> &grads = result.grads;
       double worst = compareGradients(args.get("expect-grads"), state.params, grads, hfNames,
                                       aliases, true, err);
       if (worst < 0)
@@ -318,6 +310,8 @@ int runTrain(int argc, char **argv) {
     state.step = s + 1;
     if (args.has("checkpoint-dir") && every > 0 && state.step % every == 0) {
       std::string at;
+      if (!runner->syncState(state, err))
+        return fail("train", err);
       if (!saveCheckpoint(args.get("checkpoint-dir"), state, int(args.getInt("keep-checkpoints")),
                           at, err))
         return fail("train", err);
@@ -338,6 +332,8 @@ int runTrain(int argc, char **argv) {
                 (long long)done, wall, double(done) / wall, double(done * B * T) / wall, loss);
   if (log)
     std::fclose(log);
+  if (!runner->syncState(state, err))
+    return fail("train", err);
   if (args.has("export-weights")) {
     if (!exportWeights(args.get("export-weights"), state.params, hfNames, aliases, err))
       return fail("train", err);

@@ -8,6 +8,7 @@
 #include "codegen/LowerToProgram.h"
 #include "frontends/onnx/OnnxImporter.h"
 #include "ir/LoomOps.h"
+#include "ir/Sharding.h"
 #include "passes/PatternUtils.h"
 #include "passes/Passes.h"
 
@@ -48,8 +49,20 @@ bool floatValues(ConstantOp c, std::vector<float> &out) {
 
 bool compileTrainStep(const std::string &path, int64_t batch, int64_t seq,
                       const TrainOptions &o, TrainProgram &out, std::string &err) {
+  int dp = o.dpReplicate * o.dpShard;
+  if (dp < 1) {
+    err = "the data-parallel degree must be positive";
+    return false;
+  }
+  if (batch % dp) {
+    err = "--batch " + std::to_string(batch) + " does not divide by the data-parallel degree " +
+          std::to_string(dp) + " (dp_replicate=" + std::to_string(o.dpReplicate) +
+          " x dp_shard=" + std::to_string(o.dpShard) + "): every rank needs an equal batch";
+    return false;
+  }
   mlir::MLIRContext ctx;
-  auto module = importOnnxModel(ctx, path, OnnxImportOptions{batch, seq}, err);
+  // Static shapes: each rank's step is built for its own rows.
+  auto module = importOnnxModel(ctx, path, OnnxImportOptions{batch / dp, seq}, err);
   if (!module)
     return false;
   BuildTrainStepOptions bt;
@@ -66,9 +79,56 @@ bool compileTrainStep(const std::string &path, int64_t batch, int64_t seq,
   bt.trainable = o.trainable;
   bt.frozen = o.frozen;
   bt.returnGradients = o.returnGradients;
-  auto addPasses = [&](mlir::PassManager &pm) {
+  bt.returnActivationSums = o.returnActivationSums;
+  auto fuse = [&](mlir::PassManager &pm) {
     buildFusionPipeline(pm, /*autocastBf16=*/o.bf16);
+    if (o.bf16) {
+      // Autocast rounds an activation once per reader; one rounding shared
+      // by q, k and v lets tensor parallelism see them as one group.
+      pm.addPass(mlir::createCSEPass());
+    }
+  };
+  if (!runPipeline(*module, path, "fusing the model", fuse, err))
+    return false;
+  // Initial values: the fused forward's constants, by parameter name, taken
+  // before tensor parallelism gives split weights their local shapes.
+  struct FullValue {
+    std::vector<int64_t> shape;
+    std::vector<float> value;
+    bool isF32 = false;
+  };
+  std::map<std::string, FullValue> initial;
+  module->lookupSymbol<mlir::func::FuncOp>("forward").walk([&](ConstantOp c) {
+    std::string n = paramNameOf(c);
+    if (n.empty() || initial.count(n))
+      return;
+    FullValue &f = initial[n];
+    auto t = llvm::cast<mlir::RankedTensorType>(c.getType());
+    f.shape.assign(t.getShape().begin(), t.getShape().end());
+    f.isF32 = floatValues(c, f.value);
+  });
+  auto addPasses = [&](mlir::PassManager &pm) {
+    if (o.tp > 1) {
+      ShardTensorParallelOptions tpo;
+      tpo.tp = o.tp;
+      pm.addPass(createShardTensorParallel(tpo));
+    }
     pm.addPass(createBuildTrainStep(bt));
+    if (o.tp > 1)
+      pm.addPass(createReduceTensorParallelNorm());
+    if (dp > 1) {
+      AnnotateDataParallelOptions ann;
+      ann.dpReplicate = o.dpReplicate;
+      ann.dpShard = o.dpShard;
+      pm.addPass(createAnnotateDataParallel(ann));
+      InsertFsdpCollectivesOptions fsdp;
+      fsdp.reshardAfterForward = o.fsdpReshardAfterForward;
+      fsdp.prefetch = o.fsdpPrefetch;
+      pm.addPass(createInsertFsdpCollectives(fsdp));
+      InsertDdpCollectivesOptions ddp;
+      ddp.bucketBytes = o.ddpBucketBytes;
+      pm.addPass(createInsertDdpCollectives(ddp));
+    }
     // The backward pass repeats small constants and reshapes: clean up.
     pm.addPass(mlir::createCanonicalizerPass(rewriteConfig()));
     pm.addPass(mlir::createCSEPass());
@@ -79,14 +139,7 @@ bool compileTrainStep(const std::string &path, int64_t batch, int64_t seq,
   };
   if (!runPipeline(*module, path, "building the training step", addPasses, err))
     return false;
-  auto fwd = module->lookupSymbol<mlir::func::FuncOp>("forward");
   auto step = module->lookupSymbol<mlir::func::FuncOp>("train_step");
-  // Initial values: the forward function's constants, by parameter name.
-  std::map<std::string, ConstantOp> byName;
-  fwd.walk([&](ConstantOp c) {
-    std::string n = paramNameOf(c);
-    if (!n.empty() && !byName.count(n)) byName[n] = c;
-  });
   size_t numParams = (step.getNumArguments() - 3) / 3;
   out.params.clear();
   for (size_t i = 0; i < numParams; ++i) {
@@ -94,12 +147,19 @@ bool compileTrainStep(const std::string &path, int64_t batch, int64_t seq,
     slot.name = step.getArgAttrOfType<mlir::StringAttr>(i, "loom.name").str();
     if (auto p = step.getArgAttrOfType<ParamAttr>(i, "loom.param"))
       slot.transposed = p.getTransposed();
-    auto t = llvm::cast<mlir::RankedTensorType>(step.getArgument(i).getType());
-    slot.shape.assign(t.getShape().begin(), t.getShape().end());
-    auto it = byName.find(slot.name);
-    if (it == byName.end() || !floatValues(it->second, slot.value)) {
+    auto it = initial.find(slot.name);
+    if (it == initial.end() || !it->second.isF32) {
       err = path + ": parameter '" + slot.name + "' has no float32 initial value";
       return false;
+    }
+    // Full shape and value; the step argument may be this rank's slice.
+    slot.shape = it->second.shape;
+    slot.value = it->second.value;
+    if (auto sh = step.getArgAttrOfType<ShardingAttr>(i, kShardingAttrName)) {
+      if (PlacementAttr p = sh.along(MeshAxis::tp); p && p.getKind() == PlacementKind::shard)
+        slot.tpDim = p.getDim(), slot.tpBlocks = p.getBlocks();
+      if (PlacementAttr p = sh.along(MeshAxis::dp_shard); p && p.getKind() == PlacementKind::shard)
+        slot.dim0Shards = o.dpShard;
     }
     out.params.push_back(std::move(slot));
   }
@@ -111,6 +171,14 @@ bool compileTrainStep(const std::string &path, int64_t batch, int64_t seq,
   out.batch = batch;
   out.seq = seq;
   out.hasGradients = o.returnGradients;
+  out.activationSums = 0;
+  for (unsigned r = 0; r < step.getNumResults(); ++r)
+    if (auto n = step.getResultAttrOfType<mlir::StringAttr>(r, "loom.name");
+        n && n.getValue().starts_with("act_sumsq."))
+      ++out.activationSums;
+  out.dpReplicate = o.dpReplicate;
+  out.dpShard = o.dpShard;
+  out.tp = o.tp;
   return true;
 }
 

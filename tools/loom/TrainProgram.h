@@ -26,6 +26,14 @@ struct TrainOptions {
   std::string trainable, frozen;     // regexes over parameter names
   bool bf16 = false;                 // bf16 mixed precision (autocast)
   bool returnGradients = false;      // extra outputs: unclipped gradients
+  bool returnActivationSums = false; // extra outputs: sum of squares entering each norm
+  // Data parallelism (issue 5): the step is compiled per rank for the local
+  // batch B / (dpReplicate * dpShard) and partitioned by the SPMD passes.
+  int dpReplicate = 1, dpShard = 1;
+  int tp = 1; // Megatron tensor parallelism of attention and MLP
+  int64_t ddpBucketBytes = 25 << 20; // gradients per dp_replicate all_reduce (0: one each)
+  bool fsdpReshardAfterForward = true; // gather again for backward
+  int64_t fsdpPrefetch = 1;            // gathers issued this many parameters ahead
 };
 
 struct ParamSlot {
@@ -33,6 +41,11 @@ struct ParamSlot {
   bool transposed = false; // the model stores name^T (folded linear weight)
   std::vector<int64_t> shape; // as stored in the model (after transposing)
   std::vector<float> value;   // current value, in the model's layout
+  int64_t tpDim = -1;         // dim split over the tp ranks (-1: whole)
+  int64_t tpBlocks = 1;       // that dim is this many fused parts (q|k|v),
+                              // each split on its own
+  int64_t dim0Shards = 1;     // dp_shard ranks holding one dim-0 slice each
+                              // of the (tp-local) tensor (1: whole)
 };
 
 /// The compiled step. Program inputs: params (P), exp_avg (P),
@@ -41,9 +54,13 @@ struct ParamSlot {
 /// returnGradients, the P unclipped gradients.
 struct TrainProgram {
   std::shared_ptr<rt::Program> program;
-  std::vector<ParamSlot> params;
-  int64_t batch = 0, seq = 0;
+  std::vector<ParamSlot> params; // full (global) shapes and values
+  int64_t batch = 0, seq = 0;    // global batch
   bool hasGradients = false;
+  size_t activationSums = 0; // outputs after the gradients (act_sumsq.<k>)
+  int dpReplicate = 1, dpShard = 1, tp = 1;
+  int worldSize() const { return dpReplicate * dpShard * tp; }
+  int64_t localBatch() const { return batch / (dpReplicate * dpShard); }
 };
 
 /// `opts` go into the pass pipeline; false with a one-line `err`.

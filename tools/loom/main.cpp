@@ -19,7 +19,8 @@ static void usage() {
       "  eval     MODEL.onnx|ART        run the forward pass: logits and loss\n"
       "  plan     MODEL.onnx --gpus N   rank parallelism plans: memory, step time, MFU\n"
       "  train    MODEL.onnx --data F   train: forward, backward, AdamW, checkpoints\n"
-      "  calibrate -o PROFILE.json      measure this GPU through loom's runtime\n\n"
+      "  calibrate -o PROFILE.json      measure this GPU through loom's runtime\n"
+      "  verify   MODEL.onnx --plans .. train under each plan, compare with the first\n\n"
       "Run 'loom COMMAND --help' for a command's options.\n");
 }
 
@@ -40,6 +41,7 @@ int main(int argc, char **argv) {
   if (cmd == "plan") return loom::tools::runPlan(argc, argv);
   if (cmd == "train") return loom::tools::runTrain(argc, argv);
   if (cmd == "calibrate") return loom::tools::runCalibrate(argc, argv);
+  if (cmd == "verify") return loom::tools::runVerify(argc, argv);
   std::fprintf(stderr, "loom: error: unknown command '%s' (see loom --help)\n", cmd.c_str());
   return 1;
 }

@@ -16,10 +16,9 @@ using namespace loom::planner;
 namespace {
 
 std::string shippedProfile(const std::string &name) {
-  // unittests/planner/ -> planner/profiles/
-  std::string here = __FILE__;
-  std::string root = here.substr(0, here.rfind("/unittests/"));
-  std::ifstream in(root + "/planner/profiles/" + name);
+  // The source root comes from CMake: __FILE__ is relative when ccache
+  // rewrites paths (CCACHE_BASEDIR), and tests run from the build tree.
+  std::ifstream in(std::string(LOOM_SOURCE_DIR) + "/planner/profiles/" + name);
   std::stringstream s;
   s << in.rdbuf();
   return s.str();

@@ -156,7 +156,32 @@ enum class OpCode : uint16_t {
   // p' = p (1 - lr wd); m' = b1 m + (1-b1) g; v' = b2 v + (1-b2) g^2;
   // p' -= lr / (1 - b1^t) * m' / (sqrt(v') / sqrt(1 - b2^t) + eps).
   AdamW = 89,
+
+  // --- Collectives (SPMD; issue 5) ----------------------------------------
+  // All three take ints: [kind, dim, pp, dp_replicate, dp_shard, cp, tp,
+  // axes]: kind 0 sum, 1 mean (ignored by AllGather); dim the gathered or
+  // scattered dim (-1 for AllReduce); the mesh axis sizes; and a bit mask
+  // of the axes the group spans (bit 0 pp, 1 dp_replicate, 2 dp_shard,
+  // 3 cp, 4 tp). Ranks are laid out row-major over (pp, dp_replicate,
+  // dp_shard, cp, tp); the group of a rank is the ranks that agree with it
+  // on every axis outside the mask, ordered by rank. The executor running
+  // the program must belong to a world of exactly the mesh's size. F32.
+  // Reductions add the group's values in group order in double precision
+  // and round once, so every rank gets bit-identical results.
+  // in: x -> out (x's shape): sum or mean over the group.
+  AllReduce = 100,
+  // in: x -> out: the group's x concatenated along dim in group order
+  // (out dim = x dim * group size).
+  AllGather = 101,
+  // in: x -> out: slice g (the rank's place in the group) of the group's
+  // sum or mean, along dim (x dim = out dim * group size).
+  ReduceScatter = 102,
 };
+
+/// Number of int attributes of a collective instruction.
+constexpr size_t kCollectiveInts = 8;
+/// Mesh axes in rank-layout order, as the collectives' axis bits number them.
+constexpr int kMeshAxes = 5;
 
 const char *opcodeName(OpCode op);
 

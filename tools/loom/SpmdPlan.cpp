@@ -1,0 +1,71 @@
+//===- SpmdPlan.cpp -------------------------------------------------------===//
+//
+// Part of loom, under the Apache License v2.0.
+//
+//===----------------------------------------------------------------------===//
+#include "SpmdPlan.h"
+
+#include <cstdio>
+
+namespace loom::tools {
+
+bool parseSpmdPlan(const std::string &text, int worldSize, planner::Plan &plan,
+                   std::string &err) {
+  if (!planner::parseMeshPlan(text, plan, err))
+    return false;
+  if (std::string why = planner::checkExecutable(plan); !why.empty()) {
+    err = why + " (runnable today: dp_replicate, dp_shard, tp)";
+    return false;
+  }
+  if (worldSize > 0)
+    if (std::string why = planner::checkWorldSize(plan, worldSize); !why.empty()) {
+      err = why;
+      return false;
+    }
+  return true;
+}
+
+void printSpmdSummary(const planner::Plan &plan, const TrainProgram &tp, const StepRunner &r) {
+  std::printf("plan %s: %d simulated ranks on the cpu backend, %lld sequence%s per rank\n",
+              planner::meshPlanName(plan).c_str(), tp.worldSize(), (long long)tp.localBatch(),
+              tp.localBatch() == 1 ? "" : "s");
+  if (plan.tp > 1) {
+    size_t split = 0;
+    std::string whole;
+    for (const ParamSlot &p : tp.params) {
+      split += p.tpDim >= 0;
+      if (p.tpDim < 0 && p.shape.size() == 2)
+        whole += (whole.empty() ? "" : ", ") + p.name;
+    }
+    std::printf("tp=%d: %zu of %zu parameters split (Megatron column/row parallel)\n", plan.tp,
+                split, tp.params.size());
+    // Matrices left whole: embeddings, the LM head, and groups the pass
+    // could not split (it says why in the IR by leaving them unannotated).
+    if (!whole.empty())
+      std::printf("  whole on every tp rank: %s\n", whole.c_str());
+  }
+  if (plan.dpShard > 1) {
+    size_t sharded = 0;
+    for (const ParamSlot &p : tp.params) sharded += p.dim0Shards > 1;
+    std::printf("dp_shard=%d: %zu of %zu parameters sharded along dim 0\n", plan.dpShard, sharded,
+                tp.params.size());
+    for (const ParamSlot &p : tp.params)
+      if (p.dim0Shards == 1) {
+        std::string shape;
+        for (int64_t d : p.shape) shape += (shape.empty() ? "" : "x") + std::to_string(d);
+        std::printf("  replicated: %s [%s]: %s\n", p.name.c_str(), shape.c_str(),
+                    p.shape.empty() ? "a scalar has no dim 0"
+                                    : ("dim 0 (" + std::to_string(p.shape[0]) +
+                                       ") does not divide by " + std::to_string(plan.dpShard))
+                                          .c_str());
+      }
+  }
+  RankMemory m = r.perRank(), one = r.oneDevice();
+  std::printf("memory per rank: parameters %llu B, gradients %llu B, optimizer state %llu B "
+              "(one device: %llu B, %llu B, %llu B)\n",
+              (unsigned long long)m.params, (unsigned long long)m.grads,
+              (unsigned long long)m.optimizer, (unsigned long long)one.params,
+              (unsigned long long)one.grads, (unsigned long long)one.optimizer);
+}
+
+} // namespace loom::tools

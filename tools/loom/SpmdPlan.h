@@ -1,0 +1,27 @@
+//===- SpmdPlan.h - Plans on the command line, and what they shard -*- C++ -*-===//
+//
+// Part of loom, under the Apache License v2.0.
+//
+//===----------------------------------------------------------------------===//
+#ifndef LOOM_TOOLS_SPMDPLAN_H
+#define LOOM_TOOLS_SPMDPLAN_H
+
+#include "StepRunner.h"
+#include "planner/Plan.h"
+
+#include <string>
+
+namespace loom::tools {
+
+/// Parses a --plan value and checks it can run: known keys, positive
+/// values, only executable axes, and (when worldSize > 0) the identity
+/// dp_replicate * dp_shard * cp * tp * pp = worldSize.
+bool parseSpmdPlan(const std::string &text, int worldSize, planner::Plan &plan, std::string &err);
+
+/// Prints the plan, which parameters stay whole along dp_shard and why,
+/// and the per-rank state bytes beside one device's.
+void printSpmdSummary(const planner::Plan &plan, const TrainProgram &tp, const StepRunner &r);
+
+} // namespace loom::tools
+
+#endif

@@ -1,0 +1,329 @@
+//===- StepRunner.cpp -----------------------------------------------------===//
+//
+// Part of loom, under the Apache License v2.0.
+//
+//===----------------------------------------------------------------------===//
+#include "StepRunner.h"
+#include "loom/runtime/Executor.h"
+#include "loom/runtime/SimulatedRanks.h"
+
+#include <cmath>
+#include <cstring>
+
+namespace loom::tools {
+
+RankMemory StepRunner::perRank() const {
+  const rt::Program &p = *tp_.program;
+  size_t P = tp_.params.size();
+  RankMemory m;
+  for (size_t i = 0; i < P; ++i) {
+    m.params += p.buffers[p.inputs[i]].bytes;
+    m.optimizer += p.buffers[p.inputs[P + i]].bytes + p.buffers[p.inputs[2 * P + i]].bytes;
+  }
+  for (const rt::Instr &I : p.instrs)
+    if (I.op == rt::OpCode::AdamW)
+      m.grads += p.buffers[I.in[1]].bytes;
+  return m;
+}
+
+RankMemory StepRunner::oneDevice() const {
+  RankMemory m;
+  for (const ParamSlot &s : tp_.params) {
+    m.params += s.value.size() * 4;
+    m.grads += s.value.size() * 4;
+    m.optimizer += 2 * s.value.size() * 4;
+  }
+  return m;
+}
+
+namespace {
+
+/// Reads `count` outputs starting at `first` into `dst` (one per parameter).
+bool readAll(rt::Executor &e, size_t first, std::vector<std::vector<float>> &dst,
+             std::string &err) {
+  for (size_t i = 0; i < dst.size(); ++i)
+    if (!e.getOutput(first + i, dst[i].data(), dst[i].size() * 4, err))
+      return false;
+  return true;
+}
+
+class SingleDeviceRunner : public StepRunner {
+public:
+  SingleDeviceRunner(const TrainProgram &tp, std::unique_ptr<rt::Executor> e)
+      : StepRunner(tp), exec_(std::move(e)), resident_(updatesWholeState(exec_->program())) {}
+
+  // When the program updates every parameter and moment in place
+  // (Program::updates), the state lives on the device: uploaded on the
+  // first step, downloaded only when syncState() asks.
+  bool step(TrainState &st, int64_t s, const Batch &batch, bool wantGrads, StepResult &out,
+            std::string &err) override {
+    size_t P = st.params.size();
+    float stepValue = float(s);
+    size_t in = 3 * P;
+    bool ok = resident_ && uploaded_ ? true : putState(st, err);
+    ok = ok && exec_->setInput(in++, &stepValue, 4, err) &&
+         exec_->setInput(in++, batch.inputs.data(), batch.inputs.size() * 8, err) &&
+         exec_->setInput(in++, batch.targets.data(), batch.targets.size() * 8, err) &&
+         exec_->run(err) && exec_->getOutput(0, &out.loss, 4, err) &&
+         exec_->getOutput(1, &out.gradNorm, 4, err) && exec_->getOutput(2, &out.lr, 4, err);
+    if (!ok)
+      return false;
+    uploaded_ = true;
+    stale_ = true;
+    if (!resident_ && !syncState(st, err))
+      return false;
+    if (wantGrads && tp_.hasGradients) {
+      out.grads.assign(P, {});
+      for (size_t i = 0; i < P; ++i) out.grads[i].resize(st.params[i].value.size());
+      if (!readAll(*exec_, 3 + 3 * P, out.grads, err))
+        return false;
+    }
+    if (wantGrads && tp_.activationSums) {
+      size_t first = 3 + 3 * P + (tp_.hasGradients ? P : 0);
+      out.activationNorms.assign(tp_.activationSums, 0);
+      for (size_t k = 0; k < tp_.activationSums; ++k) {
+        float v = 0;
+        if (!exec_->getOutput(first + k, &v, 4, err))
+          return false;
+        out.activationNorms[k] = std::sqrt(double(v));
+      }
+    }
+    return true;
+  }
+
+  bool syncState(TrainState &st, std::string &err) override {
+    if (!stale_)
+      return true;
+    size_t P = st.params.size();
+    std::vector<std::vector<float>> params(P);
+    for (size_t i = 0; i < P; ++i) params[i].resize(st.params[i].value.size());
+    if (!readAll(*exec_, 3, params, err) || !readAll(*exec_, 3 + P, st.expAvg, err) ||
+        !readAll(*exec_, 3 + 2 * P, st.expAvgSq, err))
+      return false;
+    for (size_t i = 0; i < P; ++i) st.params[i].value = std::move(params[i]);
+    stale_ = false;
+    return true;
+  }
+
+  uint64_t deviceMemoryBytes() const override { return exec_->deviceMemoryBytes(); }
+
+private:
+  /// Every state input is updated in place by its output (3 + k <- k).
+  static bool updatesWholeState(const rt::Program &p) {
+    size_t n = p.inputs.size() >= 3 ? p.inputs.size() - 3 : 0; // all but step, tokens, targets
+    if (p.updates.size() != n)
+      return false;
+    for (size_t k = 0; k < n; ++k) {
+      bool found = false;
+      for (const rt::InPlaceUpdate &u : p.updates)
+        found |= u.input == p.inputs[k] && u.output == p.outputs[3 + k];
+      if (!found) return false;
+    }
+    return true;
+  }
+
+  bool putState(const TrainState &st, std::string &err) {
+    size_t in = 0;
+    bool ok = true;
+    for (size_t i = 0; i < st.params.size() && ok; ++i)
+      ok = exec_->setInput(in++, st.params[i].value.data(), st.params[i].value.size() * 4, err);
+    for (size_t i = 0; i < st.params.size() && ok; ++i)
+      ok = exec_->setInput(in++, st.expAvg[i].data(), st.expAvg[i].size() * 4, err);
+    for (size_t i = 0; i < st.params.size() && ok; ++i)
+      ok = exec_->setInput(in++, st.expAvgSq[i].data(), st.expAvgSq[i].size() * 4, err);
+    return ok;
+  }
+
+  std::unique_ptr<rt::Executor> exec_;
+  bool resident_;
+  bool uploaded_ = false, stale_ = false;
+};
+
+/// Block `index` of `parts` equal blocks along `dim` of a row-major tensor.
+std::vector<float> takeBlock(const std::vector<float> &full, std::vector<int64_t> &shape,
+                             int64_t dim, int64_t parts, int64_t index) {
+  int64_t outer = 1, inner = 1, n = shape[dim], rows = n / parts;
+  for (int64_t d = 0; d < dim; ++d) outer *= shape[d];
+  for (size_t d = dim + 1; d < shape.size(); ++d) inner *= shape[d];
+  std::vector<float> block(size_t(outer * rows * inner));
+  for (int64_t o = 0; o < outer; ++o)
+    std::memcpy(block.data() + o * rows * inner, full.data() + (o * n + index * rows) * inner,
+                size_t(rows * inner) * 4);
+  shape[dim] = rows;
+  return block;
+}
+
+/// The inverse: writes `block` as block `index` along `dim` of `full`.
+void putBlock(std::vector<float> &full, const std::vector<int64_t> &shape, int64_t dim,
+              int64_t parts, int64_t index, const std::vector<float> &block) {
+  int64_t outer = 1, inner = 1, n = shape[dim], rows = n / parts;
+  for (int64_t d = 0; d < dim; ++d) outer *= shape[d];
+  for (size_t d = dim + 1; d < shape.size(); ++d) inner *= shape[d];
+  for (int64_t o = 0; o < outer; ++o)
+    std::memcpy(full.data() + (o * n + index * rows) * inner, block.data() + o * rows * inner,
+                size_t(rows * inner) * 4);
+}
+
+/// A fused dim of k blocks (q|k|v) is split block by block: view it as
+/// [k, n/k] and split the inner dim.
+std::vector<int64_t> blockedShape(const ParamSlot &slot) {
+  std::vector<int64_t> shape = slot.shape;
+  int64_t k = slot.tpBlocks, d = slot.tpDim;
+  shape[d] /= k;
+  shape.insert(shape.begin() + d, k);
+  return shape;
+}
+
+std::vector<float> takeTpSlice(const std::vector<float> &full, std::vector<int64_t> &shape,
+                               const ParamSlot &slot, int64_t t, int64_t T) {
+  std::vector<int64_t> b = blockedShape(slot);
+  std::vector<float> v = takeBlock(full, b, slot.tpDim + 1, T, t);
+  shape[slot.tpDim] /= T;
+  return v;
+}
+
+void putTpSlice(std::vector<float> &full, const ParamSlot &slot, int64_t t, int64_t T,
+                const std::vector<float> &slice) {
+  putBlock(full, blockedShape(slot), slot.tpDim + 1, T, t, slice);
+}
+
+class SimulatedRanksRunner : public StepRunner {
+public:
+  SimulatedRanksRunner(const TrainProgram &tp, std::unique_ptr<rt::SimulatedRanks> w)
+      : StepRunner(tp), world_(std::move(w)) {}
+
+  /// Rank layout (pp, dp_replicate, dp_shard, cp, tp), row-major:
+  /// rank = (r_replicate * S + r_shard) * T + r_tp.
+  int rankOf(int rep, int shard, int t) const { return (rep * tp_.dpShard + shard) * tp_.tp + t; }
+
+  /// This rank's piece of a parameter-shaped tensor: the tp slice, then
+  /// FSDP's dim-0 slice of that.
+  std::vector<float> local(const std::vector<float> &full, const ParamSlot &slot, int shard,
+                           int t) const {
+    std::vector<int64_t> shape = slot.shape;
+    std::vector<float> v = full;
+    if (slot.tpDim >= 0)
+      v = takeTpSlice(v, shape, slot, t, tp_.tp);
+    if (slot.dim0Shards > 1)
+      v = takeBlock(v, shape, 0, slot.dim0Shards, shard);
+    return v;
+  }
+
+  /// Reassembles output `output` (parameter-shaped) from the replica-0 ranks.
+  bool gather(size_t output, std::vector<float> &full, const ParamSlot &slot, std::string &err) {
+    int T = slot.tpDim >= 0 ? tp_.tp : 1, S = int(slot.dim0Shards);
+    std::vector<int64_t> tpShape = slot.shape;
+    if (slot.tpDim >= 0)
+      tpShape[slot.tpDim] /= T;
+    std::vector<float> tpLocal(full.size() / size_t(T)), piece(tpLocal.size() / size_t(S));
+    for (int t = 0; t < T; ++t) {
+      for (int s = 0; s < S; ++s) {
+        if (!world_->rank(rankOf(0, s, t)).getOutput(output, piece.data(), piece.size() * 4, err))
+          return false;
+        if (S > 1)
+          putBlock(tpLocal, tpShape, 0, S, s, piece);
+        else
+          tpLocal = piece;
+      }
+      if (T > 1)
+        putTpSlice(full, slot, t, T, tpLocal);
+      else
+        full = tpLocal;
+    }
+    return true;
+  }
+
+  bool step(TrainState &st, int64_t s, const Batch &batch, bool wantGrads, StepResult &out,
+            std::string &err) override {
+    size_t P = st.params.size();
+    int N = world_->size(), T = tp_.tp, S = tp_.dpShard;
+    int64_t rowElems = (int64_t(batch.inputs.size()) / tp_.batch) * tp_.localBatch();
+    float stepValue = float(s);
+    for (int r = 0; r < N; ++r) {
+      rt::Executor &e = world_->rank(r);
+      int t = r % T, shard = (r / T) % S, dataIndex = r / T;
+      size_t in = 0;
+      auto put = [&](const std::vector<float> &full, const ParamSlot &slot) {
+        std::vector<float> v = local(full, slot, shard, t);
+        return e.setInput(in++, v.data(), v.size() * 4, err);
+      };
+      bool ok = true;
+      for (size_t i = 0; i < P && ok; ++i) ok = put(st.params[i].value, st.params[i]);
+      for (size_t i = 0; i < P && ok; ++i) ok = put(st.expAvg[i], st.params[i]);
+      for (size_t i = 0; i < P && ok; ++i) ok = put(st.expAvgSq[i], st.params[i]);
+      // Data-parallel rank d = r / T takes the d-th block of rows of the
+      // global batch; tensor-parallel ranks share their rows.
+      ok = ok && e.setInput(in++, &stepValue, 4, err) &&
+           e.setInput(in++, batch.inputs.data() + dataIndex * rowElems, rowElems * 8, err) &&
+           e.setInput(in++, batch.targets.data() + dataIndex * rowElems, rowElems * 8, err);
+      if (!ok) {
+        err = "rank " + std::to_string(r) + ": " + err;
+        return false;
+      }
+    }
+    if (!world_->run(err))
+      return false;
+    // Scalars are identical on every rank (all-reduced); read rank 0's.
+    rt::Executor &r0 = world_->rank(0);
+    if (!r0.getOutput(0, &out.loss, 4, err) || !r0.getOutput(1, &out.gradNorm, 4, err) ||
+        !r0.getOutput(2, &out.lr, 4, err))
+      return false;
+    for (size_t i = 0; i < P; ++i)
+      if (!gather(3 + i, st.params[i].value, st.params[i], err) ||
+          !gather(3 + P + i, st.expAvg[i], st.params[i], err) ||
+          !gather(3 + 2 * P + i, st.expAvgSq[i], st.params[i], err))
+        return false;
+    if (wantGrads && tp_.hasGradients) {
+      out.grads.assign(P, {});
+      for (size_t i = 0; i < P; ++i) {
+        out.grads[i].resize(st.params[i].value.size());
+        if (!gather(3 + 3 * P + i, out.grads[i], st.params[i], err))
+          return false;
+      }
+    }
+    if (wantGrads && tp_.activationSums) {
+      // Partial sums over the data-parallel ranks (their tp peers hold the
+      // same replicated stream): add them, then take the root.
+      size_t first = 3 + 3 * P + (tp_.hasGradients ? P : 0);
+      out.activationNorms.assign(tp_.activationSums, 0);
+      for (size_t k = 0; k < tp_.activationSums; ++k) {
+        double sum = 0;
+        for (int r = 0; r < N; r += T) {
+          float v = 0;
+          if (!world_->rank(r).getOutput(first + k, &v, 4, err))
+            return false;
+          sum += v;
+        }
+        out.activationNorms[k] = std::sqrt(sum);
+      }
+    }
+    return true;
+  }
+
+private:
+  std::unique_ptr<rt::SimulatedRanks> world_;
+};
+
+} // namespace
+
+std::unique_ptr<StepRunner> StepRunner::create(const TrainProgram &tp, int threads,
+                                               std::string &err, const std::string &backend) {
+  if (tp.worldSize() == 1) {
+    auto exec = rt::createExecutor(tp.program, backend, threads, err);
+    if (!exec)
+      return nullptr;
+    return std::make_unique<SingleDeviceRunner>(tp, std::move(exec));
+  }
+  if (backend != "cpu") {
+    err = "a " + std::to_string(tp.worldSize()) +
+          "-rank plan runs as simulated ranks on the cpu backend, not '" + backend + "'";
+    return nullptr;
+  }
+  int perRank = threads > 0 ? std::max(1, threads / tp.worldSize()) : 0;
+  auto world = rt::SimulatedRanks::create(tp.program, tp.worldSize(), perRank, err);
+  if (!world)
+    return nullptr;
+  return std::make_unique<SimulatedRanksRunner>(tp, std::move(world));
+}
+
+} // namespace loom::tools

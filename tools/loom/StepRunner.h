@@ -1,0 +1,74 @@
+//===- StepRunner.h - One training step on one device or N simulated ranks -*- C++ -*-===//
+//
+// Part of loom, under the Apache License v2.0.
+//
+// The training loop keeps the full (global) parameters and optimizer state
+// and hands each step the global batch; a runner turns that into program
+// inputs and back. On one device that is a copy in and out. For a
+// data-parallel plan the runner gives rank r (= r_replicate * S + r_shard)
+// rows [r B/N, (r+1) B/N) of the batch and, for each sharded parameter,
+// dim-0 slice r_shard of it and of its moments; afterwards it gathers the
+// slices back into full tensors (from the replica r_replicate = 0; replicas
+// are bit-identical because every reduction is deterministic), so
+// checkpoints, exports and gradient checks see full tensors.
+//===----------------------------------------------------------------------===//
+#ifndef LOOM_TOOLS_STEPRUNNER_H
+#define LOOM_TOOLS_STEPRUNNER_H
+
+#include "Checkpoint.h"
+#include "TokenData.h"
+#include "TrainProgram.h"
+
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace loom::tools {
+
+struct StepResult {
+  float loss = 0, gradNorm = 0, lr = 0;
+  std::vector<std::vector<float>> grads; // full unclipped gradients, when compiled with them
+  // L2 norm of the residual stream entering each norm over the global
+  // batch, when compiled with activation sums (and asked for).
+  std::vector<double> activationNorms;
+};
+
+/// Bytes one rank holds for the training state, read off its program.
+struct RankMemory {
+  uint64_t params = 0, grads = 0, optimizer = 0;
+};
+
+class StepRunner {
+public:
+  virtual ~StepRunner() = default;
+  /// `threads` <= 0: all hardware threads, split among the ranks. One
+  /// device runs on `backend`; simulated ranks exist on "cpu" only.
+  static std::unique_ptr<StepRunner> create(const TrainProgram &tp, int threads,
+                                            std::string &err,
+                                            const std::string &backend = "cpu");
+  /// Runs step `s` on the global batch. `state` is the truth for the first
+  /// step; afterwards a runner may keep it on its device (in-place updates)
+  /// and leave the host copy stale until syncState().
+  virtual bool step(TrainState &state, int64_t s, const Batch &batch, bool wantGrads,
+                    StepResult &out, std::string &err) = 0;
+  /// Brings `state` on the host up to date (before checkpoints and export).
+  virtual bool syncState(TrainState &, std::string &) { return true; }
+  /// Accelerator memory the runner holds (0 on the CPU).
+  virtual uint64_t deviceMemoryBytes() const { return 0; }
+  int worldSize() const { return tp_.worldSize(); }
+
+  /// Per rank: parameters and AdamW moments (program inputs) and gradients
+  /// (what each AdamW instruction reads: after FSDP's reduce-scatter, the
+  /// shard).
+  RankMemory perRank() const;
+  /// The same for the whole model on one device.
+  RankMemory oneDevice() const;
+
+protected:
+  explicit StepRunner(const TrainProgram &tp) : tp_(tp) {}
+  const TrainProgram &tp_;
+};
+
+} // namespace loom::tools
+
+#endif

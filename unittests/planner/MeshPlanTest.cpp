@@ -1,0 +1,69 @@
+//===- MeshPlanTest.cpp - The --plan spelling and the world-size identity -===//
+//
+// Part of loom, under the Apache License v2.0.
+//
+//===----------------------------------------------------------------------===//
+#include "planner/Plan.h"
+
+#include <gtest/gtest.h>
+
+using namespace loom::planner;
+
+namespace {
+
+TEST(MeshPlan, ParsesKeysInAnyOrderWithDefaultsOfOne) {
+  Plan p;
+  std::string err;
+  ASSERT_TRUE(parseMeshPlan("dp_shard=4,dp_replicate=2", p, err)) << err;
+  EXPECT_EQ(p.dpReplicate, 2);
+  EXPECT_EQ(p.dpShard, 4);
+  EXPECT_EQ(p.tp, 1);
+  EXPECT_EQ(p.gpus(), 8);
+  EXPECT_EQ(meshPlanName(p), "dp_replicate=2,dp_shard=4");
+  ASSERT_TRUE(parseMeshPlan("1", p, err));
+  EXPECT_EQ(p.gpus(), 1);
+  EXPECT_EQ(meshPlanName(p), "1");
+  ASSERT_TRUE(parseMeshPlan("cp=2,pp=3,tp=2", p, err));
+  EXPECT_EQ(p.gpus(), 12);
+}
+
+TEST(MeshPlan, RejectsBadItemsWithTheirName) {
+  Plan p;
+  std::string err;
+  EXPECT_FALSE(parseMeshPlan("dp=2", p, err));
+  EXPECT_NE(err.find("unknown key 'dp'"), std::string::npos) << err;
+  EXPECT_FALSE(parseMeshPlan("dp_shard=0", p, err));
+  EXPECT_NE(err.find("positive integer"), std::string::npos) << err;
+  EXPECT_FALSE(parseMeshPlan("dp_shard=x", p, err));
+  EXPECT_FALSE(parseMeshPlan("dp_shard=-2", p, err));
+  EXPECT_FALSE(parseMeshPlan("dp_shard", p, err));
+  EXPECT_FALSE(parseMeshPlan("dp_shard=2,,tp=2", p, err));
+  EXPECT_FALSE(parseMeshPlan("dp_shard=2,", p, err));
+  EXPECT_FALSE(parseMeshPlan("tp=2,tp=2", p, err));
+  EXPECT_NE(err.find("twice"), std::string::npos) << err;
+  EXPECT_FALSE(parseMeshPlan("", p, err));
+}
+
+TEST(MeshPlan, WorldSizeIdentityIsExplained) {
+  Plan p;
+  std::string err;
+  ASSERT_TRUE(parseMeshPlan("dp_replicate=2,dp_shard=2", p, err));
+  EXPECT_EQ(checkWorldSize(p, 4), "");
+  std::string why = checkWorldSize(p, 2);
+  EXPECT_NE(why.find("dp_replicate=2 x dp_shard=2 x cp=1 x tp=1 x pp=1 = 4 ranks"),
+            std::string::npos) << why;
+  EXPECT_NE(why.find("world size is 2"), std::string::npos) << why;
+}
+
+TEST(MeshPlan, OnlyDataParallelAxesAreExecutable) {
+  Plan p;
+  std::string err;
+  ASSERT_TRUE(parseMeshPlan("dp_replicate=2,dp_shard=2", p, err));
+  EXPECT_EQ(checkExecutable(p), "");
+  ASSERT_TRUE(parseMeshPlan("pp=2", p, err));
+  EXPECT_NE(checkExecutable(p).find("pp (pipeline parallel)"), std::string::npos);
+  ASSERT_TRUE(parseMeshPlan("cp=2", p, err));
+  EXPECT_NE(checkExecutable(p).find("cp (context parallel)"), std::string::npos);
+}
+
+} // namespace
