@@ -138,7 +138,7 @@ int runTrain(int argc, char **argv) {
   args.flag("loss-tolerance", "max relative error for --expect-loss", false, "1e-5");
   args.flag("print-every", "without a terminal: print every K-th step (and the last)", false, "1");
   args.flag("threads", "CPU threads (0: all)", false, "0");
-  args.flag("plan", "parallelism: dp_replicate=R,dp_shard=S (simulated ranks on the CPU)", false,
+  args.flag("plan", "parallelism: dp_replicate=R,dp_shard=S,tp=T (simulated ranks on the CPU)", false,
             "1");
   args.flag("world-size", "ranks the job has (default: the plan's product)");
   args.flag("ddp-bucket-mib", "gradient MiB per dp_replicate all-reduce (0: one per gradient)",
