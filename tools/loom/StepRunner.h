@@ -51,6 +51,10 @@ public:
                     StepResult &out, std::string &err) = 0;
   int worldSize() const { return tp_.worldSize(); }
 
+  /// Testing: at step `step`, rank `rank` gets token ids outside the
+  /// vocabulary, so its embedding fails mid-step (a rank with bad data).
+  void injectRankFailure(int rank, int64_t step) { failRank_ = rank, failStep_ = step; }
+
   /// Per rank: parameters and AdamW moments (program inputs) and gradients
   /// (what each AdamW instruction reads: after FSDP's reduce-scatter, the
   /// shard).
@@ -61,6 +65,8 @@ public:
 protected:
   explicit StepRunner(const TrainProgram &tp) : tp_(tp) {}
   const TrainProgram &tp_;
+  int failRank_ = -1;
+  int64_t failStep_ = -1;
 };
 
 } // namespace loom::tools

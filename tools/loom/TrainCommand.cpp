@@ -147,6 +147,8 @@ int runTrain(int argc, char **argv) {
   args.flag("fsdp-keep-gathered", "keep forward's gathered parameters for backward (no reshard)",
             true);
   args.flag("die-after-step", "testing: exit abruptly (code 86) after this step completes");
+  args.flag("fail-rank", "testing: this simulated rank gets invalid token ids at --fail-step");
+  args.flag("fail-step", "testing: the step at which --fail-rank fails", false, "0");
   if (!args.parse(argc, argv, 2))
     return args.wantsHelp() ? 0 : 1;
   if (args.positional().size() != 1)
@@ -237,6 +239,13 @@ int runTrain(int argc, char **argv) {
               double(tp.program->arenaBytes) / (1 << 20));
   if (tp.worldSize() > 1)
     printSpmdSummary(plan, tp, *runner);
+  if (args.has("fail-rank")) {
+    int64_t r = args.getInt("fail-rank");
+    if (r < 0 || r >= tp.worldSize())
+      return fail("train", "--fail-rank " + std::to_string(r) + " is not a rank of this " +
+                               std::to_string(tp.worldSize()) + "-rank plan");
+    runner->injectRankFailure(int(r), args.getInt("fail-step"));
+  }
 
   std::FILE *log = nullptr;
   if (args.has("log") && !(log = std::fopen(args.get("log").c_str(), "a")))
