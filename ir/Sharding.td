@@ -123,11 +123,15 @@ def Loom_AllGatherOp : Loom_Op<"all_gather", []> {
   let hasVerifier = 1;
 }
 
-def Loom_ReduceScatterOp : Loom_Op<"reduce_scatter", []> {
+def Loom_ReduceScatterOp : Loom_Op<"reduce_scatter", [
+    DeclareOpInterfaceMethods<Loom_DifferentiableOpInterface>]> {
   let summary = "reduce over a group, then keep this rank's slice of `dim`";
   let description = [{
     Rank i of the group gets slice i (of size dim / group) of the sum (or
-    mean) of the ranks' inputs.
+    mean) of the ranks' inputs. Gradient: every rank's input reached every
+    slice, so it gets the all_gather of the slices' gradients (divided by
+    the group size for a mean). Tensor parallelism uses a mean over
+    identical inputs to hand each rank its own key/value heads.
   }];
   let arguments = (ins Loom_FloatTensor:$input, Loom_MeshAxesAttr:$axes, I64Attr:$dim,
                        Loom_ReduceKindAttr:$kind);

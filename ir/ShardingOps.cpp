@@ -187,6 +187,27 @@ LogicalResult AllReduceOp::buildGradients(OpBuilder &b, ArrayRef<Value> dys,
   return success();
 }
 
+LogicalResult ReduceScatterOp::buildGradients(OpBuilder &b, ArrayRef<Value> dys,
+                                              SmallVectorImpl<Value> &dx) {
+  Value g = b.create<AllGatherOp>(getLoc(), getInput().getType(), dys[0], getAxes(),
+                                  b.getI64IntegerAttr(int64_t(getDim())));
+  if (getKind() == ReduceKind::mean) {
+    MeshAttr mesh = lookupMesh(*this);
+    if (!mesh)
+      return emitOpError("needs a loom.mesh to differentiate a mean");
+    auto t = cast<RankedTensorType>(g.getType());
+    auto scalarType = RankedTensorType::get({}, t.getElementType());
+    Value n = b.create<ConstantOp>(
+        getLoc(),
+        DenseElementsAttr::get(scalarType, b.getFloatAttr(t.getElementType(),
+                                                          1.0 / double(mesh.groupSize(getAxes())))),
+        StringAttr(), ParamAttr());
+    g = b.create<MulOp>(getLoc(), g, n);
+  }
+  dx.assign({g});
+  return success();
+}
+
 LogicalResult CopyToParallelOp::buildGradients(OpBuilder &b, ArrayRef<Value> dys,
                                                SmallVectorImpl<Value> &dx) {
   dx.assign({b.create<AllReduceOp>(getLoc(), dys[0].getType(), dys[0], getAxes(), ReduceKind::sum)

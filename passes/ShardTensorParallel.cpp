@@ -61,16 +61,62 @@ struct Group {
   SmallVector<MatmulOp> rowParallel;
   SmallVector<MatmulOp> columnParallel;
   SmallVector<std::pair<Value, int64_t>> fusedSplits; // split input, parts
+  SmallVector<AttentionOp> kvReplicated; // attention whose k/v stay whole
 };
+
+/// Attention with fewer key/value heads than tp ranks: k and v are
+/// computed whole on every rank (their projections are the `seeds`, read
+/// by `params`), and each rank picks the kv head its query heads use.
+struct ReplicatedKv {
+  SmallVector<MatmulOp> seeds;
+  SmallVector<Operation *> params;
+};
+
+/// Walks from a key/value operand back to its projection: transposes,
+/// reshapes, casts, rotary (the rotated input) and a bias add, each value
+/// read only on this path.
+bool kvChain(Value v, ReplicatedKv &kv) {
+  while (true) {
+    if (!v.hasOneUse())
+      return false;
+    Operation *def = v.getDefiningOp();
+    if (isa_and_nonnull<TransposeOp, ReshapeOp, CastOp>(def)) {
+      v = def->getOperand(0);
+    } else if (auto r = dyn_cast_or_null<RotaryOp>(def)) {
+      v = r.getInput();
+    } else if (auto add = dyn_cast_or_null<AddOp>(def)) {
+      bool rhsIsBias = isParam(throughCasts(add.getRhs()));
+      Value bias = throughCasts(rhsIsBias ? add.getRhs() : add.getLhs());
+      if (!isParam(bias))
+        return false;
+      kv.params.push_back(bias.getDefiningOp());
+      v = rhsIsBias ? add.getLhs() : add.getRhs();
+    } else if (auto mm = dyn_cast_or_null<MatmulOp>(def)) {
+      Value w = throughCasts(mm.getRhs());
+      if (!isParam(w))
+        return false;
+      kv.seeds.push_back(mm);
+      kv.params.push_back(w.getDefiningOp());
+      return true;
+    } else {
+      return false;
+    }
+  }
+}
 
 class Propagator {
 public:
-  Propagator(int64_t T) : T(T) {}
+  Propagator(int64_t T, const llvm::DenseMap<Operation *, ReplicatedKv> &kv) : T(T), kv(kv) {
+    for (auto &[attention, info] : kv)
+      for (MatmulOp mm : info.seeds) kvSeeds.insert(mm);
+  }
 
   /// Tries the group of matmuls reading `x`; false when it cannot be split.
   bool build(Value x, Group &g) {
     for (Operation *user : x.getUsers()) {
       auto mm = dyn_cast<MatmulOp>(user);
+      if (mm && kvSeeds.count(mm))
+        continue; // whole on every rank (replicated key/value heads)
       SmallVector<Value> views;
       Value w = mm ? throughCasts(mm.getRhs(), &views) : Value();
       if (!mm || mm.getLhs() != x || mm.getTransposeLhs() || !isParam(w) ||
@@ -96,6 +142,12 @@ public:
     for (Operation *op : waiting)
       for (Value operand : op->getOperands())
         if (!isa_and_nonnull<ConstantOp>(operand.getDefiningOp()) && !g.dims.count(operand))
+          return false;
+    // Replicated key/value projections must read this group's input, so
+    // that their share of its gradient is summed with the rest.
+    for (AttentionOp a : g.kvReplicated)
+      for (MatmulOp mm : kv.lookup(a).seeds)
+        if (mm.getLhs() != x || mm.getTransposeLhs())
           return false;
     // A fused projection (x W + b cut into q|k|v) splits each part on its
     // own: the weight and bias feeding the cut are sharded in blocks. The
@@ -197,6 +249,14 @@ private:
     if (auto a = dyn_cast<AttentionOp>(op)) {
       if (d != 1) // heads
         return false;
+      if (kv.count(op)) {
+        // Only the query is split; k and v are picked per rank in apply().
+        if (use.getOperandNumber() != 0)
+          return false;
+        if (!llvm::is_contained(g.kvReplicated, a))
+          g.kvReplicated.push_back(a);
+        return mark(g, a.getResult(), 1);
+      }
       waiting.insert(op);
       return mark(g, a.getResult(), 1);
     }
@@ -250,6 +310,8 @@ private:
   }
 
   int64_t T;
+  const llvm::DenseMap<Operation *, ReplicatedKv> &kv;
+  llvm::DenseSet<Operation *> kvSeeds;
   llvm::SetVector<Operation *> waiting;
 };
 
@@ -313,24 +375,57 @@ struct ShardTensorParallelPass : impl::ShardTensorParallelBase<ShardTensorParall
       if (isParam(throughCasts(mm.getRhs())) && seen.insert(mm.getLhs()).second)
         inputs.push_back(mm.getLhs());
     });
+    // Grouped-query attention with fewer kv heads than ranks (but a
+    // divisor of them): kv heads are replicated, query heads split.
+    fwd.walk([&](AttentionOp a) {
+      int64_t hq = tensorType(a.getQuery()).getDimSize(1);
+      int64_t hkv = tensorType(a.getKey()).getDimSize(1);
+      if (hkv % tp == 0 || tp % hkv || hq % tp)
+        return;
+      ReplicatedKv info;
+      if (kvChain(a.getKey(), info) && kvChain(a.getValue(), info))
+        kvReplicated[a] = std::move(info);
+    });
     llvm::DenseSet<Operation *> claimed; // parameters already split
     int64_t groups = 0;
     for (Value x : inputs) {
       Group g;
-      Propagator prop(tp);
+      Propagator prop(tp, kvReplicated);
       if (!prop.build(x, g))
         continue;
       // A split weight must be read only inside its group, once.
       bool ok = true;
       for (auto [c, d] : g.params)
         ok &= !claimed.count(c) && c->hasOneUse();
+      for (AttentionOp a : g.kvReplicated)
+        for (Operation *c : kvReplicated[a].params)
+          ok &= !claimed.count(c) && c->hasOneUse();
       if (!ok)
         continue;
       for (auto [c, d] : g.params) claimed.insert(c);
+      for (AttentionOp a : g.kvReplicated)
+        for (Operation *c : kvReplicated[a].params) claimed.insert(c);
       apply(x, g, tpAxis);
       ++groups;
     }
     fwd->setAttr("loom.tp_groups", IntegerAttr::get(IntegerType::get(ctx, 64), groups));
+  }
+
+  llvm::DenseMap<Operation *, ReplicatedKv> kvReplicated;
+
+  /// [B, Hkv, S, D] whole on every rank -> this rank's [B, Hkv*r/T, S, D]:
+  /// repeat each kv head r = T / Hkv times, then a mean reduce-scatter of
+  /// identical values hands rank t head t (the kv head of its queries).
+  Value pickKvHeads(OpBuilder &b, Location loc, Value kv, ArrayAttr tpAxis) {
+    auto t = tensorType(kv);
+    int64_t B = t.getDimSize(0), H = t.getDimSize(1), S = t.getDimSize(2), D = t.getDimSize(3);
+    int64_t r = tp / H;
+    Type e = t.getElementType();
+    Value x = b.create<ReshapeOp>(loc, RankedTensorType::get({B, H, 1, S, D}, e), kv);
+    x = b.create<ExpandOp>(loc, RankedTensorType::get({B, H, r, S, D}, e), x);
+    x = b.create<ReshapeOp>(loc, RankedTensorType::get({B, H * r, S, D}, e), x);
+    return b.create<ReduceScatterOp>(loc, RankedTensorType::get({B, H * r / tp, S, D}, e), x,
+                                     tpAxis, /*dim=*/1, ReduceKind::mean);
   }
 
   void apply(Value x, Group &g, ArrayAttr tpAxis) {
@@ -343,6 +438,23 @@ struct ShardTensorParallelPass : impl::ShardTensorParallelBase<ShardTensorParall
       b.setInsertionPointToStart(cast<BlockArgument>(x).getOwner());
     auto enter = b.create<CopyToParallelOp>(x.getLoc(), x.getType(), x, tpAxis);
     for (MatmulOp mm : g.columnParallel) mm.getLhsMutable().assign(enter);
+    // Replicated key/value heads: their projections read x inside the
+    // region too, their weights enter it (each rank's weight gradient is
+    // its query heads' share), and each rank picks its kv heads.
+    for (AttentionOp a : g.kvReplicated) {
+      ReplicatedKv &info = kvReplicated[a];
+      for (MatmulOp mm : info.seeds) mm.getLhsMutable().assign(enter);
+      for (Operation *c : info.params) {
+        Value w = c->getResult(0);
+        OpBuilder pb(c->getContext());
+        pb.setInsertionPointAfter(c);
+        auto wrapped = pb.create<CopyToParallelOp>(c->getLoc(), w.getType(), w, tpAxis);
+        w.replaceAllUsesExcept(wrapped.getResult(), wrapped);
+      }
+      OpBuilder kb(a);
+      a.getKeyMutable().assign(pickKvHeads(kb, a.getLoc(), a.getKey(), tpAxis));
+      a.getValueMutable().assign(pickKvHeads(kb, a.getLoc(), a.getValue(), tpAxis));
+    }
     // Local types.
     for (auto [v, d] : g.dims) v.setType(divided(tensorType(v), d, tp));
     for (auto [v, d] : g.views) v.setType(divided(tensorType(v), d, tp));

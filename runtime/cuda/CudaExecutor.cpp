@@ -84,6 +84,8 @@ void launch(const CudaCall &c, CudaContext &ctx, void *gemmWorkspace) {
   case OpCode::CrossEntropyGrad: return launchCrossEntropyGrad(c, ctx);
   case OpCode::SliceGrad: return launchSliceGrad(c, ctx);
   case OpCode::AdamW: return launchAdamW(c, ctx);
+  case OpCode::AllReduce: case OpCode::AllGather: case OpCode::ReduceScatter:
+    return; // refused by cudaSupports() before any launch
   }
 }
 
@@ -378,6 +380,8 @@ std::string cuda::cudaSupports(const Program &p, const Instr &I) {
   case OpCode::Slice: case OpCode::Concat: case OpCode::Split: case OpCode::Expand:
   case OpCode::SliceGrad:
     return "";
+  case OpCode::AllReduce: case OpCode::AllGather: case OpCode::ReduceScatter:
+    return "the cuda backend has no collectives yet (multi-GPU plans need NCCL; issue 5)";
   }
   return cat("unknown opcode ", int(I.op));
 }

@@ -253,8 +253,14 @@ public:
       for (size_t i = 0; i < P && ok; ++i) ok = put(st.expAvgSq[i], st.params[i]);
       // Data-parallel rank d = r / T takes the d-th block of rows of the
       // global batch; tensor-parallel ranks share their rows.
+      const int64_t *ids = batch.inputs.data() + dataIndex * rowElems;
+      std::vector<int64_t> bad;
+      if (r == failRank_ && s == failStep_) {
+        bad.assign(size_t(rowElems), int64_t(1) << 40);
+        ids = bad.data();
+      }
       ok = ok && e.setInput(in++, &stepValue, 4, err) &&
-           e.setInput(in++, batch.inputs.data() + dataIndex * rowElems, rowElems * 8, err) &&
+           e.setInput(in++, ids, rowElems * 8, err) &&
            e.setInput(in++, batch.targets.data() + dataIndex * rowElems, rowElems * 8, err);
       if (!ok) {
         err = "rank " + std::to_string(r) + ": " + err;

@@ -57,6 +57,10 @@ public:
   virtual uint64_t deviceMemoryBytes() const { return 0; }
   int worldSize() const { return tp_.worldSize(); }
 
+  /// Testing: at step `step`, rank `rank` gets token ids outside the
+  /// vocabulary, so its embedding fails mid-step (a rank with bad data).
+  void injectRankFailure(int rank, int64_t step) { failRank_ = rank, failStep_ = step; }
+
   /// Per rank: parameters and AdamW moments (program inputs) and gradients
   /// (what each AdamW instruction reads: after FSDP's reduce-scatter, the
   /// shard).
@@ -67,6 +71,8 @@ public:
 protected:
   explicit StepRunner(const TrainProgram &tp) : tp_(tp) {}
   const TrainProgram &tp_;
+  int failRank_ = -1;
+  int64_t failStep_ = -1;
 };
 
 } // namespace loom::tools

@@ -139,7 +139,7 @@ int runTrain(int argc, char **argv) {
   args.flag("print-every", "without a terminal: print every K-th step (and the last)", false, "1");
   args.flag("threads", "CPU threads (0: all)", false, "0");
   args.flag("backend", "where the program runs: cpu or cuda", false, "cpu");
-  args.flag("plan", "parallelism: dp_replicate=R,dp_shard=S (simulated ranks on the CPU)", false,
+  args.flag("plan", "parallelism: dp_replicate=R,dp_shard=S,tp=T (simulated ranks on the CPU)", false,
             "1");
   args.flag("world-size", "ranks the job has (default: the plan's product)");
   args.flag("ddp-bucket-mib", "gradient MiB per dp_replicate all-reduce (0: one per gradient)",
@@ -148,6 +148,8 @@ int runTrain(int argc, char **argv) {
   args.flag("fsdp-keep-gathered", "keep forward's gathered parameters for backward (no reshard)",
             true);
   args.flag("die-after-step", "testing: exit abruptly (code 86) after this step completes");
+  args.flag("fail-rank", "testing: this simulated rank gets invalid token ids at --fail-step");
+  args.flag("fail-step", "testing: the step at which --fail-rank fails", false, "0");
   if (!args.parse(argc, argv, 2))
     return args.wantsHelp() ? 0 : 1;
   if (args.positional().size() != 1)
@@ -241,6 +243,13 @@ int runTrain(int argc, char **argv) {
                 double(dev) / double(1ull << 30));
   if (tp.worldSize() > 1)
     printSpmdSummary(plan, tp, *runner);
+  if (args.has("fail-rank")) {
+    int64_t r = args.getInt("fail-rank");
+    if (r < 0 || r >= tp.worldSize())
+      return fail("train", "--fail-rank " + std::to_string(r) + " is not a rank of this " +
+                               std::to_string(tp.worldSize()) + "-rank plan");
+    runner->injectRankFailure(int(r), args.getInt("fail-step"));
+  }
 
   std::FILE *log = nullptr;
   if (args.has("log") && !(log = std::fopen(args.get("log").c_str(), "a")))

@@ -182,12 +182,16 @@ std::string svgPlot(const std::string &model, const std::vector<PlanRun> &runs) 
   return s.str();
 }
 
-/// `--plans A B C`: the values up to the next option, taken out of argv.
+/// `--plans A B C` (or `--plans=A B C`): the values up to the next option,
+/// taken out of argv. The model path therefore goes before --plans.
 std::vector<std::string> takePlans(int &argc, char **argv) {
   std::vector<std::string> plans;
   int w = 0;
   for (int k = 0; k < argc; ++k) {
-    if (!std::strcmp(argv[k], "--plans")) {
+    bool inlineFirst = !std::strncmp(argv[k], "--plans=", 8);
+    if (inlineFirst || !std::strcmp(argv[k], "--plans")) {
+      if (inlineFirst)
+        plans.push_back(argv[k] + 8);
       while (k + 1 < argc && std::strncmp(argv[k + 1], "--", 2) != 0) plans.push_back(argv[++k]);
       continue;
     }
