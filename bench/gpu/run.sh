@@ -40,8 +40,10 @@ run_loom() { # steps log [env...]
 }
 rm -f "$WORK/loom.jsonl" "$WORK/profile.jsonl"
 run_loom "$STEPS" "$WORK/loom.jsonl" 2>&1 | tee "$WORK/loom.txt"
-LOOM_TIMEOUT=120 run_loom 2 "$WORK/profile.jsonl" LOOM_CUDA_PROFILE=1 > "$WORK/profile.txt" 2>&1
-grep -A40 "loom cuda profile" "$WORK/profile.txt" || tail -5 "$WORK/profile.txt"
+if [ -z "${LOOM_BENCH_NO_PROFILE:-}" ]; then # the per-opcode breakdown (step 3)
+  LOOM_TIMEOUT=120 run_loom 2 "$WORK/profile.jsonl" LOOM_CUDA_PROFILE=1 > "$WORK/profile.txt" 2>&1
+  grep -A40 "loom cuda profile" "$WORK/profile.txt" || tail -5 "$WORK/profile.txt"
+fi
 
 timeout 200 python3 "$TORCH_BENCH" compile 4 2048 2>&1 | tee "$WORK/torch.txt" | tail -3
 
