@@ -1,5 +1,7 @@
 # lit configuration for loom's tests.
 import os
+import shutil
+import subprocess
 import lit.formats
 
 config.name = "loom"
@@ -17,3 +19,9 @@ tools_dirs = [
 config.environment["PATH"] = os.pathsep.join(tools_dirs + [config.environment.get("PATH", os.environ["PATH"])])
 config.substitutions.append(("%fixtures", os.path.join(config.loom_src_root, "test", "fixtures")))
 config.substitutions.append(("%examples", os.path.join(config.loom_src_root, "examples")))
+
+# "gpu": this machine has a usable NVIDIA GPU (tests of the no-GPU error
+# paths are unsupported there).
+if shutil.which("nvidia-smi") and subprocess.call(["nvidia-smi", "-L"], stdout=subprocess.DEVNULL,
+                                                  stderr=subprocess.DEVNULL) == 0:
+    config.available_features.add("gpu")
