@@ -28,11 +28,10 @@ struct InsertDdpCollectivesPass : impl::InsertDdpCollectivesBase<InsertDdpCollec
   void runOnOperation() override {
     ModuleOp module = getOperation();
     MLIRContext *ctx = &getContext();
-    MeshAttr mesh = module->getAttrOfType<MeshAttr>(kMeshAttrName);
-    if (!mesh) {
-      module.emitError("no loom.mesh: run loom-annotate-data-parallel first");
+    FailureOr<MeshAttr> found = requireMesh(module);
+    if (failed(found))
       return signalPassFailure();
-    }
+    MeshAttr mesh = *found;
     if (mesh.getDpReplicate() == 1)
       return;
     auto s = analyzeTrainStep(module);

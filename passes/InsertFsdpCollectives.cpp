@@ -88,11 +88,10 @@ struct InsertFsdpCollectivesPass : impl::InsertFsdpCollectivesBase<InsertFsdpCol
   void runOnOperation() override {
     ModuleOp module = getOperation();
     MLIRContext *ctx = &getContext();
-    MeshAttr mesh = module->getAttrOfType<MeshAttr>(kMeshAttrName);
-    if (!mesh) {
-      module.emitError("no loom.mesh: run loom-annotate-data-parallel first");
+    FailureOr<MeshAttr> found = requireMesh(module);
+    if (failed(found))
       return signalPassFailure();
-    }
+    MeshAttr mesh = *found;
     int64_t S = mesh.getDpShard();
     if (S == 1)
       return; // nothing is sharded along dp_shard

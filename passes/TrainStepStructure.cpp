@@ -12,6 +12,13 @@ using namespace mlir;
 
 namespace loom {
 
+FailureOr<MeshAttr> requireMesh(ModuleOp module) {
+  if (MeshAttr mesh = lookupMesh(module))
+    return mesh;
+  module.emitError("no loom.mesh: run loom-annotate-data-parallel first");
+  return failure();
+}
+
 FailureOr<TrainStepStructure> analyzeTrainStep(ModuleOp module) {
   auto step = module.lookupSymbol<func::FuncOp>("train_step");
   if (!step)

@@ -15,6 +15,7 @@
 #define LOOM_PASSES_TRAINSTEPSTRUCTURE_H
 
 #include "ir/LoomOps.h"
+#include "ir/Sharding.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 
 namespace loom {
@@ -36,6 +37,10 @@ struct TrainStepStructure {
 
 /// The structure of @train_step in `module`; failure after a diagnostic.
 mlir::FailureOr<TrainStepStructure> analyzeTrainStep(mlir::ModuleOp module);
+
+/// The module's device mesh (set by loom-annotate-data-parallel), or
+/// failure after a diagnostic naming the pass to run first.
+mlir::FailureOr<MeshAttr> requireMesh(mlir::ModuleOp module);
 
 /// Sets the function type from its block arguments and return operands
 /// (after a pass changed local types).

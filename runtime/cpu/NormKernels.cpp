@@ -94,30 +94,12 @@ bool softmaxTyped(const KernelCall &c, ThreadPool &pool, std::string &) {
 template <typename T>
 bool reduceTyped(const KernelCall &c, ThreadPool &pool, std::string &) {
   const Shape &shape = c.in[0].shape();
-  Shape strides = contiguousStrides(shape);
   std::vector<bool> reduced(shape.size(), false);
   for (size_t k = 1; k < c.instr->ints.size(); ++k) reduced[size_t(c.instr->ints[k])] = true;
-  Shape keptShape, keptStrides, redShape, redStrides;
-  int64_t count = 1;
-  for (size_t d = 0; d < shape.size(); ++d) {
-    if (!reduced[d]) {
-      keptShape.push_back(shape[d]);
-      keptStrides.push_back(strides[d]);
-      continue;
-    }
-    count *= shape[d];
-    if (!redShape.empty() && reduced[d - 1]) { // contiguous with the previous reduced dim
-      redShape.back() *= shape[d];
-      redStrides.back() = strides[d];
-    } else {
-      redShape.push_back(shape[d]);
-      redStrides.push_back(strides[d]);
-    }
-  }
-  if (redShape.empty()) { // no axes: the reduction of one element is itself
-    redShape = {1};
-    redStrides = {0};
-  }
+  ReduceAxes ax(shape, reduced);
+  const Shape &keptShape = ax.keptShape, &keptStrides = ax.keptStrides;
+  const Shape &redShape = ax.redShape, &redStrides = ax.redStrides;
+  int64_t count = ax.count;
   int kind = int(c.instr->ints[0]); // 0 sum, 1 mean, 2 max
   const T *x = c.in[0].as<T>();
   T *y = c.out[0].as<T>();

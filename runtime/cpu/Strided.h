@@ -55,6 +55,38 @@ inline int64_t offsetOf(int64_t index, const Shape &shape, const Shape &strides)
   return off;
 }
 
+/// A reduction's view of a contiguous input: the kept dims (they index the
+/// output, in order) and the reduced dims (walked per output element), each
+/// with its element strides. Adjacent reduced dims are collapsed into one;
+/// with no reduced dim the reduction is of one element ({1}, stride 0).
+struct ReduceAxes {
+  Shape keptShape, keptStrides, redShape, redStrides;
+  int64_t count = 1; // elements reduced into each output
+
+  ReduceAxes(const Shape &shape, const std::vector<bool> &reduced) {
+    Shape strides = contiguousStrides(shape);
+    for (size_t d = 0; d < shape.size(); ++d) {
+      if (!reduced[d]) {
+        keptShape.push_back(shape[d]);
+        keptStrides.push_back(strides[d]);
+        continue;
+      }
+      count *= shape[d];
+      if (!redShape.empty() && reduced[d - 1]) { // contiguous with the previous reduced dim
+        redShape.back() *= shape[d];
+        redStrides.back() = strides[d];
+      } else {
+        redShape.push_back(shape[d]);
+        redStrides.push_back(strides[d]);
+      }
+    }
+    if (redShape.empty()) {
+      redShape = {1};
+      redStrides = {0};
+    }
+  }
+};
+
 /// An output shape and, per operand, its strides over that shape, collapsed
 /// to the fewest dims. The last dim is the inner loop; the others form rows.
 class StridedLoop {

@@ -315,20 +315,14 @@ void launchSoftmaxGrad(const CudaCall &c, CudaContext &ctx) {
 
 void launchReduce(const CudaCall &c, CudaContext &ctx) {
   const Shape &shape = c.in[0].shape();
-  Shape strides = contiguousStrides(shape);
   std::vector<bool> reduced(shape.size(), false);
   for (size_t k = 1; k < c.instr->ints.size(); ++k) reduced[size_t(c.instr->ints[k])] = true;
-  Shape keptShape, keptStrides, redShape, redStrides;
-  int64_t count = 1;
-  for (size_t d = 0; d < shape.size(); ++d) {
-    (reduced[d] ? redShape : keptShape).push_back(shape[d]);
-    (reduced[d] ? redStrides : keptStrides).push_back(strides[d]);
-    if (reduced[d]) count *= shape[d];
-  }
-  int64_t outputs = c.out[0].numel();
+  ReduceAxes ax(shape, reduced);
+  int64_t outputs = c.out[0].numel(), count = ax.count;
   if (outputs == 0) return;
+  Shape keptShape = ax.keptShape, keptStrides = ax.keptStrides;
   if (keptShape.empty()) keptShape = {1}, keptStrides = {0};
-  if (redShape.empty()) redShape = {1}, redStrides = {0};
+  const Shape &redShape = ax.redShape, &redStrides = ax.redStrides;
   auto kept = makeStridedMap<1>(keptShape, {keptStrides});
   auto red = makeStridedMap<1>(redShape, {redStrides});
   int kind = int(c.instr->ints[0]);
