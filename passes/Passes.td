@@ -108,6 +108,19 @@ def AutocastBf16 : Pass<"loom-autocast-bf16", "mlir::func::FuncOp"> {
   let dependentDialects = ["loom::LoomDialect"];
 }
 
+def SinkWideningCasts : Pass<"loom-sink-widening-casts", "mlir::func::FuncOp"> {
+  let summary = "Move bf16 -> f32 casts below the reshapes and transposes that read them";
+  let description = [{
+    layout(cast_f32(x)) becomes cast_f32(layout(x)), which is the same value,
+    when every reader of the layout chain is a matmul or an attention op:
+    the widening cast then sits on the operand itself, where
+    `loom-use-bf16-matmuls`, codegen's bf16-in/f32-out GEMMs and the
+    attention ops' bf16_operands flag recognize it. Run on the finished
+    training step, before `loom-use-bf16-matmuls`.
+  }];
+  let dependentDialects = ["loom::LoomDialect"];
+}
+
 def UseBf16Matmuls : Pass<"loom-use-bf16-matmuls", "mlir::func::FuncOp"> {
   let summary = "Run matmuls whose operands and result are bf16-rounded on bf16 tensors";
   let description = [{

@@ -12,7 +12,9 @@
 #      tokens/s is the median over the steps after the first two;
 #   3. three more steps with LOOM_CUDA_PROFILE=1: time per opcode;
 #   4. torch_bench.py compile 4 2048 on the same GPU;
-#   5. one summary line of ratios (tokens/s, MFU, memory).
+#   5. attention alone, forward+backward at T=2048 (B=4, 32/8 heads of 64):
+#      loom calibrate --attention-only beside attention_bench.py (SDPA);
+#   6. one summary line of ratios (tokens/s, MFU, memory, attention).
 # MFU uses torch_bench.py's formula (6 N + 6 L H D T FLOPs per token over a
 # 989 TFLOP/s peak) for both, so the ratio compares like with like.
 set -uo pipefail
@@ -47,6 +49,9 @@ fi
 
 timeout 200 python3 "$TORCH_BENCH" compile 4 2048 2>&1 | tee "$WORK/torch.txt" | tail -3
 
+timeout 120 "$LOOM" calibrate --attention-only 2>&1 | tee "$WORK/loom_attention.txt"
+timeout 120 python3 bench/gpu/attention_bench.py 2>&1 | tee "$WORK/torch_attention.txt"
+
 python3 - "$WORK" <<'EOF'
 import json, re, statistics, sys
 work = sys.argv[1]
@@ -63,11 +68,18 @@ flops_per_tok = 6 * N + 6 * L * H * D * T
 mfu = tok * flops_per_tok / 989e12
 mem = re.search(r"device memory: ([0-9.]+) GiB", loom_txt)
 mem = float(mem.group(1)) if mem else float("nan")
+attn = re.search(r"attention B=4 T= *2048: .*forward\+backward ([0-9.]+) ms", open(f"{work}/loom_attention.txt").read())
+sdpa = [json.loads(l) for l in open(f"{work}/torch_attention.txt") if l.startswith("{")]
+sdpa = [r for r in sdpa if r["T"] == 2048]
+loom_attn = float(attn.group(1)) if attn else float("nan")
+sdpa_ms = sdpa[0]["best_fwd_bwd_ms"] if sdpa else float("nan")
 print(json.dumps({"loom_tokens_per_s": round(tok), "torch_tokens_per_s": t["tokens_per_s"],
                   "tokens_per_s_ratio": round(tok / t["tokens_per_s"], 4),
                   "loom_mfu_vs_989": round(mfu, 4), "torch_mfu_vs_989": t["mfu_vs_989"],
                   "loom_step_s": round(8192 / tok, 3), "torch_step_s": t["step_s"],
                   "loom_device_mem_gib": mem, "torch_peak_mem_gib": t["peak_mem_gib"],
                   "memory_ratio": round(mem / t["peak_mem_gib"], 3),
+                  "loom_attention_fwd_bwd_ms_T2048": loom_attn, "sdpa_fwd_bwd_ms_T2048": sdpa_ms,
+                  "attention_speed_ratio": round(sdpa_ms / loom_attn, 3),
                   "loom_final_loss": rows[-1]["loss"], "gpu": t["gpu"]}))
 EOF

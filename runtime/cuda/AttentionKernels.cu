@@ -25,6 +25,7 @@
 // kernel is what long sequences need.
 //===----------------------------------------------------------------------===//
 #include "cuda/CudaCommon.cuh"
+#include "cuda/FlashAttention.h"
 
 #include <cstdlib>
 #include <string>
@@ -442,25 +443,47 @@ size_t chunkSmem(int64_t rowsA, int64_t nA, int64_t rowsB, int64_t nB, int64_t e
 // memory and of computing the masked half; rows are softmaxed in place.
 
 /// Which implementation an attention instruction takes: LOOM_CUDA_ATTENTION
-/// = gemm | chunked | plain forces one (tests use it to cover all three);
-/// by default GEMMs when the score matrices fit in kGemmScoreBytes, the
-/// chunked kernels otherwise (plain ones past head dim 128).
-enum class AttnPath { Gemm, Chunked, Plain };
+/// = flash | gemm | chunked | plain forces one (tests use it to cover all
+/// of them; flash only applies where it can). By default: the tiled
+/// tensor-core kernels (FlashAttention.cu) for bf16 operands of head dim
+/// 64; GEMMs when the score matrices fit in kGemmScoreBytes; the chunked
+/// kernels otherwise (plain ones past head dim 128).
+enum class AttnPath { Flash, Gemm, Chunked, Plain };
 constexpr uint64_t kGemmScoreBytes = uint64_t(8) << 30;
 
 uint64_t scoreBytes(const AttnShape &a) { return uint64_t(a.B * a.Hq * a.T * a.S) * sizeof(float); }
 
-AttnPath attnPath(const Program &p, const Instr &I) {
-  AttnShape a = attnShapeOf(p, I);
+bool flashFits(const AttnShape &a) {
+  return a.bf16Operands && a.D == kFlashHeadDim && a.Dv == kFlashHeadDim;
+}
+
+AttnPath attnPathOf(const AttnShape &a, OpCode op) {
   bool fitsChunked = a.D <= kChunkedMaxDim && a.Dv <= kChunkedMaxDim;
   const char *force = std::getenv("LOOM_CUDA_ATTENTION");
   std::string f = force ? force : "";
   bool gemmOk = a.B * a.Hq * a.T > 0 && a.S > 0 && a.D > 0 && a.Dv > 0;
   if (f == "plain" || (f == "chunked" && !fitsChunked)) return AttnPath::Plain;
   if (f == "chunked") return AttnPath::Chunked;
-  uint64_t need = scoreBytes(a) * (I.op == OpCode::AttentionGrad ? 2 : 1);
+  if (f != "gemm" && flashFits(a)) return AttnPath::Flash;
+  uint64_t need = scoreBytes(a) * (op == OpCode::AttentionGrad ? 2 : 1);
   if (gemmOk && (f == "gemm" || need <= kGemmScoreBytes)) return AttnPath::Gemm;
   return fitsChunked ? AttnPath::Chunked : AttnPath::Plain;
+}
+
+AttnPath attnPath(const Program &p, const Instr &I) { return attnPathOf(attnShapeOf(p, I), I.op); }
+AttnPath attnPathOfCall(const CudaCall &c) { return attnPathOf(attnShape(c), c.instr->op); }
+
+FlashShape flashShape(const AttnShape &a) {
+  return FlashShape{a.B, a.Hq, a.Hkv, a.T, a.S, a.group, a.offset, a.causal, a.scale};
+}
+
+/// The flash kernels load rows as float4 and store float2: every operand
+/// must be 16-byte aligned (arena buffers are; a test's may not be).
+bool flashAligned(const CudaCall &c) {
+  for (const auto *list : {&c.in, &c.out})
+    for (const DevTensor &t : *list)
+      if (reinterpret_cast<uintptr_t>(t.data) % 16) return false;
+  return true;
 }
 
 // P = softmax over the visible keys of scale * S, in place; masked keys get
@@ -589,6 +612,11 @@ void launchAttention(const CudaCall &c, CudaContext &ctx) {
   AttnShape a = attnShape(c);
   int64_t rows = a.B * a.Hq * a.T;
   if (rows == 0) return;
+  if (flashFits(a) && attnPathOfCall(c) == AttnPath::Flash && flashAligned(c)) {
+    launchFlashForward(flashShape(a), c.in[0].as<float>(), c.in[1].as<float>(), c.in[2].as<float>(),
+                       c.out[0].as<float>(), ctx.stream);
+    return;
+  }
   if (const std::vector<int> *ids = gemmIdsOf(c, ctx)) {
     auto *scores = static_cast<float *>(ctx.scratch);
     ctx.gemms->run((*ids)[0], c.in[0].data, c.in[1].data, scores, 1.f, ctx, ctx.workspace);
@@ -627,6 +655,12 @@ void launchAttentionGrad(const CudaCall &c, CudaContext &ctx) {
   }
   auto *lse = static_cast<float *>(ctx.scratch);
   float *delta = lse + rows;
+  if (flashFits(a) && attnPathOfCall(c) == AttnPath::Flash && flashAligned(c)) {
+    launchFlashBackward(flashShape(a), c.in[0].as<float>(), c.in[1].as<float>(), c.in[2].as<float>(),
+                        c.in[3].as<float>(), c.out[0].as<float>(), c.out[1].as<float>(),
+                        c.out[2].as<float>(), lse, ctx.stream);
+    return;
+  }
   if (chunked(a)) {
     const float *q = c.in[0].as<float>(), *k = c.in[1].as<float>(), *v = c.in[2].as<float>();
     const float *dy = c.in[3].as<float>();

@@ -117,21 +117,22 @@ rt::Program gemmProgram(int64_t n, int copies) {
   return c.p;
 }
 
-/// Causal GQA attention, forward or backward, f32 (the dtype loom's
-/// attention kernels take), B=1, 32 query heads, 8 kv heads, head dim 64.
-rt::Program attentionProgram(int64_t T, bool backward) {
+/// Causal GQA attention, forward or backward, as autocast training runs it:
+/// f32 buffers holding bf16 values (bf16_operands = 1, the tensor-core
+/// path), B sequences, 32 query heads, 8 kv heads, head dim 64.
+rt::Program attentionProgram(int64_t B, int64_t T, bool backward) {
   CalibrationProgram c;
-  std::vector<int64_t> qs = {1, 32, T, 64}, ks = {1, 8, T, 64};
+  std::vector<int64_t> qs = {B, 32, T, 64}, ks = {B, 8, T, 64};
   uint32_t q = c.add(DType::F32, qs, BufferKind::Input), k = c.add(DType::F32, ks, BufferKind::Input);
   uint32_t v = c.add(DType::F32, ks, BufferKind::Input);
   if (!backward) {
-    c.instr(OpCode::Attention, {q, k, v}, {c.add(DType::F32, qs, BufferKind::Output)}, {1}, {0.125});
+    c.instr(OpCode::Attention, {q, k, v}, {c.add(DType::F32, qs, BufferKind::Output)}, {1, 1}, {0.125});
   } else {
     uint32_t dy = c.add(DType::F32, qs, BufferKind::Input);
     c.instr(OpCode::AttentionGrad, {q, k, v, dy},
             {c.add(DType::F32, qs, BufferKind::Output), c.add(DType::F32, ks, BufferKind::Output),
              c.add(DType::F32, ks, BufferKind::Output)},
-            {1}, {0.125});
+            {1, 1}, {0.125});
   }
   return c.p;
 }
@@ -205,9 +206,11 @@ int runCalibrate(int argc, char **argv) {
   args.flag("name", "the profile's name (default: the base's, '+ calibrated')");
   args.flag("reps", "timed runs per measurement", false, "10");
   args.flag("quick", "tiny sizes only (tests the command, measures nothing useful)", true);
+  args.flag("attention-only", "time attention forward and backward only; print, write nothing", true);
   if (!args.parse(argc, argv, 2))
     return args.wantsHelp() ? 0 : 1;
-  if (!args.has("o"))
+  bool attentionOnly = args.has("attention-only");
+  if (!args.has("o") && !attentionOnly)
     return fail("calibrate", "missing -o PROFILE.json");
   std::string base = args.get("base"), text = planner::builtinProfileText(base), err;
   if (text.empty()) {
@@ -232,6 +235,27 @@ int runCalibrate(int argc, char **argv) {
     return false;
   };
 
+  json::Value attn = json::Value::array();
+  int64_t batch = quick ? 1 : 4;
+  double ratioSum = 0;
+  std::vector<int64_t> seqs = quick ? std::vector<int64_t>{16, 32}
+                                    : std::vector<int64_t>{512, 1024, 2048, 4096};
+  for (int64_t T : seqs) {
+    // Causal: half of the 4 B H T^2 D products' FLOPs; the backward does 2.5x.
+    double fwdFlops = 0.5 * 4.0 * double(batch) * 32 * double(T) * double(T) * 64, fwd = 0, bwd = 0;
+    if (!measure(attentionProgram(batch, T, false), "attention " + std::to_string(T), fwd) ||
+        !measure(attentionProgram(batch, T, true), "attention backward " + std::to_string(T), bwd))
+      return fail("calibrate", err);
+    double effF = fwdFlops / fwd / peak, effB = 2.5 * fwdFlops / bwd / peak;
+    attn.push(point(double(T), effF));
+    ratioSum += effB / effF;
+    std::printf("attention B=%lld T=%5lld: forward %.3f ms (%.4f of peak), backward %.3f ms (%.4f), "
+                "forward+backward %.3f ms, %.1f TFLOP/s\n",
+                (long long)batch, (long long)T, fwd * 1e3, effF, bwd * 1e3, effB, (fwd + bwd) * 1e3,
+                3.5 * fwdFlops / (fwd + bwd) / 1e12);
+  }
+  if (attentionOnly)
+    return 0;
   json::Value gemm = json::Value::array(), measured = json::Value::array();
   std::vector<int64_t> sizes = quick ? std::vector<int64_t>{16, 32}
                                      : std::vector<int64_t>{64, 128, 256, 512, 1024, 2048, 4096, 8192};
@@ -244,21 +268,6 @@ int runCalibrate(int argc, char **argv) {
     gemm.push(point(double(n), eff));
     std::printf("gemm bf16 %5lld^3: %8.1f TFLOP/s  (%.3f of %.0f)\n", (long long)n,
                 flops * copies / s / 1e12, eff, peak / 1e12);
-  }
-  json::Value attn = json::Value::array();
-  double ratioSum = 0;
-  std::vector<int64_t> seqs = quick ? std::vector<int64_t>{16, 32}
-                                    : std::vector<int64_t>{512, 1024, 2048, 4096};
-  for (int64_t T : seqs) {
-    double fwdFlops = 0.5 * 4.0 * 32 * double(T) * double(T) * 64, fwd = 0, bwd = 0;
-    if (!measure(attentionProgram(T, false), "attention " + std::to_string(T), fwd) ||
-        !measure(attentionProgram(T, true), "attention backward " + std::to_string(T), bwd))
-      return fail("calibrate", err);
-    double effF = fwdFlops / fwd / peak, effB = 2.5 * fwdFlops / bwd / peak;
-    attn.push(point(double(T), effF));
-    ratioSum += effB / effF;
-    std::printf("attention T=%5lld: forward %.3f ms (%.4f of peak), backward %.3f ms (%.4f)\n",
-                (long long)T, fwd * 1e3, effF, bwd * 1e3, effB);
   }
   double copyS = 0, addS = 0;
   int64_t copyElems = quick ? (1 << 16) : (int64_t(1) << 28);
@@ -288,7 +297,7 @@ int runCalibrate(int argc, char **argv) {
   setPath(profile, "hbm.achieved_fraction", json::Value(fraction(bw / hbmSpec)));
   setPath(profile, "kernel_overhead_us", json::Value(std::round(addS / adds * 1e8) / 100));
   for (const char *m : {"gemm.efficiency_by_min_dim: bf16 n^3 products through loom's GEMMs (cuBLASLt)",
-                        "attention.efficiency_by_seq, attention.backward_factor: loom's attention kernels, causal, 32/8 heads of 64",
+                        "attention.efficiency_by_seq, attention.backward_factor: loom's attention kernels under autocast (bf16 operands), causal, B=4, 32/8 heads of 64",
                         "hbm.achieved_fraction: a device-to-device copy through loom's runtime",
                         "kernel_overhead_us: per instruction, 256 tiny adds in one program"})
     measured.push(json::Value(std::string(m)));

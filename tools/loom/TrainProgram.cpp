@@ -133,6 +133,7 @@ bool compileTrainStep(const std::string &path, int64_t batch, int64_t seq,
     pm.addPass(mlir::createCanonicalizerPass(rewriteConfig()));
     pm.addPass(mlir::createCSEPass());
     if (o.bf16) { // autocast's rounded matmuls become bf16 GEMMs
+      pm.nest<mlir::func::FuncOp>().addPass(createSinkWideningCasts());
       pm.nest<mlir::func::FuncOp>().addPass(createUseBf16Matmuls());
       pm.addPass(mlir::createCanonicalizerPass(rewriteConfig()));
     }

@@ -286,9 +286,11 @@ TEST(CudaBackend, AttentionForwardAndBackward) {
 }
 
 TEST(CudaBackend, AttentionOnBf16TensorCores) {
-  // bf16_operands = 1 (autocast): the GEMM path runs the products on bf16
-  // tensor cores, rounding P and dS as FlashAttention does, so results stay
-  // within bf16 precision of the exact reference.
+  // bf16_operands = 1 (autocast): the flash kernels (head dim 64) and the
+  // GEMM path run the products on bf16 tensor cores, rounding P and dS as
+  // FlashAttention does, so results stay within bf16 precision of the exact
+  // reference. The cases cover GQA and MQA, partial tiles (T not a multiple
+  // of 64), S > T (the offset mask), and no mask.
   REQUIRE_GPU();
   Rng rng;
   auto bf16Values = [&](int64_t n) {
@@ -301,21 +303,42 @@ TEST(CudaBackend, AttentionOnBf16TensorCores) {
     }
     return v;
   };
-  Shape qs = {2, 8, 70, 64}, ks = {2, 2, 70, 64};
-  ProgramBuilder b;
-  std::vector<Bytes> inputs;
-  uint32_t ids[4];
-  for (int k = 0; k < 4; ++k) {
-    const Shape &s = k == 1 || k == 2 ? ks : qs;
-    ids[k] = b.input(DType::F32, s);
-    inputs.push_back(toBytes(bf16Values(numel(s))));
+  const AttnCase cases[] = {{2, 8, 2, 70, 70, 64, true},
+                            {1, 4, 1, 130, 130, 64, true},
+                            {1, 2, 2, 40, 100, 64, true},
+                            {2, 4, 2, 65, 65, 64, false},
+                            {1, 4, 2, 33, 33, 32, true}}; // not flash's head dim: falls back
+  for (const char *path : {"flash", "gemm"}) {
+    SCOPED_TRACE(std::string("LOOM_CUDA_ATTENTION=") + path);
+    setenv("LOOM_CUDA_ATTENTION", path, 1);
+    for (const AttnCase &c : cases) {
+      SCOPED_TRACE("B" + std::to_string(c.B) + " Hq" + std::to_string(c.Hq) + " T" +
+                   std::to_string(c.T) + " S" + std::to_string(c.S) + " D" + std::to_string(c.D));
+      Shape qs = {c.B, c.Hq, c.T, c.D}, ks = {c.B, c.Hkv, c.S, c.D};
+      ProgramBuilder b;
+      std::vector<Bytes> inputs;
+      uint32_t ids[4];
+      for (int k = 0; k < 4; ++k) {
+        const Shape &s = k == 1 || k == 2 ? ks : qs;
+        ids[k] = b.input(DType::F32, s);
+        inputs.push_back(toBytes(bf16Values(numel(s))));
+      }
+      double scale = 1.0 / std::sqrt(double(c.D));
+      b.instr(OpCode::Attention, {ids[0], ids[1], ids[2]}, {b.output(DType::F32, qs)}, {c.causal, 1},
+              {scale});
+      b.instr(OpCode::AttentionGrad, {ids[0], ids[1], ids[2], ids[3]},
+              {b.output(DType::F32, qs), b.output(DType::F32, ks), b.output(DType::F32, ks)},
+              {c.causal, 1}, {scale});
+      ASSERT_EQ(b.p.validate(), "");
+      expectSameOnGpu(b.p, inputs, 2e-2, 1e-2);
+      if (std::string(path) == "flash") { // no atomics: bit for bit run to run
+        RunResult r1 = runProgram(b.p, inputs, 0, "cuda"), r2 = runProgram(b.p, inputs, 0, "cuda");
+        ASSERT_TRUE(r1.ok && r2.ok) << r1.err << r2.err;
+        EXPECT_EQ(r1.outputs, r2.outputs);
+      }
+    }
   }
-  b.instr(OpCode::Attention, {ids[0], ids[1], ids[2]}, {b.output(DType::F32, qs)}, {1, 1}, {0.125});
-  b.instr(OpCode::AttentionGrad, {ids[0], ids[1], ids[2], ids[3]},
-          {b.output(DType::F32, qs), b.output(DType::F32, ks), b.output(DType::F32, ks)}, {1, 1},
-          {0.125});
-  ASSERT_EQ(b.p.validate(), "");
-  expectSameOnGpu(b.p, inputs, 2e-2, 1e-2);
+  unsetenv("LOOM_CUDA_ATTENTION");
 }
 
 TEST(CudaBackend, LossAndBackwardKernels) {

@@ -1,0 +1,42 @@
+//===- FlashAttention.h - Tiled attention on bf16 tensor cores -*- C++ -*-===//
+//
+// Part of loom, under the Apache License v2.0.
+//
+// The autocast path of causal grouped-query attention (FlashAttention.cu):
+// the score matrix never reaches memory; products run on bf16 tensor cores
+// (mma.sync m16n8k16) with fp32 accumulation. AttentionKernels.cu picks it
+// for attention instructions whose operands are bf16 values and whose head
+// dim is kFlashHeadDim.
+//===----------------------------------------------------------------------===//
+#ifndef LOOM_RUNTIME_CUDA_FLASHATTENTION_H
+#define LOOM_RUNTIME_CUDA_FLASHATTENTION_H
+
+#include <cstdint>
+#include <cuda_runtime_api.h>
+
+namespace loom::rt::cuda {
+
+constexpr int64_t kFlashHeadDim = 64;
+
+/// q[B, Hq, T, D], k and v [B, Hkv, S, D]; query head h reads kv head
+/// h / group; key j is visible to query i unless causal and j > i + offset.
+struct FlashShape {
+  int64_t B, Hq, Hkv, T, S, group, offset;
+  bool causal;
+  float scale;
+};
+
+/// o = softmax(scale q k^T, masked) v.
+void launchFlashForward(const FlashShape &a, const float *q, const float *k, const float *v,
+                        float *o, cudaStream_t stream);
+
+/// dq, dk, dv of the same attention for the output gradient dy. `stats`
+/// is scratch of 2 B Hq T floats (per query row: log2-domain logsumexp and
+/// delta = <dy, o>).
+void launchFlashBackward(const FlashShape &a, const float *q, const float *k, const float *v,
+                         const float *dy, float *dq, float *dk, float *dv, float *stats,
+                         cudaStream_t stream);
+
+} // namespace loom::rt::cuda
+
+#endif // LOOM_RUNTIME_CUDA_FLASHATTENTION_H

@@ -1,0 +1,53 @@
+// RUN: loom-opt --loom-sink-widening-casts %s | FileCheck %s
+
+// Heads split from a bf16 projection: the reshape and transpose move onto
+// the bf16 tensor and the widening cast lands on attention's operand.
+// CHECK-LABEL: func.func @heads
+// CHECK-SAME: (%[[Q:.*]]: tensor<2x4x8xbf16>
+// CHECK: %[[R:.*]] = loom.reshape %[[Q]] : tensor<2x4x8xbf16> -> tensor<2x4x2x4xbf16>
+// CHECK: %[[T:.*]] = loom.transpose %[[R]] [0, 2, 1, 3] : tensor<2x4x2x4xbf16>
+// CHECK: %[[W:.*]] = loom.cast %[[T]] : tensor<2x2x4x4xbf16> -> tensor<2x2x4x4xf32>
+// CHECK: loom.attention %[[W]], %[[W]], %[[W]]
+func.func @heads(%q: tensor<2x4x8xbf16>) -> tensor<2x2x4x4xf32> {
+  %0 = loom.cast %q : tensor<2x4x8xbf16> -> tensor<2x4x8xf32>
+  %1 = loom.reshape %0 : tensor<2x4x8xf32> -> tensor<2x4x2x4xf32>
+  %2 = loom.transpose %1 [0, 2, 1, 3] : tensor<2x4x2x4xf32>
+  %3 = loom.attention %2, %2, %2 {causal = true, scale = 5.000000e-01 : f64} : tensor<2x2x4x4xf32>, tensor<2x2x4x4xf32>, tensor<2x2x4x4xf32>
+  return %3 : tensor<2x2x4x4xf32>
+}
+
+// A weight gradient flattens the batch first: the matmul gets widening casts.
+// CHECK-LABEL: func.func @flatten_for_matmul
+// CHECK: %[[R:.*]] = loom.reshape %{{.*}} : tensor<2x3x4xbf16> -> tensor<6x4xbf16>
+// CHECK: %[[W:.*]] = loom.cast %[[R]] : tensor<6x4xbf16> -> tensor<6x4xf32>
+// CHECK: loom.matmul %[[W]], %{{.*}} {transpose_lhs = true}
+func.func @flatten_for_matmul(%x: tensor<2x3x4xbf16>, %dy: tensor<6x5xf32>) -> tensor<4x5xf32> {
+  %0 = loom.cast %x : tensor<2x3x4xbf16> -> tensor<2x3x4xf32>
+  %1 = loom.reshape %0 : tensor<2x3x4xf32> -> tensor<6x4xf32>
+  %2 = loom.matmul %1, %dy {transpose_lhs = true} : tensor<6x4xf32>, tensor<6x5xf32>
+  return %2 : tensor<4x5xf32>
+}
+
+// Another reader (an element-wise op) keeps the f32 layout op: sinking the
+// cast would add a conversion pass in front of it.
+// CHECK-LABEL: func.func @other_reader
+// CHECK: %[[C:.*]] = loom.cast %{{.*}} : tensor<2x3x4xbf16> -> tensor<2x3x4xf32>
+// CHECK: %[[R:.*]] = loom.reshape %[[C]] : tensor<2x3x4xf32> -> tensor<6x4xf32>
+// CHECK: loom.neg %[[R]]
+func.func @other_reader(%x: tensor<2x3x4xbf16>, %w: tensor<4x5xf32>) -> (tensor<6x5xf32>, tensor<6x4xf32>) {
+  %0 = loom.cast %x : tensor<2x3x4xbf16> -> tensor<2x3x4xf32>
+  %1 = loom.reshape %0 : tensor<2x3x4xf32> -> tensor<6x4xf32>
+  %2 = loom.matmul %1, %w : tensor<6x4xf32>, tensor<4x5xf32>
+  %3 = loom.neg %1 : tensor<6x4xf32>
+  return %2, %3 : tensor<6x5xf32>, tensor<6x4xf32>
+}
+
+// f32 values that were never bf16 stay as they are.
+// CHECK-LABEL: func.func @not_widened
+// CHECK: loom.reshape %{{.*}} : tensor<2x3x4xf32> -> tensor<6x4xf32>
+// CHECK-NOT: loom.cast
+func.func @not_widened(%x: tensor<2x3x4xf32>, %w: tensor<4x5xf32>) -> tensor<6x5xf32> {
+  %1 = loom.reshape %x : tensor<2x3x4xf32> -> tensor<6x4xf32>
+  %2 = loom.matmul %1, %w : tensor<6x4xf32>, tensor<4x5xf32>
+  return %2 : tensor<6x5xf32>
+}
