@@ -5,6 +5,7 @@
 //===----------------------------------------------------------------------===//
 #include "codegen/LowerToProgram.h"
 #include "codegen/ArenaPlanner.h"
+#include "codegen/FoldCasts.h"
 #include "ir/LoomOps.h"
 #include "ir/Sharding.h"
 
@@ -12,6 +13,7 @@
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/TypeSwitch.h"
 
+#include <cstdlib>
 #include <cstring>
 
 using namespace mlir;
@@ -391,6 +393,10 @@ bool ProgramBuilder::build(func::FuncOp func, std::string &err) {
     p.outputs.push_back(id);
   }
   planInPlaceUpdates(func, ret);
+  // LOOM_FOLD_CASTS=0 keeps every cast instruction: an A/B switch for
+  // timing the fold and checking that it changes no bits.
+  if (const char *fold = std::getenv("LOOM_FOLD_CASTS"); !fold || std::string(fold) != "0")
+    foldBf16Casts(p);
   // Lifetimes: inputs live from the start, outputs to the end; everything
   // else from its defining instruction to its last reader. An output that
   // updates an input in place takes the input's bytes instead.

@@ -11,13 +11,16 @@
 # checks need only python3 and the fixtures in test/fixtures.
 #
 # Checks (each one line, PASS/FAIL):
-#  - loom-unittests, CudaBackend.*: every kernel vs the CPU backend;
+#  - loom-unittests, CudaBackend.* and CudaMixedDtype.*: every kernel vs
+#    the CPU backend, and on bf16 storage vs the unfused casts;
 #  - per model (llama, qwen2, gpt2) and export variant: step-0 loss within
 #    1e-5 relative of PyTorch's fp64 loss and every gradient within 1e-4
 #    relative L2 (--backend cuda);
 #  - per model: 50-step curves, fp32 within 2e-3 and grad norms within 1%,
 #    bf16 within 2e-2 of PyTorch's recorded curves (except steps where
-#    PyTorch's fp32 and bf16 runs differ by more than that: GPT-2's 43-44).
+#    PyTorch's fp32 and bf16 runs differ by more than that: GPT-2's 43-44);
+#  - per model: the bf16 curve with autocast's casts left unfolded
+#    (LOOM_FOLD_CASTS=0) has exactly the same losses and grad norms.
 set -uo pipefail
 BUILD=${1:-build}
 cd "$(dirname "$0")/.."
@@ -51,7 +54,7 @@ report() { # name status detail
   case $2 in PASS) pass=$((pass + 1)) ;; FAIL) fail=$((fail + 1)) ;; *) skip=$((skip + 1)) ;; esac
 }
 
-if "$UNIT" --gtest_filter='CudaBackend.*' > "$OUT/unit.log" 2>&1; then
+if "$UNIT" --gtest_filter='CudaBackend.*:CudaMixedDtype.*' > "$OUT/unit.log" 2>&1; then
   report unit PASS "$(grep -c '^\[       OK \]' "$OUT/unit.log") CUDA kernel tests"
 else
   report unit FAIL "see below"; grep -E 'FAILED|Failure|error|seed' "$OUT/unit.log" | head -20
@@ -87,6 +90,22 @@ for m in llama qwen2 gpt2; do
       report "curve-$m-$prec" FAIL "$(tail -1 "$OUT/curve-$m-$prec.log")"
     fi
   done
+  # Folding the casts must not change a bit of the bf16 run.
+  jl="$OUT/curve-$m-bf16-unfolded.jsonl"
+  rm -f "$jl"
+  if LOOM_FOLD_CASTS=0 "$LOOM" train "$FIX/$m.dynamic.onnx" --backend cuda --data "$FIX/corpus.u16.bin" \
+      --batch 4 --seq 64 --steps 50 --batching fixture --warmup 5 --precision bf16 \
+      --init-weights "$FIX/$m.init.safetensors" --log "$jl" > "$OUT/curve-$m-bf16-unfolded.log" 2>&1 &&
+     res=$(python3 -c "
+import json, sys
+a = [json.loads(l) for l in open(sys.argv[1])]; b = [json.loads(l) for l in open(sys.argv[2])]
+same = len(a) == len(b) == 50 and all(x['loss'] == y['loss'] and x['grad_norm'] == y['grad_norm'] for x, y in zip(a, b))
+print('50 steps, same loss and grad norm bits' if same else 'differs'); sys.exit(0 if same else 1)" \
+       "$jl" "$OUT/curve-$m-bf16.jsonl"); then
+    report "fold-$m-bf16" PASS "$res"
+  else
+    report "fold-$m-bf16" FAIL "${res:-$(tail -1 "$OUT/curve-$m-bf16-unfolded.log")}"
+  fi
 done
 echo "gpu-test: logs in $OUT"
 echo "$pass passed, $fail failed, $skip skipped"

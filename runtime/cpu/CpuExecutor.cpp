@@ -19,7 +19,9 @@
 #include "lib/Diagnostics.h"
 #include "loom/runtime/Communicator.h"
 
+#include <algorithm>
 #include <cstdlib>
+#include <deque>
 #include <cstring>
 
 namespace loom::rt {
@@ -48,6 +50,10 @@ std::string cpuSupports(const Program &p, const Instr &I) {
     for (DType t : ts) names += std::string(names.empty() ? "" : "/") + dtypeName(t);
     return cat("the cpu backend supports ", which, " of ", names, ", not ", dtypeName(dt(id)));
   };
+  // bf16 storage of an f32 computation: staged through f32 (see below);
+  // validate() checked that the instruction's other float operands are f32.
+  if (usesBf16Storage(p, I))
+    return "";
   switch (I.op) {
   case OpCode::Add: case OpCode::Sub: case OpCode::Mul: case OpCode::Div:
   case OpCode::Pow: case OpCode::Max: case OpCode::Min:
@@ -134,16 +140,51 @@ bool dispatch(const KernelCall &c, ThreadPool &pool, std::string &err) {
   return false;
 }
 
+/// An instruction that reads or writes bf16 storage of an f32 computation
+/// (Program.h, bf16StorageAllowed). This backend is the reference, so it
+/// runs exactly the definition: widen the bf16 inputs into f32 scratch, run
+/// the f32 kernel, round its f32 outputs into the bf16 buffers with Cast's
+/// rounding. The CUDA backend reads and writes bf16 inside its kernels.
+struct Staging {
+  std::vector<KernelCall> widen, narrow; // Casts around the f32 call
+};
+
+/// A transpose between equal dtypes moves raw words: nothing to stage.
+bool needsStaging(const Program &p, const Instr &I) {
+  if (I.op == OpCode::Transpose && p.buffers[I.in[0]].dtype == p.buffers[I.out[0]].dtype)
+    return false;
+  return usesBf16Storage(p, I);
+}
+
+/// Bytes of f32 scratch that staging `I` needs (64-byte aligned pieces).
+uint64_t stagingBytes(const Program &p, const Instr &I) {
+  if (!needsStaging(p, I))
+    return 0;
+  uint64_t bytes = 0;
+  for (const auto *ids : {&I.in, &I.out})
+    for (uint32_t id : *ids)
+      if (p.buffers[id].dtype == DType::BF16)
+        bytes += (uint64_t(p.buffers[id].numElements()) * 4 + 63) / 64 * 64;
+  return bytes;
+}
+
 class CpuExecutor : public Executor {
 public:
   CpuExecutor(std::shared_ptr<const Program> p, int threads, uint8_t *arena,
               InProcessCommunicator *comm, int rank)
       : Executor(std::move(p)), pool_(threads), arena_(arena), comm_(comm), rank_(rank) {
+    uint64_t scratchBytes = 0;
+    for (const Instr &I : program_->instrs)
+      scratchBytes = std::max(scratchBytes, stagingBytes(*program_, I));
+    scratch_.resize(scratchBytes / 4 + 16); // floats, plus room to align to 64 bytes
     for (const Instr &I : program_->instrs) {
       KernelCall call;
       call.instr = &I;
       for (uint32_t id : I.in) call.in.push_back(tensor(id));
       for (uint32_t id : I.out) call.out.push_back(tensor(id));
+      staging_.emplace_back();
+      if (needsStaging(*program_, I))
+        stage(call, staging_.back());
       calls_.push_back(std::move(call));
     }
   }
@@ -169,10 +210,13 @@ public:
     for (size_t i = 0; i < calls_.size(); ++i) {
       std::string why;
       const KernelCall &c = calls_[i];
+      for (const KernelCall &w : staging_[i].widen) runCast(w, pool_, why);
       bool ok = isCollective(c.instr->op)
                     ? comm_->collective(rank_, *c.instr, c.in[0].shape(), c.out[0].shape(),
                                         c.in[0].as<float>(), c.out[0].as<float>(), why)
                     : dispatch(c, pool_, why);
+      if (ok)
+        for (const KernelCall &n : staging_[i].narrow) runCast(n, pool_, why);
       if (!ok) {
         err = cat("instr ", i, " (", opcodeName(calls_[i].instr->op), "): ", why);
         return false;
@@ -207,7 +251,35 @@ private:
     return true;
   }
 
+  /// Points the bf16 operands of `call` at f32 scratch and records the
+  /// Casts that fill (inputs) and drain (outputs) it.
+  void stage(KernelCall &call, Staging &st) {
+    auto *base = reinterpret_cast<uint8_t *>(scratch_.data());
+    base += (64 - reinterpret_cast<uintptr_t>(base) % 64) % 64;
+    uint64_t at = 0;
+    auto retype = [&](Tensor &t, bool output) {
+      if (t.dtype() != DType::BF16)
+        return;
+      BufferDesc &d = stagedDescs_.emplace_back(*t.desc);
+      d.dtype = DType::F32;
+      d.bytes = uint64_t(d.numElements()) * 4;
+      Tensor f32{base + at, &d};
+      at += (d.bytes + 63) / 64 * 64;
+      KernelCall conv;
+      conv.instr = call.instr;
+      conv.in = {output ? f32 : t};
+      conv.out = {output ? t : f32};
+      (output ? st.narrow : st.widen).push_back(std::move(conv));
+      t = f32;
+    };
+    for (Tensor &t : call.in) retype(t, false);
+    for (Tensor &t : call.out) retype(t, true);
+  }
+
   ThreadPool pool_;
+  std::vector<float> scratch_;           // f32 copies of staged bf16 operands
+  std::deque<BufferDesc> stagedDescs_;   // their descriptions (stable addresses)
+  std::vector<Staging> staging_;         // per instruction
   uint8_t *arena_;
   InProcessCommunicator *comm_;
   int rank_;

@@ -12,7 +12,8 @@
 //   Hopper fp64 arithmetic is far from the bottleneck of a kernel that
 //   streams its operands once.
 // - bf16 conversion written out bit by bit so it matches the CPU backend
-//   exactly (round to nearest even, NaN kept quiet).
+//   exactly (round to nearest even, NaN kept quiet); FloatIn/FloatOut let
+//   an f32 kernel read or write bf16 storage with that conversion.
 // - reportError: the first data error of a run wins the DeviceError slot.
 //===----------------------------------------------------------------------===//
 #ifndef LOOM_RUNTIME_CUDA_CUDACOMMON_CUH
@@ -118,6 +119,31 @@ __device__ inline uint16_t floatToBf16(float f) {
 }
 
 __device__ inline float bf16ToFloat(uint16_t h) { return __uint_as_float(uint32_t(h) << 16); }
+
+/// An f32 operand stored as f32 or as bf16 (Program.h: bf16 storage of an
+/// f32 computation, where codegen folded autocast's casts into the kernel).
+/// Reading widens exactly; the flag is the same for every thread, so the
+/// branch costs nothing next to the memory access.
+struct FloatIn {
+  const void *p = nullptr;
+  bool bf16 = false;
+  __device__ float operator[](int64_t i) const {
+    return bf16 ? bf16ToFloat(static_cast<const uint16_t *>(p)[i]) : static_cast<const float *>(p)[i];
+  }
+};
+
+/// An f32 result stored as f32 or rounded to bf16 (as Cast rounds).
+struct FloatOut {
+  void *p = nullptr;
+  bool bf16 = false;
+  __device__ void store(int64_t i, float v) const {
+    if (bf16) static_cast<uint16_t *>(p)[i] = floatToBf16(v);
+    else static_cast<float *>(p)[i] = v;
+  }
+};
+
+inline FloatIn floatIn(const DevTensor &t) { return {t.data, t.dtype() == DType::BF16}; }
+inline FloatOut floatOut(const DevTensor &t) { return {t.data, t.dtype() == DType::BF16}; }
 
 /// Records a data error unless an earlier one is already recorded.
 __device__ inline void reportError(DeviceError *e, int instr, int what, long long value,

@@ -350,6 +350,10 @@ std::string cuda::cudaSupports(const Program &p, const Instr &I) {
   for (uint32_t id : I.in)
     if (p.buffers[id].shape.size() > size_t(8))
       return cat("the cuda backend supports tensors of rank <= 8, not ", p.buffers[id].shape.size());
+  // bf16 storage of an f32 computation (FloatIn/FloatOut in the kernels);
+  // validate() checked that the other float operands are f32.
+  if (usesBf16Storage(p, I))
+    return "";
   switch (I.op) {
   case OpCode::Add: case OpCode::Sub: case OpCode::Mul: case OpCode::Div:
   case OpCode::Pow: case OpCode::Max: case OpCode::Min:

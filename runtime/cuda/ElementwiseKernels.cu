@@ -7,6 +7,8 @@
 // CPU reference, transcendental functions evaluate in double and round once,
 // so both backends agree to the last bit or two; these kernels are bound by
 // memory traffic, not arithmetic, so the double math costs nothing visible.
+// The f32 kernels may read and write bf16 storage (FloatIn/FloatOut), which
+// is how autocast's casts fold into them.
 //===----------------------------------------------------------------------===//
 #include "cuda/CudaCommon.cuh"
 
@@ -58,6 +60,29 @@ __global__ void binaryKernel(int op, const T *a, const T *b, T *y, int64_t n, St
   }
 }
 
+/// f32 arithmetic on operands stored as f32 or bf16 (Program.h): the same
+/// applyBinary<float> as binaryKernel<float>, so the f32 result is the same;
+/// a bf16 output rounds it once.
+__global__ void binaryMixedKernel(int op, FloatIn a, FloatIn b, FloatOut y, int64_t n,
+                                  StridedMap<3> map) {
+  LOOM_GRID_STRIDE(i, n) {
+    int64_t off[3];
+    map.offsets(i, off);
+    y.store(off[0], applyBinary<float>(op, a[off[1]], b[off[2]]));
+  }
+}
+
+void binaryMixed(const CudaCall &c, CudaContext &ctx) {
+  const Shape &shape = c.out[0].shape();
+  auto map = makeStridedMap<3>(shape, {contiguousStrides(shape),
+                                       broadcastStrides(c.in[0].shape(), shape),
+                                       broadcastStrides(c.in[1].shape(), shape)});
+  int64_t n = c.out[0].numel();
+  if (n == 0) return;
+  binaryMixedKernel<<<gridFor(n), kThreads, 0, ctx.stream>>>(
+      int(c.instr->op), floatIn(c.in[0]), floatIn(c.in[1]), floatOut(c.out[0]), n, map);
+}
+
 template <typename T> void binaryTyped(const CudaCall &c, CudaContext &ctx) {
   const Shape &shape = c.out[0].shape();
   auto map = makeStridedMap<3>(shape, {contiguousStrides(shape),
@@ -91,8 +116,8 @@ __device__ double unaryValue(int op, double x) {
   }
 }
 
-__global__ void unaryKernel(int op, const float *x, float *y, int64_t n) {
-  LOOM_GRID_STRIDE(i, n) y[i] = float(unaryValue(op, double(x[i])));
+__global__ void unaryKernel(int op, FloatIn x, FloatOut y, int64_t n) {
+  LOOM_GRID_STRIDE(i, n) y.store(i, float(unaryValue(op, double(x[i]))));
 }
 
 //===--- Where ------------------------------------------------------------===//
@@ -176,8 +201,7 @@ __global__ void castBf16ToF32Kernel(const uint16_t *x, float *y, int64_t n) {
 //   gelu erf:  Phi(x) + x phi(x)
 //   gelu tanh: (1 + t) / 2 + x (1 - t^2) sqrt(2/pi) (1 + 3 0.044715 x^2) / 2,
 //              t = tanh(sqrt(2/pi) (x + 0.044715 x^3))
-__global__ void activationGradKernel(int kind, const float *x, const float *dy, float *dx,
-                                     int64_t n) {
+__global__ void activationGradKernel(int kind, FloatIn x, FloatIn dy, FloatOut dx, int64_t n) {
   constexpr double kSqrt2OverPi = 0.7978845608028654;
   constexpr double kInvSqrt2Pi = 0.3989422804014327;
   LOOM_GRID_STRIDE(i, n) {
@@ -191,7 +215,7 @@ __global__ void activationGradKernel(int kind, const float *x, const float *dy, 
       double t = tanh(kSqrt2OverPi * (v + 0.044715 * v * v * v));
       d = 0.5 * (1.0 + t) + 0.5 * v * (1.0 - t * t) * kSqrt2OverPi * (1.0 + 3.0 * 0.044715 * v * v);
     }
-    dx[i] = float(d * double(dy[i]));
+    dx.store(i, float(d * double(dy[i])));
   }
 }
 
@@ -221,6 +245,11 @@ __global__ void adamwKernel(const float *p, const float *g, const float *m, cons
 } // namespace
 
 void launchBinary(const CudaCall &c, CudaContext &ctx) {
+  for (const DevTensor *t : {&c.in[0], &c.in[1], &c.out[0]})
+    if (t->dtype() == DType::BF16) { // bf16 storage; validate() made the rest f32
+      binaryMixed(c, ctx);
+      return;
+    }
   switch (c.out[0].dtype()) {
   case DType::F32: binaryTyped<float>(c, ctx); break;
   case DType::F64: binaryTyped<double>(c, ctx); break;
@@ -233,8 +262,8 @@ void launchBinary(const CudaCall &c, CudaContext &ctx) {
 void launchUnary(const CudaCall &c, CudaContext &ctx) {
   int64_t n = c.out[0].numel();
   if (n == 0) return;
-  unaryKernel<<<gridFor(n), kThreads, 0, ctx.stream>>>(int(c.instr->op), c.in[0].as<float>(),
-                                                        c.out[0].as<float>(), n);
+  unaryKernel<<<gridFor(n), kThreads, 0, ctx.stream>>>(int(c.instr->op), floatIn(c.in[0]),
+                                                        floatOut(c.out[0]), n);
 }
 
 void launchWhere(const CudaCall &c, CudaContext &ctx) {
@@ -265,7 +294,7 @@ void launchActivationGrad(const CudaCall &c, CudaContext &ctx) {
   int64_t n = c.out[0].numel();
   if (n == 0) return;
   activationGradKernel<<<gridFor(n), kThreads, 0, ctx.stream>>>(
-      int(c.instr->ints[0]), c.in[0].as<float>(), c.in[1].as<float>(), c.out[0].as<float>(), n);
+      int(c.instr->ints[0]), floatIn(c.in[0]), floatIn(c.in[1]), floatOut(c.out[0]), n);
 }
 
 void launchAdamW(const CudaCall &c, CudaContext &ctx) {

@@ -27,6 +27,16 @@ __global__ void stridedCopyKernel(const Word *x, Word *y, int64_t n, StridedMap<
   }
 }
 
+/// The same walk converting f32 <-> bf16 (a transpose with autocast's cast
+/// folded into it): y[map0(i)] = x[map1(i)], widened or rounded like Cast.
+__global__ void stridedConvertKernel(FloatIn x, FloatOut y, int64_t n, StridedMap<2> map) {
+  LOOM_GRID_STRIDE(i, n) {
+    int64_t off[2];
+    map.offsets(i, off);
+    y.store(off[0], x[off[1]]);
+  }
+}
+
 /// dst[dstStrides . idx] = src[srcStrides . idx] over `shape`.
 void stridedCopy(const void *src, const Shape &srcStrides, void *dst, const Shape &dstStrides,
                  const Shape &shape, DType t, cudaStream_t stream) {
@@ -110,7 +120,9 @@ __global__ void embeddingKernel(const Word *table, const void *ids, bool ids64, 
 // The forward's sin index is the output position d, the backward's is the
 // partner's; cos and sin broadcast to x through row offsets (cmap) and a
 // per-column stride (0 when the table has one column).
-__global__ void rotaryKernel(const float *x, const float *cosT, const float *sinT, float *y,
+// x (dy) and y (dx) may be bf16 storage of the f32 computation; the tables
+// are f32.
+__global__ void rotaryKernel(FloatIn x, const float *cosT, const float *sinT, FloatOut y,
                              int64_t rows, int64_t D, StridedMap<2> rowMap, int64_t cd,
                              int64_t sd, bool backward) {
   int64_t half = D / 2;
@@ -118,15 +130,15 @@ __global__ void rotaryKernel(const float *x, const float *cosT, const float *sin
     int64_t r = i / D, d = i % D;
     int64_t off[2];
     rowMap.offsets(r, off);
-    const float *xr = x + r * D, *cr = cosT + off[0], *sr = sinT + off[1];
+    const float *cr = cosT + off[0], *sr = sinT + off[1];
     bool low = d < half;
     int64_t partner = low ? d + half : d - half;
-    double v = double(xr[d]) * cr[d * cd];
+    double v = double(x[r * D + d]) * cr[d * cd];
     if (!backward)
-      v += (low ? -1.0 : 1.0) * double(xr[partner]) * sr[d * sd];
+      v += (low ? -1.0 : 1.0) * double(x[r * D + partner]) * sr[d * sd];
     else
-      v += (low ? 1.0 : -1.0) * double(xr[partner]) * sr[partner * sd];
-    y[i] = float(v);
+      v += (low ? 1.0 : -1.0) * double(x[r * D + partner]) * sr[partner * sd];
+    y.store(i, float(v));
   }
 }
 
@@ -146,8 +158,8 @@ void rotary(const CudaCall &c, CudaContext &ctx, bool backward) {
   }
   auto map = makeStridedMap<2>(rowShape, {cs, ss});
   rotaryKernel<<<gridFor(rows * D), kThreads, 0, ctx.stream>>>(
-      x.as<float>(), cosT.as<float>(), sinT.as<float>(), c.out[0].as<float>(), rows, D, map, cd,
-      sd, backward);
+      floatIn(x), cosT.as<float>(), sinT.as<float>(), floatOut(c.out[0]), rows, D, map, cd, sd,
+      backward);
 }
 
 } // namespace
@@ -156,8 +168,17 @@ void launchTranspose(const CudaCall &c, CudaContext &ctx) {
   Shape own = contiguousStrides(c.in[0].shape()), strides;
   for (int64_t d : c.instr->ints) strides.push_back(own[size_t(d)]);
   const Shape &shape = c.out[0].shape();
-  stridedCopy(c.in[0].data, strides, c.out[0].data, contiguousStrides(shape), shape,
-              c.out[0].dtype(), ctx.stream);
+  if (c.in[0].dtype() == c.out[0].dtype()) {
+    stridedCopy(c.in[0].data, strides, c.out[0].data, contiguousStrides(shape), shape,
+                c.out[0].dtype(), ctx.stream);
+    return;
+  }
+  // f32 <-> bf16 (validate() allows no other pair): a transposing cast.
+  int64_t n = c.out[0].numel();
+  if (n == 0) return;
+  auto map = makeStridedMap<2>(shape, {contiguousStrides(shape), strides});
+  stridedConvertKernel<<<gridFor(n), kThreads, 0, ctx.stream>>>(floatIn(c.in[0]),
+                                                               floatOut(c.out[0]), n, map);
 }
 
 void launchSlice(const CudaCall &c, CudaContext &ctx) {

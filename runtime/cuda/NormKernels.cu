@@ -24,16 +24,16 @@ int64_t rowsOf(const DevTensor &x) {
   return d ? x.numel() / d : 0;
 }
 
-// y = x / sqrt(mean(x^2) + eps) * w
-__global__ void rmsNormKernel(const float *x, const float *w, float *y, int64_t D, double eps) {
+// y = x / sqrt(mean(x^2) + eps) * w; x and y may be bf16 storage.
+__global__ void rmsNormKernel(FloatIn x, const float *w, FloatOut y, int64_t D, double eps) {
   __shared__ double red[32];
-  const float *xr = x + blockIdx.x * D;
-  float *yr = y + blockIdx.x * D;
+  int64_t row = int64_t(blockIdx.x) * D;
   double ss = 0;
-  for (int64_t i = threadIdx.x; i < D; i += blockDim.x) ss += double(xr[i]) * xr[i];
+  for (int64_t i = threadIdx.x; i < D; i += blockDim.x) ss += double(x[row + i]) * x[row + i];
   ss = blockSum(ss, red);
   double inv = 1.0 / sqrt(ss / double(D) + eps);
-  for (int64_t i = threadIdx.x; i < D; i += blockDim.x) yr[i] = float(xr[i] * inv * w[i]);
+  for (int64_t i = threadIdx.x; i < D; i += blockDim.x)
+    y.store(row + i, float(x[row + i] * inv * w[i]));
 }
 
 // y = (x - mean) / sqrt(var + eps) * w + b, var = mean((x - mean)^2)
@@ -52,20 +52,22 @@ __global__ void layerNormKernel(const float *x, const float *w, const float *b, 
 }
 
 // RmsNormGrad, per row, r = 1/sqrt(mean(x^2) + eps), n = x r, g = dy w:
-//   dx = r (g - n mean(g n)); keeps r for the dw pass.
-__global__ void rmsNormGradRowKernel(const float *x, const float *w, const float *dy, float *dx,
+//   dx = r (g - n mean(g n)); keeps r for the dw pass. dy and dx may be
+//   bf16 storage.
+__global__ void rmsNormGradRowKernel(const float *x, const float *w, FloatIn dy, FloatOut dx,
                                      double *rstd, int64_t D, double eps) {
   __shared__ double red[32];
   int64_t row = blockIdx.x;
-  const float *xr = x + row * D, *gr = dy + row * D;
+  const float *xr = x + row * D;
   double ss = 0;
   for (int64_t i = threadIdx.x; i < D; i += blockDim.x) ss += double(xr[i]) * xr[i];
   double r = 1.0 / sqrt(blockSum(ss, red) / double(D) + eps);
   double gn = 0;
-  for (int64_t i = threadIdx.x; i < D; i += blockDim.x) gn += double(gr[i]) * w[i] * (xr[i] * r);
+  for (int64_t i = threadIdx.x; i < D; i += blockDim.x)
+    gn += double(dy[row * D + i]) * w[i] * (xr[i] * r);
   double meanGn = blockSum(gn, red) / double(D);
   for (int64_t i = threadIdx.x; i < D; i += blockDim.x)
-    dx[row * D + i] = float(r * (double(gr[i]) * w[i] - xr[i] * r * meanGn));
+    dx.store(row * D + i, float(r * (double(dy[row * D + i]) * w[i] - xr[i] * r * meanGn)));
   if (threadIdx.x == 0) rstd[row] = r;
 }
 
@@ -101,7 +103,7 @@ __global__ void layerNormGradRowKernel(const float *x, const float *w, const flo
 ///   kind 0: dy x rstd          (RmsNorm dw; stats = rstd per row)
 ///   kind 1: dy (x - mean) rstd (LayerNorm dw; stats = mean, rstd per row)
 ///   kind 2: dy                 (LayerNorm db)
-__device__ double normTerm(int kind, const float *x, const float *dy, const double *stats,
+__device__ double normTerm(int kind, const float *x, FloatIn dy, const double *stats,
                            int64_t row, int64_t col, int64_t D) {
   double g = dy[row * D + col];
   if (kind == 0) return g * x[row * D + col] * stats[row];
@@ -110,7 +112,7 @@ __device__ double normTerm(int kind, const float *x, const float *dy, const doub
 }
 
 // Pass 1: partial[chunk, col] = sum over the chunk's rows, in row order.
-__global__ void columnPartialKernel(int kind, const float *x, const float *dy,
+__global__ void columnPartialKernel(int kind, const float *x, FloatIn dy,
                                     const double *stats, double *partial, int64_t rows,
                                     int64_t D) {
   int64_t chunk = blockIdx.y;
@@ -132,7 +134,7 @@ __global__ void columnFinishKernel(const double *partial, float *out, int64_t ch
   }
 }
 
-void columnSums(int kind, const float *x, const float *dy, const double *stats, double *partial,
+void columnSums(int kind, const float *x, FloatIn dy, const double *stats, double *partial,
                 float *out, int64_t rows, int64_t D, cudaStream_t stream) {
   int64_t chunks = (rows + kChunkRows - 1) / kChunkRows;
   if (chunks == 0) {
@@ -260,7 +262,7 @@ void launchRmsNorm(const CudaCall &c, CudaContext &ctx) {
   int64_t rows = rowsOf(c.in[0]), D = c.in[0].shape().back();
   if (rows == 0) return;
   rmsNormKernel<<<unsigned(rows), kRowThreads, 0, ctx.stream>>>(
-      c.in[0].as<float>(), c.in[1].as<float>(), c.out[0].as<float>(), D, c.instr->floats[0]);
+      floatIn(c.in[0]), c.in[1].as<float>(), floatOut(c.out[0]), D, c.instr->floats[0]);
 }
 
 void launchLayerNorm(const CudaCall &c, CudaContext &ctx) {
@@ -277,10 +279,10 @@ void launchRmsNormGrad(const CudaCall &c, CudaContext &ctx) {
   double *partial = stats + 2 * rows;
   if (rows > 0)
     rmsNormGradRowKernel<<<unsigned(rows), kRowThreads, 0, ctx.stream>>>(
-        c.in[0].as<float>(), c.in[1].as<float>(), c.in[2].as<float>(), c.out[0].as<float>(), stats,
-        D, c.instr->floats[0]);
-  columnSums(0, c.in[0].as<float>(), c.in[2].as<float>(), stats, partial, c.out[1].as<float>(),
-             rows, D, ctx.stream);
+        c.in[0].as<float>(), c.in[1].as<float>(), floatIn(c.in[2]), floatOut(c.out[0]), stats, D,
+        c.instr->floats[0]);
+  columnSums(0, c.in[0].as<float>(), floatIn(c.in[2]), stats, partial, c.out[1].as<float>(), rows,
+             D, ctx.stream);
 }
 
 void launchLayerNormGrad(const CudaCall &c, CudaContext &ctx) {
@@ -291,9 +293,9 @@ void launchLayerNormGrad(const CudaCall &c, CudaContext &ctx) {
     layerNormGradRowKernel<<<unsigned(rows), kRowThreads, 0, ctx.stream>>>(
         c.in[0].as<float>(), c.in[1].as<float>(), c.in[2].as<float>(), c.out[0].as<float>(), stats,
         D, c.instr->floats[0]);
-  columnSums(1, c.in[0].as<float>(), c.in[2].as<float>(), stats, partial, c.out[1].as<float>(),
+  columnSums(1, c.in[0].as<float>(), floatIn(c.in[2]), stats, partial, c.out[1].as<float>(),
              rows, D, ctx.stream);
-  columnSums(2, c.in[0].as<float>(), c.in[2].as<float>(), stats, partial, c.out[2].as<float>(),
+  columnSums(2, c.in[0].as<float>(), floatIn(c.in[2]), stats, partial, c.out[2].as<float>(),
              rows, D, ctx.stream);
 }
 

@@ -9,6 +9,7 @@
 #include "lib/Diagnostics.h"
 
 #include <algorithm>
+#include <deque>
 
 namespace loom::rt {
 
@@ -34,13 +35,28 @@ using Shape = std::vector<int64_t>;
 bool isFloat(DType t) { return t == DType::F32 || t == DType::F64 || t == DType::BF16; }
 bool isIndex(DType t) { return t == DType::I64 || t == DType::I32; }
 
-/// The operands of one instruction, with the checks every rule needs.
+/// The operands of one instruction, with the checks every rule needs. A
+/// bf16 buffer in a slot that may hold bf16 storage of an f32 computation
+/// (bf16StorageAllowed) is seen as f32, so the rules below then insist that
+/// the instruction's other operands are f32.
 class OpView {
 public:
-  OpView(const Program &p, const Instr &I) : p_(p), I_(I) {}
+  OpView(const Program &p, const Instr &I) : I_(I) {
+    auto view = [&](uint32_t id, bool output, size_t k) {
+      const BufferDesc *b = &p.buffers[id];
+      if (b->dtype == DType::BF16 && bf16StorageAllowed(I.op, output, k)) {
+        widened_.push_back(*b);
+        widened_.back().dtype = DType::F32;
+        b = &widened_.back();
+      }
+      return b;
+    };
+    for (size_t k = 0; k < I.in.size(); ++k) ins_.push_back(view(I.in[k], false, k));
+    for (size_t k = 0; k < I.out.size(); ++k) outs_.push_back(view(I.out[k], true, k));
+  }
 
-  const BufferDesc &in(size_t k) const { return p_.buffers[I_.in[k]]; }
-  const BufferDesc &out(size_t k = 0) const { return p_.buffers[I_.out[k]]; }
+  const BufferDesc &in(size_t k) const { return *ins_[k]; }
+  const BufferDesc &out(size_t k = 0) const { return *outs_[k]; }
 
   /// Counts of inputs, outputs, ints and floats. kAny accepts any count.
   static constexpr size_t kAny = SIZE_MAX;
@@ -96,8 +112,9 @@ private:
       return std::to_string(lo);
     return hi == kAny ? cat(lo, " or more") : cat(lo, " to ", hi);
   }
-  const Program &p_;
   const Instr &I_;
+  std::deque<BufferDesc> widened_; // stable addresses for ins_/outs_
+  std::vector<const BufferDesc *> ins_, outs_;
 };
 
 // Each check returns "" or the first problem; `first` chains them.
@@ -582,6 +599,33 @@ std::string checkAdamW(const OpView &v) {
 }
 
 } // namespace
+
+bool bf16StorageAllowed(OpCode op, bool output, size_t slot) {
+  switch (op) {
+  case OpCode::Add: case OpCode::Sub: case OpCode::Mul: case OpCode::Div:
+  case OpCode::Pow: case OpCode::Max: case OpCode::Min:
+    return output ? slot == 0 : slot < 2;
+  case OpCode::Neg: case OpCode::Sqrt: case OpCode::Rsqrt: case OpCode::Reciprocal:
+  case OpCode::Exp: case OpCode::Tanh: case OpCode::Sigmoid: case OpCode::Silu:
+  case OpCode::GeluTanh: case OpCode::GeluErf: case OpCode::Cos: case OpCode::Sin:
+  case OpCode::Log: case OpCode::Transpose: case OpCode::Rotary: case OpCode::RotaryGrad:
+  case OpCode::RmsNorm:
+    return slot == 0;
+  case OpCode::ActivationGrad: return output ? slot == 0 : slot < 2;
+  case OpCode::RmsNormGrad: return output ? slot == 0 : slot == 2;
+  default: return false;
+  }
+}
+
+bool usesBf16Storage(const Program &p, const Instr &I) {
+  for (size_t k = 0; k < I.in.size(); ++k)
+    if (p.buffers[I.in[k]].dtype == DType::BF16 && bf16StorageAllowed(I.op, false, k))
+      return true;
+  for (size_t k = 0; k < I.out.size(); ++k)
+    if (p.buffers[I.out[k]].dtype == DType::BF16 && bf16StorageAllowed(I.op, true, k))
+      return true;
+  return false;
+}
 
 std::string checkOpShapes(const Program &p, const Instr &I) {
   OpView v(p, I);

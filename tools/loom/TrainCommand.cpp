@@ -17,6 +17,7 @@
 #include "TrainProgram.h"
 #include "WeightFiles.h"
 #include "frontends/onnx/OnnxExporter.h"
+#include "loom/runtime/ProgramStats.h"
 #include "planner/Plan.h"
 
 #include <chrono>
@@ -150,6 +151,8 @@ int runTrain(int argc, char **argv) {
   args.flag("die-after-step", "testing: exit abruptly (code 86) after this step completes");
   args.flag("fail-rank", "testing: this simulated rank gets invalid token ids at --fail-step");
   args.flag("fail-step", "testing: the step at which --fail-rank fails", false, "0");
+  args.flag("print-program-stats", "print the step program's instructions per opcode and where "
+            "its casts sit, then train", true);
   if (!args.parse(argc, argv, 2))
     return args.wantsHelp() ? 0 : 1;
   if (args.positional().size() != 1)
@@ -205,6 +208,8 @@ int runTrain(int argc, char **argv) {
   TrainProgram tp;
   if (!compileTrainStep(args.positional()[0], B, T, opts, tp, err))
     return fail("train", err);
+  if (args.has("print-program-stats"))
+    std::printf("%s", rt::formatProgramStats(rt::programStats(*tp.program)).c_str());
   std::vector<std::string> hfNames;
   std::map<std::string, std::string> aliases;
   if (args.has("init-weights") &&

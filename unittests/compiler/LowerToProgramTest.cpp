@@ -5,7 +5,8 @@
 // Codegen choices that change which kernels run: a bf16 -> f32 cast that
 // only feeds matmuls is folded into a bf16 GEMM with an f32 result (and
 // kept when another user needs the f32 copy), and the program computes the
-// same values either way.
+// same values either way; autocast's other casts fold into the kernels
+// that read or write their values (codegen/FoldCasts.cpp), bit for bit.
 //===----------------------------------------------------------------------===//
 #include "codegen/LowerToProgram.h"
 #include "ir/LoomDialect.h"
@@ -18,7 +19,9 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <cstring>
+#include <random>
 
 using namespace mlir;
 
@@ -97,6 +100,105 @@ TEST(LowerToProgram, WideningCastsFoldIntoBf16Gemms) {
       for (int k = 0; k < 8; ++k) want += f(a[i * 8 + k]) * (f(w[k * 5 + j]) + f(v[k * 5 + j]));
       EXPECT_NEAR(out[size_t(i * 5 + j)], want, 1e-4 * std::abs(want));
     }
+}
+
+// One MLP-like block as autocast leaves it: every op's f32 result rounded
+// through a cast pair, bf16 GEMMs, and a bf16 value that leaves the function.
+constexpr const char *kAutocast = R"mlir(
+func.func @f(%x: tensor<4x8xf32>, %w: tensor<8xf32>, %m: tensor<8x8xf32>)
+    -> (tensor<4x8xf32>, tensor<8x4xf32>, tensor<4x8xf32>) {
+  %0 = loom.rms_norm %x, %w {epsilon = 1.0E-5 : f64} : tensor<4x8xf32>, tensor<8xf32>
+  %1 = loom.cast %0 : tensor<4x8xf32> -> tensor<4x8xbf16>
+  %2 = loom.cast %1 : tensor<4x8xbf16> -> tensor<4x8xf32>
+  %3 = loom.cast %m : tensor<8x8xf32> -> tensor<8x8xbf16>
+  %4 = loom.matmul %1, %3 : tensor<4x8xbf16>, tensor<8x8xbf16>
+  %5 = loom.cast %4 : tensor<4x8xbf16> -> tensor<4x8xf32>
+  %6 = loom.silu %5 : tensor<4x8xf32>
+  %7 = loom.cast %6 : tensor<4x8xf32> -> tensor<4x8xbf16>
+  %8 = loom.cast %7 : tensor<4x8xbf16> -> tensor<4x8xf32>
+  %9 = loom.mul %8, %2 : tensor<4x8xf32>, tensor<4x8xf32>
+  %10 = loom.transpose %9 [1, 0] : tensor<4x8xf32>
+  %11 = loom.cast %10 : tensor<8x4xf32> -> tensor<8x4xbf16>
+  %12 = loom.cast %11 : tensor<8x4xbf16> -> tensor<8x4xf32>
+  %13 = loom.softmax %5 {axis = 1 : i64} : tensor<4x8xf32>
+  return %13, %12, %9 : tensor<4x8xf32>, tensor<8x4xf32>, tensor<4x8xf32>
+}
+)mlir";
+
+struct CastCounts {
+  int casts = 0, converting = 0;
+};
+
+CastCounts countCasts(const loom::rt::Program &p) {
+  CastCounts c;
+  for (const loom::rt::Instr &I : p.instrs)
+    if (I.op == loom::rt::OpCode::Cast) {
+      ++c.casts;
+      c.converting += p.buffers[I.in[0]].dtype != p.buffers[I.out[0]].dtype;
+    }
+  return c;
+}
+
+std::vector<std::vector<uint8_t>> runOnCpu(const loom::rt::Program &p,
+                                           const std::vector<std::vector<float>> &inputs,
+                                           std::string &err) {
+  std::vector<std::vector<uint8_t>> outs;
+  auto exec = loom::rt::createExecutor(std::make_shared<loom::rt::Program>(p), "cpu", 2, err);
+  if (!exec)
+    return outs;
+  for (size_t i = 0; i < inputs.size(); ++i)
+    if (!exec->setInput(i, inputs[i].data(), inputs[i].size() * 4, err))
+      return outs;
+  if (!exec->run(err))
+    return outs;
+  for (size_t k = 0; k < p.outputs.size(); ++k) {
+    outs.emplace_back(p.buffers[p.outputs[k]].bytes);
+    if (!exec->getOutput(k, outs.back().data(), outs.back().size(), err))
+      return {};
+  }
+  return outs;
+}
+
+TEST(LowerToProgram, AutocastCastsFoldIntoKernels) {
+  setenv("LOOM_FOLD_CASTS", "0", 1);
+  Lowered plain(kAutocast);
+  unsetenv("LOOM_FOLD_CASTS");
+  Lowered folded(kAutocast);
+  ASSERT_TRUE(plain.module && folded.module);
+  ASSERT_EQ(plain.err, "");
+  ASSERT_EQ(folded.err, "");
+  CastCounts before = countCasts(plain.program), after = countCasts(folded.program);
+  EXPECT_EQ(before.converting, 8);
+  // Left: the weight's rounding (%3, read by the GEMM; an argument has no
+  // kernel to fold into) and %5, which softmax reads (softmax takes no bf16
+  // storage), and %12, a result of the function. rms_norm and silu store
+  // bf16, the mul reads both bf16 values and the transpose stores bf16.
+  EXPECT_EQ(after.converting, 3);
+  EXPECT_EQ(after.casts, 3);
+  const loom::rt::Program &p = folded.program;
+  for (const loom::rt::Instr &I : p.instrs) {
+    if (I.op == loom::rt::OpCode::RmsNorm || I.op == loom::rt::OpCode::Silu)
+      EXPECT_EQ(p.buffers[I.out[0]].dtype, loom::rt::DType::BF16);
+    if (I.op == loom::rt::OpCode::Mul) {
+      EXPECT_EQ(p.buffers[I.in[0]].dtype, loom::rt::DType::BF16);
+      EXPECT_EQ(p.buffers[I.in[1]].dtype, loom::rt::DType::BF16);
+      EXPECT_EQ(p.buffers[I.out[0]].dtype, loom::rt::DType::F32); // %9 is a result
+    }
+  }
+  // Fewer instructions, the same bits.
+  std::mt19937 gen(std::random_device{}());
+  std::uniform_real_distribution<float> u(-2, 2);
+  std::vector<std::vector<float>> inputs = {std::vector<float>(32), std::vector<float>(8),
+                                            std::vector<float>(64)};
+  for (auto &v : inputs)
+    for (float &x : v) x = u(gen);
+  std::string err;
+  auto want = runOnCpu(plain.program, inputs, err);
+  ASSERT_EQ(err, "");
+  auto got = runOnCpu(p, inputs, err);
+  ASSERT_EQ(err, "");
+  ASSERT_EQ(got.size(), 3u);
+  EXPECT_EQ(got, want);
 }
 
 } // namespace

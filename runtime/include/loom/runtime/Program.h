@@ -178,6 +178,31 @@ enum class OpCode : uint16_t {
   ReduceScatter = 102,
 };
 
+struct Program;
+struct Instr;
+
+/// bf16 storage of f32 computations (autocast). Codegen folds autocast's
+/// f32 <-> bf16 casts into their neighbours, so some instructions that
+/// compute in f32 read or write bf16 buffers directly:
+///  - a bf16 input is widened to f32 as it is read (exact);
+///  - a bf16 output receives the f32 result the instruction would have
+///    stored, rounded to nearest even (what Cast does), once per element.
+/// The result is bit-identical to a Cast before or after the f32
+/// instruction. Allowed only in these slots, with every other float operand
+/// of the instruction f32:
+///   Add Sub Mul Div Pow Max Min: inputs 0, 1 and the output;
+///   the unary ops (Neg ... Log): input and output;
+///   ActivationGrad: x, dy and dx;
+///   Transpose: input and output (a transposing cast);
+///   Rotary, RotaryGrad: x (dy) and the output (the tables stay f32);
+///   RmsNorm: x and y (the weight stays f32);
+///   RmsNormGrad: dy (input 2) and dx (output 0); x, w and dw stay f32.
+/// MatMul's bf16 operands and Cast follow their own rules above.
+bool bf16StorageAllowed(OpCode op, bool output, size_t slot);
+/// True when some slot of `I` that bf16StorageAllowed names holds bf16:
+/// the instruction computes in f32 (validate() checked the other operands).
+bool usesBf16Storage(const Program &p, const Instr &I);
+
 /// Number of int attributes of a collective instruction.
 constexpr size_t kCollectiveInts = 8;
 /// Mesh axes in rank-layout order, as the collectives' axis bits number them.

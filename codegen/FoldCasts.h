@@ -1,0 +1,31 @@
+//===- FoldCasts.h - Folding f32 <-> bf16 casts into their neighbours -*- C++ -*-===//
+//
+// Part of loom, under the Apache License v2.0.
+//
+// Autocast (passes/AutocastBf16.cpp) brackets ops with f32 -> bf16 -> f32
+// cast pairs; lowered one to one, each cast is an instruction and a full
+// pass over memory. Many kernels can instead read bf16 and compute in f32,
+// or compute in f32 and store bf16 (Program.h, bf16StorageAllowed), with
+// bit-identical results. This runs on the lowered program, before arena
+// planning, and removes the casts it can:
+//   consumer fold: y = Cast(x: bf16 -> f32) whose readers all accept bf16
+//     in that slot (or are Casts, which convert anyway): they read x;
+//   producer fold: y = Cast(x: f32 -> bf16) where x is read by this cast
+//     only and its writer may store bf16 in that slot (or is a Cast): the
+//     writer stores y directly.
+// Buffers left without any reference are dropped from the table.
+//===----------------------------------------------------------------------===//
+#ifndef LOOM_CODEGEN_FOLDCASTS_H
+#define LOOM_CODEGEN_FOLDCASTS_H
+
+#include "loom/runtime/Program.h"
+
+namespace loom {
+
+/// Folds what it can in `p` (buffers not yet placed: offsets are ignored).
+/// Returns the number of cast instructions removed.
+int64_t foldBf16Casts(rt::Program &p);
+
+} // namespace loom
+
+#endif

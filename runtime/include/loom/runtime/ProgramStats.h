@@ -1,0 +1,40 @@
+//===- ProgramStats.h - What a program's instructions are made of -*- C++ -*-===//
+//
+// Part of loom, under the Apache License v2.0.
+//
+// A report for people tuning codegen: instructions per opcode and, for every
+// cast that converts (in and out dtypes differ), the opcodes of the
+// instruction that wrote its input and of those that read its output. Each
+// such cast is a full pass over memory that a kernel reading or writing the
+// other dtype could absorb; the pairs say which kernels matter most.
+//===----------------------------------------------------------------------===//
+#ifndef LOOM_RUNTIME_PROGRAMSTATS_H
+#define LOOM_RUNTIME_PROGRAMSTATS_H
+
+#include "loom/runtime/Program.h"
+
+#include <map>
+#include <string>
+
+namespace loom::rt {
+
+struct ProgramStats {
+  std::map<std::string, int64_t> perOpcode; // opcode name -> instructions
+  // "f32->bf16" (converting casts), "copy" (same dtype: reshape or copy).
+  std::map<std::string, int64_t> castKinds;
+  // "producer -> [f32->bf16] -> consumer, consumer": one key per converting
+  // cast's neighbourhood, counted. "input"/"constant" when no instruction
+  // wrote the cast's source, "output" when the result leaves the program.
+  std::map<std::string, int64_t> castSites;
+  int64_t instrs = 0;
+  int64_t converting = 0; // casts whose dtypes differ
+};
+
+ProgramStats programStats(const Program &p);
+
+/// The stats as text, one item per line, largest counts first.
+std::string formatProgramStats(const ProgramStats &s);
+
+} // namespace loom::rt
+
+#endif

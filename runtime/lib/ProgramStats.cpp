@@ -1,0 +1,73 @@
+//===- ProgramStats.cpp - Opcode counts and where the casts sit -----------===//
+//
+// Part of loom, under the Apache License v2.0.
+//
+//===----------------------------------------------------------------------===//
+#include "loom/runtime/ProgramStats.h"
+#include "lib/Diagnostics.h"
+
+#include <algorithm>
+#include <set>
+#include <vector>
+
+namespace loom::rt {
+
+ProgramStats programStats(const Program &p) {
+  ProgramStats s;
+  s.instrs = int64_t(p.instrs.size());
+  std::vector<int64_t> writer(p.buffers.size(), -1);
+  std::vector<std::vector<int64_t>> readers(p.buffers.size());
+  for (size_t i = 0; i < p.instrs.size(); ++i) {
+    for (uint32_t id : p.instrs[i].out) writer[id] = int64_t(i);
+    for (uint32_t id : p.instrs[i].in) readers[id].push_back(int64_t(i));
+  }
+  for (const Instr &I : p.instrs) {
+    ++s.perOpcode[opcodeName(I.op)];
+    if (I.op != OpCode::Cast)
+      continue;
+    DType from = p.buffers[I.in[0]].dtype, to = p.buffers[I.out[0]].dtype;
+    if (from == to) {
+      ++s.castKinds["copy"];
+      continue;
+    }
+    ++s.converting;
+    std::string kind = cat(dtypeName(from), "->", dtypeName(to));
+    ++s.castKinds[kind];
+    uint32_t src = I.in[0], dst = I.out[0];
+    std::string producer = writer[src] >= 0 ? opcodeName(p.instrs[writer[src]].op)
+                           : p.buffers[src].kind == BufferKind::Constant ? "constant"
+                                                                         : "input";
+    std::set<std::string> consumers; // sorted, so equal neighbourhoods share a key
+    for (int64_t r : readers[dst]) consumers.insert(opcodeName(p.instrs[r].op));
+    if (p.buffers[dst].kind == BufferKind::Output)
+      consumers.insert("output");
+    std::string users;
+    for (const std::string &c : consumers) users += (users.empty() ? "" : ", ") + c;
+    ++s.castSites[cat(producer, " -> [", kind, "] -> ", users.empty() ? "(unused)" : users)];
+  }
+  return s;
+}
+
+namespace {
+
+void appendSorted(std::string &out, const std::map<std::string, int64_t> &m, const char *indent) {
+  std::vector<std::pair<std::string, int64_t>> v(m.begin(), m.end());
+  std::stable_sort(v.begin(), v.end(), [](auto &a, auto &b) { return a.second > b.second; });
+  for (auto &[k, n] : v) out += cat(indent, n, "  ", k, "\n");
+}
+
+} // namespace
+
+std::string formatProgramStats(const ProgramStats &s) {
+  std::string out = cat("program: ", s.instrs, " instructions, ", s.converting,
+                        " converting casts\n");
+  out += "instructions per opcode:\n";
+  appendSorted(out, s.perOpcode, "  ");
+  out += "casts by dtype:\n";
+  appendSorted(out, s.castKinds, "  ");
+  out += "converting casts by producer -> consumers:\n";
+  appendSorted(out, s.castSites, "  ");
+  return out;
+}
+
+} // namespace loom::rt

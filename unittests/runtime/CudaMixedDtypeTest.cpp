@@ -1,0 +1,112 @@
+//===- CudaMixedDtypeTest.cpp - CUDA kernels on bf16 storage --------------===//
+//
+// Part of loom, under the Apache License v2.0.
+//
+// The CUDA kernels read and write bf16 storage of their f32 computations
+// themselves (FloatIn/FloatOut, cuda/CudaCommon.cuh), which is how
+// autocast's casts fold into them. For every slot Program.h allows
+// (MixedDtypeCases.h), each test runs
+//   - the fused program on the GPU against the unfused one (Cast, f32
+//     instruction, Cast) on the GPU: the same bits, since the fold must not
+//     change a training run;
+//   - the fused program on the GPU against the CPU reference: within the
+//     tolerance the f32 kernels have (CudaBackendTest.cpp), comparing bf16
+//     results as the f32 values they stand for.
+// Inputs are fresh random values every run (the seed is printed on
+// failure). Both executors start from a 0xff-filled arena, so an output
+// element a kernel leaves unwritten is NaN and fails. Without a usable GPU
+// every test reports SKIPPED.
+//===----------------------------------------------------------------------===//
+#include "MixedDtypeCases.h"
+
+#ifdef LOOM_HAVE_CUDA
+#include "cuda/CudaExecutor.h"
+#endif
+
+namespace loom::rt::test {
+namespace {
+
+bool haveGpu(std::string &why) {
+#ifdef LOOM_HAVE_CUDA
+  return cudaDeviceAvailable(why);
+#else
+  why = "built without the CUDA backend";
+  return false;
+#endif
+}
+
+#define REQUIRE_GPU()                                                                            \
+  do {                                                                                           \
+    std::string why_;                                                                            \
+    if (!haveGpu(why_)) GTEST_SKIP() << why_;                                                    \
+  } while (0)
+
+/// Output k as doubles, widening bf16.
+std::vector<double> valuesOf(const Program &p, const RunResult &r, size_t k) {
+  std::vector<double> v;
+  if (p.buffers[p.outputs[k]].dtype == DType::BF16)
+    for (uint16_t h : r.out<uint16_t>(k)) {
+      uint32_t u = uint32_t(h) << 16;
+      float f;
+      std::memcpy(&f, &u, 4);
+      v.push_back(f);
+    }
+  else
+    for (float f : r.out<float>(k)) v.push_back(f);
+  return v;
+}
+
+/// |got - want| <= atol + rtol |want| everywhere, NaN never passing; a bf16
+/// result may also be one bf16 step (2^-8 relative) off, when the f32
+/// values of the two backends straddle a rounding boundary.
+::testing::AssertionResult closeValues(const std::vector<double> &got,
+                                       const std::vector<double> &want, double rtol, double atol,
+                                       bool bf16) {
+  if (got.size() != want.size())
+    return ::testing::AssertionFailure() << got.size() << " values, expected " << want.size();
+  double slack = bf16 ? 1.0 / 128 : 0;
+  for (size_t i = 0; i < got.size(); ++i)
+    if (!(std::fabs(got[i] - want[i]) <= atol + (rtol + slack) * std::fabs(want[i])))
+      return ::testing::AssertionFailure()
+             << "element " << i << ": got " << got[i] << ", expected " << want[i];
+  return ::testing::AssertionSuccess();
+}
+
+TEST(CudaMixedDtype, FusedEqualsUnfusedOnTheGpu) {
+  REQUIRE_GPU();
+  Rng rng;
+  for (const MixedCase &c : mixedCases()) {
+    SCOPED_TRACE(c.name);
+    MixedPrograms m = buildMixed(c, rng);
+    RunResult fused = runProgram(m.fused, m.inputs, 0, "cuda");
+    ASSERT_TRUE(fused.ok) << "cuda fused: " << fused.err;
+    RunResult unfused = runProgram(m.unfused, m.inputs, 0, "cuda");
+    ASSERT_TRUE(unfused.ok) << "cuda unfused: " << unfused.err;
+    for (size_t k = 0; k < fused.outputs.size(); ++k) {
+      SCOPED_TRACE("output " + std::to_string(k));
+      EXPECT_EQ(fused.outputs[k], unfused.outputs[k]);
+    }
+  }
+}
+
+TEST(CudaMixedDtype, FusedMatchesTheCpuReference) {
+  REQUIRE_GPU();
+  Rng rng;
+  for (const MixedCase &c : mixedCases()) {
+    SCOPED_TRACE(c.name);
+    MixedPrograms m = buildMixed(c, rng);
+    RunResult cpu = runProgram(m.fused, m.inputs, 2, "cpu");
+    ASSERT_TRUE(cpu.ok) << "cpu: " << cpu.err;
+    RunResult gpu = runProgram(m.fused, m.inputs, 0, "cuda");
+    ASSERT_TRUE(gpu.ok) << "cuda: " << gpu.err;
+    for (size_t k = 0; k < m.fused.outputs.size(); ++k) {
+      SCOPED_TRACE("output " + std::to_string(k));
+      bool bf16 = m.fused.buffers[m.fused.outputs[k]].dtype == DType::BF16;
+      EXPECT_TRUE(closeValues(valuesOf(m.fused, gpu, k), valuesOf(m.fused, cpu, k), 1e-5, 1e-6,
+                              bf16));
+    }
+  }
+}
+
+} // namespace
+} // namespace loom::rt::test

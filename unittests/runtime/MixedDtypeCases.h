@@ -1,0 +1,149 @@
+//===- MixedDtypeCases.h - Instructions on bf16 storage, and their unfused twins -*- C++ -*-===//
+//
+// Part of loom, under the Apache License v2.0.
+//
+// Codegen folds autocast's f32 <-> bf16 casts into the kernels around them
+// (codegen/FoldCasts.cpp), relying on Program.h's promise: an instruction
+// that reads a bf16 operand or writes a bf16 result computes exactly what
+// the f32 instruction between two Casts computes. Each case here builds
+// both programs from one description, so a test can run them and demand the
+// same bits: the "fused" one (bf16 buffers in the instruction's slots) and
+// the "unfused" one (Cast, f32 instruction, Cast). Inputs are fresh random
+// values every run; bf16 inputs are random bf16 values.
+//===----------------------------------------------------------------------===//
+#ifndef LOOM_UNITTESTS_RUNTIME_MIXEDDTYPECASES_H
+#define LOOM_UNITTESTS_RUNTIME_MIXEDDTYPECASES_H
+
+#include "RuntimeTestUtil.h"
+
+namespace loom::rt::test {
+
+struct Operand {
+  Shape shape;
+  bool bf16 = false;
+  double lo = -1, hi = 1; // inputs: the range of the random values
+};
+
+struct MixedCase {
+  std::string name;
+  OpCode op = OpCode::Add;
+  std::vector<Operand> in, out;
+  std::vector<int64_t> ints;
+  std::vector<double> floats;
+};
+
+/// bf16 bits of f32 values, truncated: any bf16 pattern is a valid input.
+inline std::vector<uint16_t> toBf16Bits(const std::vector<float> &v) {
+  std::vector<uint16_t> h(v.size());
+  for (size_t i = 0; i < v.size(); ++i) {
+    uint32_t u;
+    std::memcpy(&u, &v[i], 4);
+    h[i] = uint16_t(u >> 16);
+  }
+  return h;
+}
+
+/// The two programs of a case and their (shared) inputs.
+struct MixedPrograms {
+  Program fused, unfused;
+  std::vector<Bytes> inputs;
+};
+
+inline MixedPrograms buildMixed(const MixedCase &c, Rng &rng) {
+  MixedPrograms m;
+  ProgramBuilder f, u;
+  std::vector<uint32_t> fin, fout, uin, uout;
+  for (const Operand &o : c.in) {
+    DType t = o.bf16 ? DType::BF16 : DType::F32;
+    std::vector<float> v = rng.uniform(numel(o.shape), o.lo, o.hi);
+    m.inputs.push_back(o.bf16 ? toBytes(toBf16Bits(v)) : toBytes(v));
+    fin.push_back(f.input(t, o.shape));
+    uint32_t x = u.input(t, o.shape);
+    if (o.bf16) { // unfused: widen first
+      uint32_t w = u.temp(DType::F32, o.shape);
+      u.instr(OpCode::Cast, {x}, {w});
+      x = w;
+    }
+    uin.push_back(x);
+  }
+  std::vector<std::pair<uint32_t, uint32_t>> narrow; // unfused: f32 temp -> bf16 output
+  for (const Operand &o : c.out) {
+    DType t = o.bf16 ? DType::BF16 : DType::F32;
+    fout.push_back(f.output(t, o.shape));
+    uint32_t y = u.output(t, o.shape);
+    if (o.bf16) {
+      uint32_t w = u.temp(DType::F32, o.shape);
+      narrow.push_back({w, y});
+      y = w;
+    }
+    uout.push_back(y);
+  }
+  f.instr(c.op, fin, fout, c.ints, c.floats);
+  u.instr(c.op, uin, uout, c.ints, c.floats);
+  for (auto [w, y] : narrow) u.instr(OpCode::Cast, {w}, {y});
+  m.fused = f.p;
+  m.unfused = u.p;
+  return m;
+}
+
+/// Every slot Program.h lets hold bf16 storage, in a few combinations.
+/// Shapes are odd to reach the kernels' edges; broadcasting and more than
+/// 64 rows (the norms' column chunks) included.
+inline std::vector<MixedCase> mixedCases() {
+  std::vector<MixedCase> cases;
+  Shape big = {3, 5, 37};
+  for (OpCode op : {OpCode::Add, OpCode::Sub, OpCode::Mul, OpCode::Div, OpCode::Max, OpCode::Min,
+                    OpCode::Pow}) {
+    double lo = op == OpCode::Pow ? 0.1 : -2;
+    std::string n = opcodeName(op);
+    cases.push_back({n + " bf16 x f32 -> bf16", op, {{big, true, lo, 2}, {{5, 1}, false, 0.5, 2}},
+                     {{big, true}}});
+    cases.push_back({n + " f32 x bf16 -> f32", op, {{big, false, lo, 2}, {big, true, 0.5, 2}},
+                     {{big, false}}});
+    cases.push_back({n + " bf16 x bf16 -> bf16", op, {{{37}, true, lo, 2}, {big, true, 0.5, 2}},
+                     {{big, true}}});
+  }
+  for (OpCode op : {OpCode::Neg, OpCode::Sqrt, OpCode::Rsqrt, OpCode::Reciprocal, OpCode::Exp,
+                    OpCode::Tanh, OpCode::Sigmoid, OpCode::Silu, OpCode::GeluTanh,
+                    OpCode::GeluErf, OpCode::Cos, OpCode::Sin, OpCode::Log}) {
+    std::string n = opcodeName(op);
+    cases.push_back({n + " bf16 -> f32", op, {{{999}, true, 0.05, 4}}, {{{999}, false}}});
+    cases.push_back({n + " f32 -> bf16", op, {{{999}, false, 0.05, 4}}, {{{999}, true}}});
+  }
+  for (int64_t kind : {0, 1, 2}) {
+    std::string n = "activation_grad " + std::to_string(kind);
+    cases.push_back({n + " bf16 x bf16 -> bf16", OpCode::ActivationGrad,
+                     {{{7, 129}, true, -4, 4}, {{7, 129}, true}}, {{{7, 129}, true}}, {kind}});
+    cases.push_back({n + " f32 x bf16 -> f32", OpCode::ActivationGrad,
+                     {{{7, 129}, false, -4, 4}, {{7, 129}, true}}, {{{7, 129}, false}}, {kind}});
+  }
+  cases.push_back({"transpose bf16 -> f32", OpCode::Transpose, {{{2, 5, 3, 7}, true}},
+                   {{{2, 3, 5, 7}, false}}, {0, 2, 1, 3}});
+  cases.push_back({"transpose f32 -> bf16", OpCode::Transpose, {{{2, 5, 3, 7}, false}},
+                   {{{7, 3, 5, 2}, true}}, {3, 2, 1, 0}});
+  for (OpCode op : {OpCode::Rotary, OpCode::RotaryGrad}) {
+    std::string n = opcodeName(op);
+    Shape x = {2, 3, 5, 8}, table = {1, 1, 5, 8};
+    cases.push_back({n + " bf16 -> bf16", op, {{x, true}, {table, false}, {table, false}},
+                     {{x, true}}});
+    cases.push_back({n + " f32 -> bf16", op, {{x, false}, {table, false}, {table, false}},
+                     {{x, true}}});
+    cases.push_back({n + " bf16 -> f32", op, {{x, true}, {table, false}, {table, false}},
+                     {{x, false}}});
+  }
+  cases.push_back({"rms_norm bf16 -> bf16", OpCode::RmsNorm, {{{7, 33}, true}, {{33}, false, 0.5, 1.5}},
+                   {{{7, 33}, true}}, {}, {1e-5}});
+  cases.push_back({"rms_norm f32 -> bf16", OpCode::RmsNorm, {{{7, 33}, false}, {{33}, false, 0.5, 1.5}},
+                   {{{7, 33}, true}}, {}, {1e-5}});
+  cases.push_back({"rms_norm_grad dy bf16, dx bf16", OpCode::RmsNormGrad,
+                   {{{70, 33}, false}, {{33}, false, 0.5, 1.5}, {{70, 33}, true}},
+                   {{{70, 33}, true}, {{33}, false}}, {}, {1e-5}});
+  cases.push_back({"rms_norm_grad dy bf16, dx f32", OpCode::RmsNormGrad,
+                   {{{2, 35, 33}, false}, {{33}, false, 0.5, 1.5}, {{2, 35, 33}, true}},
+                   {{{2, 35, 33}, false}, {{33}, false}}, {}, {1e-5}});
+  return cases;
+}
+
+} // namespace loom::rt::test
+
+#endif

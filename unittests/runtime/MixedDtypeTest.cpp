@@ -1,0 +1,78 @@
+//===- MixedDtypeTest.cpp - bf16 storage of f32 instructions on the CPU ---===//
+//
+// Part of loom, under the Apache License v2.0.
+//
+// The CPU backend runs an instruction with bf16 operands as its definition
+// (widen, compute in f32, round once); these tests check that it gives the
+// bits of the unfused program (Cast, f32 instruction, Cast) for every slot
+// Program.h allows, and that validate() refuses bf16 everywhere else.
+//===----------------------------------------------------------------------===//
+#include "MixedDtypeCases.h"
+
+namespace loom::rt::test {
+namespace {
+
+TEST(MixedDtype, FusedEqualsUnfusedBitForBit) {
+  Rng rng;
+  for (const MixedCase &c : mixedCases()) {
+    SCOPED_TRACE(c.name);
+    MixedPrograms m = buildMixed(c, rng);
+    ASSERT_EQ(m.fused.validate(), "");
+    ASSERT_EQ(m.unfused.validate(), "");
+    RunResult fused = runProgram(m.fused, m.inputs), unfused = runProgram(m.unfused, m.inputs);
+    ASSERT_TRUE(fused.ok) << fused.err;
+    ASSERT_TRUE(unfused.ok) << unfused.err;
+    for (size_t k = 0; k < fused.outputs.size(); ++k) EXPECT_EQ(fused.outputs[k], unfused.outputs[k]);
+  }
+}
+
+TEST(MixedDtype, Bf16OutputsRoundLikeCast) {
+  // A value halfway between two bf16 numbers rounds to the even one, and the
+  // folded store must agree: 1 + 2^-8 lies between 1 and 1 + 2^-7.
+  ProgramBuilder b;
+  uint32_t x = b.input(DType::F32, {2}), y = b.output(DType::BF16, {2});
+  b.instr(OpCode::Neg, {x}, {y});
+  ASSERT_EQ(b.p.validate(), "");
+  RunResult r = runProgram(b.p, {toBytes(std::vector<float>{1.0f + 1.0f / 256, 1.0f + 3.0f / 256})});
+  ASSERT_TRUE(r.ok) << r.err;
+  EXPECT_EQ(r.out<uint16_t>(), (std::vector<uint16_t>{0xbf80, 0xbf82})); // -1, -(1 + 2^-6)
+}
+
+/// validate()'s verdict on a one-instruction program whose operands have the
+/// given dtypes.
+std::string verdict(OpCode op, const std::vector<std::pair<DType, Shape>> &ins,
+                    const std::vector<std::pair<DType, Shape>> &outs, std::vector<int64_t> ints = {},
+                    std::vector<double> floats = {}) {
+  ProgramBuilder b;
+  std::vector<uint32_t> in, out;
+  for (auto &[t, s] : ins) in.push_back(b.input(t, s));
+  for (auto &[t, s] : outs) out.push_back(b.output(t, s));
+  b.instr(op, in, out, std::move(ints), std::move(floats));
+  return b.p.validate();
+}
+
+TEST(MixedDtype, ValidateRefusesBf16OutsideTheAllowedSlots) {
+  const DType F = DType::F32, H = DType::BF16, D = DType::F64;
+  Shape x = {4, 8}, w = {8};
+  EXPECT_EQ(verdict(OpCode::Add, {{H, x}, {F, x}}, {{H, x}}), "");
+  EXPECT_NE(verdict(OpCode::Add, {{H, x}, {D, x}}, {{D, x}}), ""); // bf16 with f64
+  EXPECT_EQ(verdict(OpCode::RmsNorm, {{H, x}, {F, w}}, {{H, x}}, {}, {1e-5}), "");
+  EXPECT_NE(verdict(OpCode::RmsNorm, {{F, x}, {H, w}}, {{F, x}}, {}, {1e-5}), ""); // weight
+  EXPECT_EQ(verdict(OpCode::RmsNormGrad, {{F, x}, {F, w}, {H, x}}, {{H, x}, {F, w}}, {}, {1e-5}),
+            "");
+  EXPECT_NE(verdict(OpCode::RmsNormGrad, {{H, x}, {F, w}, {F, x}}, {{F, x}, {F, w}}, {}, {1e-5}),
+            ""); // x
+  EXPECT_NE(verdict(OpCode::RmsNormGrad, {{F, x}, {F, w}, {F, x}}, {{F, x}, {H, w}}, {}, {1e-5}),
+            ""); // dw
+  Shape t = {1, 8};
+  EXPECT_EQ(verdict(OpCode::Rotary, {{H, x}, {F, t}, {F, t}}, {{F, x}}), "");
+  EXPECT_NE(verdict(OpCode::Rotary, {{F, x}, {H, t}, {F, t}}, {{F, x}}), ""); // a table
+  EXPECT_NE(verdict(OpCode::Softmax, {{H, x}}, {{F, x}}, {1}), ""); // not a folding opcode
+  EXPECT_NE(verdict(OpCode::Reduce, {{H, x}}, {{F, {4, 1}}}, {0, 1}), "");
+  EXPECT_NE(verdict(OpCode::Slice, {{H, x}}, {{F, x}}, {0, 1, 0, 1}), "");
+  EXPECT_EQ(verdict(OpCode::Transpose, {{H, x}}, {{F, {8, 4}}}, {1, 0}), "");
+  EXPECT_NE(verdict(OpCode::Transpose, {{H, x}}, {{D, {8, 4}}}, {1, 0}), "");
+}
+
+} // namespace
+} // namespace loom::rt::test
