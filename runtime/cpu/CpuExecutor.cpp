@@ -137,7 +137,7 @@ bool dispatch(const KernelCall &c, ThreadPool &pool, std::string &err) {
 class CpuExecutor : public Executor {
 public:
   CpuExecutor(std::shared_ptr<const Program> p, int threads, uint8_t *arena,
-              InProcessCommunicator *comm, int rank)
+              Communicator *comm, int rank)
       : Executor(std::move(p)), pool_(threads), arena_(arena), comm_(comm), rank_(rank) {
     for (const Instr &I : program_->instrs) {
       KernelCall call;
@@ -209,7 +209,7 @@ private:
 
   ThreadPool pool_;
   uint8_t *arena_;
-  InProcessCommunicator *comm_;
+  Communicator *comm_;
   int rank_;
   std::vector<KernelCall> calls_;
 };
@@ -222,7 +222,7 @@ std::unique_ptr<Executor> createCpuExecutor(std::shared_ptr<const Program> p, in
 }
 
 std::unique_ptr<Executor> createCpuRankExecutor(std::shared_ptr<const Program> p, int threads,
-                                                InProcessCommunicator *comm, int rank,
+                                                Communicator *comm, int rank,
                                                 std::string &err) {
   if (std::string invalid = p->validate(); !invalid.empty()) {
     err = "invalid program: " + invalid;
