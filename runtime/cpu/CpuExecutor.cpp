@@ -244,6 +244,10 @@ std::unique_ptr<Executor> createCpuRankExecutor(std::shared_ptr<const Program> p
                 "-rank mesh; run the program on a simulated world of ranks (loom train --plan)");
       return nullptr;
     }
+    if (std::strcmp(comm->transport(), "nccl") == 0) {
+      err = "the cpu backend cannot run collectives through NCCL (device memory)";
+      return nullptr;
+    }
     if (world != comm->worldSize() || rank < 0 || rank >= world) {
       err = cat("instr ", i, " (", opcodeName(I.op), "): the program's mesh has ", world,
                 " ranks; this executor is rank ", rank, " of ", comm->worldSize());

@@ -33,6 +33,9 @@ public:
   virtual ~Communicator() = default;
 
   virtual int worldSize() const = 0;
+  /// "in-process", "socket" or "nccl": backends check that the transport
+  /// reaches their memory (NCCL moves device pointers, the others host).
+  virtual const char *transport() const = 0;
 
   /// Runs collective instruction `I` (AllReduce, AllGather, ReduceScatter;
   /// already validated) for `rank`: `in` and `out` are that rank's f32
@@ -47,6 +50,10 @@ public:
   /// Marks the job failed: blocked and later collectives return false with
   /// `why`. The first reason is kept.
   virtual void abort(const std::string &why) = 0;
+
+  /// True when a collective failed because of another rank (it left, hung
+  /// or is at another collective) rather than this one.
+  virtual bool peerFailed() const { return false; }
 
   /// The ranks of `rank`'s group for a collective with the mesh sizes and
   /// axis mask of ints[2..7] (Program.h), in rank order.

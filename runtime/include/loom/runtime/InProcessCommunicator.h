@@ -28,6 +28,7 @@ public:
   explicit InProcessCommunicator(int worldSize);
 
   int worldSize() const override { return world_; }
+  const char *transport() const override { return "in-process"; }
 
   /// Blocks until every rank of the world (not only the group) has made
   /// the same call: simulated ranks are cheap to synchronize.

@@ -40,6 +40,7 @@ public:
   ~SocketCommunicator() override;
 
   int worldSize() const override { return world_; }
+  const char *transport() const override { return "socket"; }
   int rank() const { return rank_; }
 
   /// `rank` must be this process's rank.
@@ -51,9 +52,7 @@ public:
   /// this rank fail at once instead of at their timeout.
   void abort(const std::string &why) override;
 
-  /// True when a collective failed because of another rank (it closed its
-  /// connection, timed out, or is at a different collective).
-  bool peerFailed() const { return peerFailed_; }
+  bool peerFailed() const override { return peerFailed_; }
 
 private:
   SocketCommunicator() = default;
