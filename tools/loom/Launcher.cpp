@@ -133,6 +133,7 @@ void signalRunning(const std::vector<Child> &kids, int sig) {
 /// grace period; returns when every child is reaped.
 void stopAll(std::vector<Child> &kids, std::vector<int> &order) {
   signalRunning(kids, SIGTERM);
+  signalRunning(kids, SIGCONT); // a stopped (hung) rank acts on SIGTERM only once continued
   auto until = Clock::now() + std::chrono::duration<double>(kGraceS);
   while (!allDone(kids) && Clock::now() < until) {
     reap(kids, order);
@@ -229,9 +230,15 @@ int launchLocalRanks(const std::string &command, int nproc, const std::vector<st
   int running = 0;
   for (const Child &c : kids) running += !c.done;
   stopAll(kids, order);
-  std::fprintf(stderr, "%s: error: rank %d (pid %d) %s; stopped the other %d running rank%s\n",
+  // When every failed rank only lost a peer, the peer is hung (still
+  // running) or was stopped by us; its name is in the ranks' errors.
+  const char *why = isPeerFailure(kids[size_t(cause)].status)
+                        ? " after losing a peer (see the ranks' errors above)"
+                        : "";
+  std::fprintf(stderr, "%s: error: rank %d (pid %d) %s%s; stopped the other %d running rank%s\n",
                who.c_str(), cause, int(kids[size_t(cause)].pid),
-               describe(kids[size_t(cause)].status).c_str(), running, running == 1 ? "" : "s");
+               describe(kids[size_t(cause)].status).c_str(), why, running,
+               running == 1 ? "" : "s");
   return 1;
 }
 
