@@ -25,10 +25,11 @@ mkdir -p "$OUT.tmp/tools/loom" "$OUT.tmp/unittests" "$OUT.tmp/lib"
 strip -o "$OUT.tmp/tools/loom/loom" "$BUILD/tools/loom/loom"
 strip -o "$OUT.tmp/unittests/loom-unittests" "$BUILD/unittests/loom-unittests"
 # Shared libraries that a stock CUDA image lacks: everything loom links
-# except the C library, the C++ runtime and CUDA's own.
+# except the C library, the C++ runtime and CUDA's own (NCCL included:
+# the GPU machine has its own, and ours is 200+ MB).
 ldd "$BUILD/tools/loom/loom" | awk '/=>/ {print $3}' | while read -r lib; do
   case $(basename "$lib") in
-    libc.so*|libm.so*|libdl.so*|librt.so*|libpthread.so*|libgcc_s.so*|libstdc++.so*|ld-linux*|libcublas*|libcudart*) ;;
+    libc.so*|libm.so*|libdl.so*|librt.so*|libpthread.so*|libgcc_s.so*|libstdc++.so*|ld-linux*|libcublas*|libcudart*|libnccl*) ;;
     *) cp -L "$lib" "$OUT.tmp/lib/" ;;
   esac
 done

@@ -171,7 +171,7 @@ uint64_t stagingBytes(const Program &p, const Instr &I) {
 class CpuExecutor : public Executor {
 public:
   CpuExecutor(std::shared_ptr<const Program> p, int threads, uint8_t *arena,
-              InProcessCommunicator *comm, int rank)
+              Communicator *comm, int rank)
       : Executor(std::move(p)), pool_(threads), arena_(arena), comm_(comm), rank_(rank) {
     uint64_t scratchBytes = 0;
     for (const Instr &I : program_->instrs)
@@ -281,7 +281,7 @@ private:
   std::deque<BufferDesc> stagedDescs_;   // their descriptions (stable addresses)
   std::vector<Staging> staging_;         // per instruction
   uint8_t *arena_;
-  InProcessCommunicator *comm_;
+  Communicator *comm_;
   int rank_;
   std::vector<KernelCall> calls_;
 };
@@ -294,7 +294,7 @@ std::unique_ptr<Executor> createCpuExecutor(std::shared_ptr<const Program> p, in
 }
 
 std::unique_ptr<Executor> createCpuRankExecutor(std::shared_ptr<const Program> p, int threads,
-                                                InProcessCommunicator *comm, int rank,
+                                                Communicator *comm, int rank,
                                                 std::string &err) {
   if (std::string invalid = p->validate(); !invalid.empty()) {
     err = "invalid program: " + invalid;
@@ -314,6 +314,10 @@ std::unique_ptr<Executor> createCpuRankExecutor(std::shared_ptr<const Program> p
     if (!comm) {
       err = cat("instr ", i, " (", opcodeName(I.op), ") is a collective over a ", world,
                 "-rank mesh; run the program on a simulated world of ranks (loom train --plan)");
+      return nullptr;
+    }
+    if (std::strcmp(comm->transport(), "nccl") == 0) {
+      err = "the cpu backend cannot run collectives through NCCL (device memory)";
       return nullptr;
     }
     if (world != comm->worldSize() || rank < 0 || rank >= world) {

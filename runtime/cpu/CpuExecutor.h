@@ -16,13 +16,14 @@ namespace loom::rt {
 std::unique_ptr<Executor> createCpuExecutor(std::shared_ptr<const Program> p, int threads,
                                             std::string &err);
 
-class InProcessCommunicator;
+class Communicator;
 
-/// The same for rank `rank` of a simulated world: collective instructions
-/// go through `comm` (which must outlive the executor). Without a
-/// communicator, a program with collectives is refused at creation.
+/// The same for rank `rank` of a world (simulated ranks, or one process per
+/// rank): collective instructions go through `comm` (which must outlive the
+/// executor). Without a communicator, a program with collectives is refused
+/// at creation.
 std::unique_ptr<Executor> createCpuRankExecutor(std::shared_ptr<const Program> p, int threads,
-                                                InProcessCommunicator *comm, int rank,
+                                                Communicator *comm, int rank,
                                                 std::string &err);
 
 } // namespace loom::rt

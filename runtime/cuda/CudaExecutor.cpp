@@ -21,6 +21,7 @@
 //===----------------------------------------------------------------------===//
 #include "cuda/CudaExecutor.h"
 #include "cuda/CudaKernels.h"
+#include "cuda/NcclCommunicator.h"
 #include "lib/Diagnostics.h"
 
 #include <cuda_runtime.h>
@@ -85,13 +86,14 @@ void launch(const CudaCall &c, CudaContext &ctx, void *gemmWorkspace) {
   case OpCode::SliceGrad: return launchSliceGrad(c, ctx);
   case OpCode::AdamW: return launchAdamW(c, ctx);
   case OpCode::AllReduce: case OpCode::AllGather: case OpCode::ReduceScatter:
-    return; // refused by cudaSupports() before any launch
+    return; // CudaExecutor::run enqueues these through NCCL
   }
 }
 
 class CudaExecutor : public Executor {
 public:
-  explicit CudaExecutor(std::shared_ptr<const Program> p) : Executor(std::move(p)) {}
+  CudaExecutor(std::shared_ptr<const Program> p, NcclCommunicator *comm)
+      : Executor(std::move(p)), comm_(comm) {}
 
   ~CudaExecutor() override {
     if (profile_)
@@ -156,7 +158,10 @@ public:
     const char *g = std::getenv("LOOM_CUDA_GRAPH");
     const char *prof = std::getenv("LOOM_CUDA_PROFILE");
     profile_ = prof && std::strcmp(prof, "1") == 0;
-    useGraph_ = !(g && std::strcmp(g, "0") == 0) && !profile_;
+    // Collectives launch directly: NCCL calls on a non-blocking
+    // communicator may return before they are enqueued, which a graph
+    // capture cannot wait for (and capture of them is untested).
+    useGraph_ = !(g && std::strcmp(g, "0") == 0) && !profile_ && !comm_;
     if (profile_) {
       events_.resize(2 * calls_.size());
       for (cudaEvent_t &ev : events_) cudaEventCreate(&ev);
@@ -202,6 +207,11 @@ public:
     if (!useGraph_) {
       for (const CudaCall &c : calls_) {
         if (profile_) cudaEventRecord(events_[2 * size_t(c.index)], ctx_.stream);
+        std::string why;
+        if (isCollectiveOp(c.instr->op) &&
+            !comm_->enqueue(*c.instr, c.in[0].shape(), c.out[0].shape(), c.in[0].as<float>(),
+                            c.out[0].as<float>(), ctx_.stream, why))
+          return fail(err, cat("instr ", c.index, " (", opcodeName(c.instr->op), "): ", why));
         launch(c, ctx_, workspace_);
         if (profile_) cudaEventRecord(events_[2 * size_t(c.index) + 1], ctx_.stream);
         if ((e = cudaGetLastError()) != cudaSuccess)
@@ -213,6 +223,10 @@ public:
         return false;
       e = cudaGraphLaunch(graphExec_, ctx_.stream);
     }
+    // With collectives in flight, wait through the communicator: it
+    // notices a dead or hung peer where a stream synchronize never returns.
+    if (e == cudaSuccess && comm_ && !comm_->wait(ctx_.stream, err))
+      return false;
     DeviceError de{};
     if (e == cudaSuccess)
       e = cudaMemcpyAsync(&de, error_, sizeof de, cudaMemcpyDeviceToHost, ctx_.stream);
@@ -318,6 +332,7 @@ private:
     return true;
   }
 
+  NcclCommunicator *comm_ = nullptr; // collectives (null: a one-GPU program)
   CudaContext ctx_;
   void *arena_ = nullptr, *constants_ = nullptr, *scratch_ = nullptr, *workspace_ = nullptr;
   DeviceError *error_ = nullptr;
@@ -385,7 +400,7 @@ std::string cuda::cudaSupports(const Program &p, const Instr &I) {
   case OpCode::SliceGrad:
     return "";
   case OpCode::AllReduce: case OpCode::AllGather: case OpCode::ReduceScatter:
-    return "the cuda backend has no collectives yet (multi-GPU plans need NCCL; issue 5)";
+    return need(I.in[0], {DType::F32}, "operands"); // through NCCL (createCudaRankExecutor)
   }
   return cat("unknown opcode ", int(I.op));
 }
@@ -406,6 +421,11 @@ bool cudaDeviceAvailable(std::string &why) {
 }
 
 std::unique_ptr<Executor> createCudaExecutor(std::shared_ptr<const Program> p, std::string &err) {
+  return createCudaRankExecutor(std::move(p), nullptr, 0, err);
+}
+
+std::unique_ptr<Executor> createCudaRankExecutor(std::shared_ptr<const Program> p,
+                                                 Communicator *comm, int rank, std::string &err) {
   if (std::string invalid = p->validate(); !invalid.empty()) {
     err = "invalid program: " + invalid;
     return nullptr;
@@ -415,9 +435,35 @@ std::unique_ptr<Executor> createCudaExecutor(std::shared_ptr<const Program> p, s
       err = cat("instr ", i, " (", opcodeName(p->instrs[i].op), "): ", why);
       return nullptr;
     }
+  NcclCommunicator *nccl = nullptr;
+  for (size_t i = 0; i < p->instrs.size(); ++i) {
+    const Instr &I = p->instrs[i];
+    if (!isCollectiveOp(I.op))
+      continue;
+    int64_t world = Communicator::meshSize(I.ints);
+    if (!comm) {
+      err = cat("instr ", i, " (", opcodeName(I.op), ") is a collective over a ", world,
+                "-rank mesh; run one process per GPU (loom train --nproc ", world,
+                " --backend cuda)");
+      return nullptr;
+    }
+    if (std::strcmp(comm->transport(), "nccl") != 0) {
+      err = cat("the cuda backend runs collectives through NCCL, not a ", comm->transport(),
+                " communicator");
+      return nullptr;
+    }
+    if (world != comm->worldSize()) {
+      err = cat("instr ", i, " (", opcodeName(I.op), "): the program's mesh has ", world,
+                " ranks; this executor is rank ", rank, " of ", comm->worldSize());
+      return nullptr;
+    }
+    nccl = static_cast<NcclCommunicator *>(comm);
+  }
   if (!cudaDeviceAvailable(err))
     return nullptr;
-  auto exec = std::make_unique<CudaExecutor>(std::move(p));
+  if (nccl && !nccl->prepare(*p, rank, err))
+    return nullptr;
+  auto exec = std::make_unique<CudaExecutor>(std::move(p), nccl);
   if (!exec->init(err))
     return nullptr;
   return exec;

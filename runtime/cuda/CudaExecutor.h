@@ -15,6 +15,15 @@ namespace loom::rt {
 /// `err` set otherwise (also when no CUDA device is usable).
 std::unique_ptr<Executor> createCudaExecutor(std::shared_ptr<const Program> p, std::string &err);
 
+class Communicator;
+
+/// The same for rank `rank` of a job with one process per GPU: the
+/// program's collectives go through `comm`, which must be an NCCL
+/// communicator (createNcclCommunicator) and outlive the executor.
+/// Multi-rank programs direct CUDA graphs off (kernels launch one by one).
+std::unique_ptr<Executor> createCudaRankExecutor(std::shared_ptr<const Program> p,
+                                                 Communicator *comm, int rank, std::string &err);
+
 /// True when a CUDA device can be used; otherwise `why` says why not.
 bool cudaDeviceAvailable(std::string &why);
 

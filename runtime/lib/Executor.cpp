@@ -34,4 +34,20 @@ std::unique_ptr<Executor> createExecutor(std::shared_ptr<const Program> p,
   return nullptr;
 }
 
+std::unique_ptr<Executor> createRankExecutor(std::shared_ptr<const Program> p,
+                                             const std::string &backend, int threads,
+                                             Communicator *comm, int rank, std::string &err) {
+  if (!p) {
+    err = "createRankExecutor: no program";
+    return nullptr;
+  }
+  if (backend == "cpu")
+    return createCpuRankExecutor(std::move(p), threads, comm, rank, err);
+#ifdef LOOM_HAVE_CUDA
+  if (backend == "cuda")
+    return createCudaRankExecutor(std::move(p), comm, rank, err);
+#endif
+  return createExecutor(std::move(p), backend, threads, err); // the same error
+}
+
 } // namespace loom::rt

@@ -25,9 +25,10 @@ bool parseSpmdPlan(const std::string &text, int worldSize, planner::Plan &plan,
   return true;
 }
 
-void printSpmdSummary(const planner::Plan &plan, const TrainProgram &tp, const StepRunner &r) {
-  std::printf("plan %s: %d simulated ranks on the cpu backend, %lld sequence%s per rank\n",
-              planner::meshPlanName(plan).c_str(), tp.worldSize(), (long long)tp.localBatch(),
+void printSpmdSummary(const planner::Plan &plan, const TrainProgram &tp, const StepRunner &r,
+                      const std::string &ranksAre) {
+  std::printf("plan %s: %d %s, %lld sequence%s per rank\n", planner::meshPlanName(plan).c_str(),
+              tp.worldSize(), ranksAre.c_str(), (long long)tp.localBatch(),
               tp.localBatch() == 1 ? "" : "s");
   if (plan.tp > 1) {
     size_t split = 0;

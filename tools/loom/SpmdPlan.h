@@ -20,7 +20,8 @@ bool parseSpmdPlan(const std::string &text, int worldSize, planner::Plan &plan, 
 
 /// Prints the plan, which parameters stay whole along dp_shard and why,
 /// and the per-rank state bytes beside one device's.
-void printSpmdSummary(const planner::Plan &plan, const TrainProgram &tp, const StepRunner &r);
+void printSpmdSummary(const planner::Plan &plan, const TrainProgram &tp, const StepRunner &r,
+                      const std::string &ranksAre = "simulated ranks on the cpu backend");
 
 } // namespace loom::tools
 

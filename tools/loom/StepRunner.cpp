@@ -4,6 +4,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "StepRunner.h"
+#include "RankSlices.h"
 #include "loom/runtime/Executor.h"
 #include "loom/runtime/SimulatedRanks.h"
 
@@ -34,6 +35,19 @@ RankMemory StepRunner::oneDevice() const {
     m.optimizer += 2 * s.value.size() * 4;
   }
   return m;
+}
+
+bool updatesWholeState(const rt::Program &p) {
+  size_t n = p.inputs.size() >= 3 ? p.inputs.size() - 3 : 0; // all but step, tokens, targets
+  if (p.updates.size() != n)
+    return false;
+  for (size_t k = 0; k < n; ++k) {
+    bool found = false;
+    for (const rt::InPlaceUpdate &u : p.updates)
+      found |= u.input == p.inputs[k] && u.output == p.outputs[3 + k];
+    if (!found) return false;
+  }
+  return true;
 }
 
 namespace {
@@ -108,20 +122,6 @@ public:
   uint64_t deviceMemoryBytes() const override { return exec_->deviceMemoryBytes(); }
 
 private:
-  /// Every state input is updated in place by its output (3 + k <- k).
-  static bool updatesWholeState(const rt::Program &p) {
-    size_t n = p.inputs.size() >= 3 ? p.inputs.size() - 3 : 0; // all but step, tokens, targets
-    if (p.updates.size() != n)
-      return false;
-    for (size_t k = 0; k < n; ++k) {
-      bool found = false;
-      for (const rt::InPlaceUpdate &u : p.updates)
-        found |= u.input == p.inputs[k] && u.output == p.outputs[3 + k];
-      if (!found) return false;
-    }
-    return true;
-  }
-
   bool putState(const TrainState &st, std::string &err) {
     size_t in = 0;
     bool ok = true;
@@ -139,98 +139,24 @@ private:
   bool uploaded_ = false, stale_ = false;
 };
 
-/// Block `index` of `parts` equal blocks along `dim` of a row-major tensor.
-std::vector<float> takeBlock(const std::vector<float> &full, std::vector<int64_t> &shape,
-                             int64_t dim, int64_t parts, int64_t index) {
-  int64_t outer = 1, inner = 1, n = shape[dim], rows = n / parts;
-  for (int64_t d = 0; d < dim; ++d) outer *= shape[d];
-  for (size_t d = dim + 1; d < shape.size(); ++d) inner *= shape[d];
-  std::vector<float> block(size_t(outer * rows * inner));
-  for (int64_t o = 0; o < outer; ++o)
-    std::memcpy(block.data() + o * rows * inner, full.data() + (o * n + index * rows) * inner,
-                size_t(rows * inner) * 4);
-  shape[dim] = rows;
-  return block;
-}
-
-/// The inverse: writes `block` as block `index` along `dim` of `full`.
-void putBlock(std::vector<float> &full, const std::vector<int64_t> &shape, int64_t dim,
-              int64_t parts, int64_t index, const std::vector<float> &block) {
-  int64_t outer = 1, inner = 1, n = shape[dim], rows = n / parts;
-  for (int64_t d = 0; d < dim; ++d) outer *= shape[d];
-  for (size_t d = dim + 1; d < shape.size(); ++d) inner *= shape[d];
-  for (int64_t o = 0; o < outer; ++o)
-    std::memcpy(full.data() + (o * n + index * rows) * inner, block.data() + o * rows * inner,
-                size_t(rows * inner) * 4);
-}
-
-/// A fused dim of k blocks (q|k|v) is split block by block: view it as
-/// [k, n/k] and split the inner dim.
-std::vector<int64_t> blockedShape(const ParamSlot &slot) {
-  std::vector<int64_t> shape = slot.shape;
-  int64_t k = slot.tpBlocks, d = slot.tpDim;
-  shape[d] /= k;
-  shape.insert(shape.begin() + d, k);
-  return shape;
-}
-
-std::vector<float> takeTpSlice(const std::vector<float> &full, std::vector<int64_t> &shape,
-                               const ParamSlot &slot, int64_t t, int64_t T) {
-  std::vector<int64_t> b = blockedShape(slot);
-  std::vector<float> v = takeBlock(full, b, slot.tpDim + 1, T, t);
-  shape[slot.tpDim] /= T;
-  return v;
-}
-
-void putTpSlice(std::vector<float> &full, const ParamSlot &slot, int64_t t, int64_t T,
-                const std::vector<float> &slice) {
-  putBlock(full, blockedShape(slot), slot.tpDim + 1, T, t, slice);
-}
-
 class SimulatedRanksRunner : public StepRunner {
 public:
   SimulatedRanksRunner(const TrainProgram &tp, std::unique_ptr<rt::SimulatedRanks> w)
       : StepRunner(tp), world_(std::move(w)) {}
 
-  /// Rank layout (pp, dp_replicate, dp_shard, cp, tp), row-major:
-  /// rank = (r_replicate * S + r_shard) * T + r_tp.
-  int rankOf(int rep, int shard, int t) const { return (rep * tp_.dpShard + shard) * tp_.tp + t; }
+  int rankOf(int rep, int shard, int t) const { return rankOfCoords(tp_, rep, shard, t); }
 
-  /// This rank's piece of a parameter-shaped tensor: the tp slice, then
-  /// FSDP's dim-0 slice of that.
   std::vector<float> local(const std::vector<float> &full, const ParamSlot &slot, int shard,
                            int t) const {
-    std::vector<int64_t> shape = slot.shape;
-    std::vector<float> v = full;
-    if (slot.tpDim >= 0)
-      v = takeTpSlice(v, shape, slot, t, tp_.tp);
-    if (slot.dim0Shards > 1)
-      v = takeBlock(v, shape, 0, slot.dim0Shards, shard);
-    return v;
+    return localSlice(tp_, full, slot, shard, t);
   }
 
   /// Reassembles output `output` (parameter-shaped) from the replica-0 ranks.
   bool gather(size_t output, std::vector<float> &full, const ParamSlot &slot, std::string &err) {
-    int T = slot.tpDim >= 0 ? tp_.tp : 1, S = int(slot.dim0Shards);
-    std::vector<int64_t> tpShape = slot.shape;
-    if (slot.tpDim >= 0)
-      tpShape[slot.tpDim] /= T;
-    std::vector<float> tpLocal(full.size() / size_t(T)), piece(tpLocal.size() / size_t(S));
-    for (int t = 0; t < T; ++t) {
-      for (int s = 0; s < S; ++s) {
-        if (!world_->rank(rankOf(0, s, t)).getOutput(output, piece.data(), piece.size() * 4, err))
-          return false;
-        if (S > 1)
-          putBlock(tpLocal, tpShape, 0, S, s, piece);
-        else
-          tpLocal = piece;
-      }
-      if (T > 1)
-        putTpSlice(full, slot, t, T, tpLocal);
-      else
-        full = tpLocal;
-    }
-    return true;
+    return assembleFull(tp_, slot, full, [&](int shard, int t, std::vector<float> &piece) {
+      return world_->rank(rankOf(0, shard, t))
+          .getOutput(output, piece.data(), piece.size() * 4, err);
+    });
   }
 
   bool step(TrainState &st, int64_t s, const Batch &batch, bool wantGrads, StepResult &out,
@@ -322,7 +248,8 @@ std::unique_ptr<StepRunner> StepRunner::create(const TrainProgram &tp, int threa
   }
   if (backend != "cpu") {
     err = "a " + std::to_string(tp.worldSize()) +
-          "-rank plan runs as simulated ranks on the cpu backend, not '" + backend + "'";
+          "-rank plan runs as simulated ranks on the cpu backend, not '" + backend +
+          "' (one process per GPU: --nproc " + std::to_string(tp.worldSize()) + ")";
     return nullptr;
   }
   int perRank = threads > 0 ? std::max(1, threads / tp.worldSize()) : 0;

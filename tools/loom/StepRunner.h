@@ -23,6 +23,10 @@
 #include <string>
 #include <vector>
 
+namespace loom::rt {
+class Rendezvous;
+}
+
 namespace loom::tools {
 
 struct StepResult {
@@ -52,7 +56,25 @@ public:
   virtual bool step(TrainState &state, int64_t s, const Batch &batch, bool wantGrads,
                     StepResult &out, std::string &err) = 0;
   /// Brings `state` on the host up to date (before checkpoints and export).
+  /// With one process per rank every rank must call it; only rank 0's
+  /// `state` is brought up to date.
   virtual bool syncState(TrainState &, std::string &) { return true; }
+  /// With one process per rank: waits until every rank is done, so no rank
+  /// leaves while another may still need it. Every rank must call it.
+  virtual bool finish(std::string &) { return true; }
+  /// True when the last failure was another process's (it died, hung or
+  /// left), not this rank's own.
+  virtual bool peerFailed() const { return false; }
+  /// One rank of a job with one process per rank (loom train --nproc,
+  /// torchrun): joins the others through `rv`, then runs its own rank of
+  /// the plan on `backend` (cpu: SocketCommunicator; cuda: NCCL).
+  /// `threads` is for the whole host, split among its `localRanks`.
+  static std::unique_ptr<StepRunner> createDistributed(const TrainProgram &tp, int threads,
+                                                       const std::string &backend,
+                                                       std::unique_ptr<rt::Rendezvous> rv,
+                                                       int localRank, int localRanks,
+                                                       double collectiveTimeoutS,
+                                                       std::string &err);
   /// Accelerator memory the runner holds (0 on the CPU).
   virtual uint64_t deviceMemoryBytes() const { return 0; }
   int worldSize() const { return tp_.worldSize(); }
@@ -74,6 +96,11 @@ protected:
   int failRank_ = -1;
   int64_t failStep_ = -1;
 };
+
+/// True when the program updates every parameter and moment in place
+/// (input k <- output 3 + k, Program::updates): the state can stay on the
+/// device between steps.
+bool updatesWholeState(const rt::Program &p);
 
 } // namespace loom::tools
 

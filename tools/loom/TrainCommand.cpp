@@ -10,6 +10,7 @@
 #include "Args.h"
 #include "Checkpoint.h"
 #include "Commands.h"
+#include "Launcher.h"
 #include "Npy.h"
 #include "SpmdPlan.h"
 #include "StepRunner.h"
@@ -17,7 +18,9 @@
 #include "TrainProgram.h"
 #include "WeightFiles.h"
 #include "frontends/onnx/OnnxExporter.h"
+#include "loom/runtime/LaunchEnv.h"
 #include "loom/runtime/ProgramStats.h"
+#include "loom/runtime/Rendezvous.h"
 #include "planner/Plan.h"
 
 #include <chrono>
@@ -143,6 +146,13 @@ int runTrain(int argc, char **argv) {
   args.flag("plan", "parallelism: dp_replicate=R,dp_shard=S,tp=T (simulated ranks on the CPU)", false,
             "1");
   args.flag("world-size", "ranks the job has (default: the plan's product)");
+  args.flag("nproc", "run the plan's ranks as this many local processes (1: simulated ranks)",
+            false, "1");
+  args.flag("rendezvous-timeout", "seconds for every rank to join a multi-process job", false,
+            "60");
+  args.flag("collective-timeout",
+            "seconds a multi-process collective may wait for its peers before failing", false,
+            "300");
   args.flag("ddp-bucket-mib", "gradient MiB per dp_replicate all-reduce (0: one per gradient)",
             false, "25");
   args.flag("fsdp-prefetch", "issue each FSDP all-gather this many parameters early", false, "1");
@@ -204,17 +214,61 @@ int runTrain(int argc, char **argv) {
   if (opts.fsdpPrefetch < 0)
     return fail("train", "--fsdp-prefetch must not be negative");
 
+  // One process per rank: either this process launches them (--nproc), or
+  // a launcher started this process as one of them (its variables).
+  rt::LaunchEnv env;
+  if (!rt::readLaunchEnv(env, err))
+    return fail("train", err);
+  int64_t nproc = args.getInt("nproc");
+  if (nproc < 1)
+    return fail("train", "--nproc must be at least 1");
+  if (nproc > 1) {
+    if (env.multiProcess)
+      return fail("train", "--nproc " + std::to_string(nproc) + " inside a launched job (WORLD_SIZE=" +
+                               std::to_string(env.worldSize) + "): use one or the other");
+    if (nproc != int64_t(plan.gpus()))
+      return fail("train", "--nproc " + std::to_string(nproc) + " but plan '" + args.get("plan") +
+                               "' has " + std::to_string(plan.gpus()) + " ranks");
+    return launchLocalRanks("train", int(nproc), argsWithout(argc, argv, 1, "nproc"));
+  }
+  bool lead = !env.multiProcess || env.rank == 0; // prints, logs, checkpoints, exports
+  std::string rankPrefix = env.multiProcess ? "rank " + std::to_string(env.rank) + ": " : "";
+  std::unique_ptr<rt::Rendezvous> rendezvous;
+  if (env.multiProcess) {
+    if (env.worldSize != plan.gpus())
+      return fail("train", rankPrefix + "plan '" + args.get("plan") + "' has " +
+                               std::to_string(plan.gpus()) + " ranks, the job " +
+                               std::to_string(env.worldSize) + " processes (WORLD_SIZE)");
+    // Join before compiling, so a wrong address or a missing rank is
+    // reported in seconds rather than after every rank has compiled.
+    rendezvous = rt::Rendezvous::join(env.rank, env.worldSize, env.masterAddr, env.masterPort,
+                                      args.getDouble("rendezvous-timeout"), err);
+    if (!rendezvous)
+      return fail("train", rankPrefix + err);
+    // Only rank 0 speaks on stdout (the ranks' lines would repeat it);
+    // errors still go to stderr, prefixed with the rank.
+    if (!lead && !std::freopen("/dev/null", "w", stdout))
+      return fail("train", rankPrefix + "cannot silence stdout");
+  }
+  std::unique_ptr<StepRunner> runner;
+  // A rank that stops because another rank failed exits with
+  // kExitPeerFailed, so the launcher names the rank that failed first.
+  auto die = [&](const std::string &msg) {
+    fail("train", rankPrefix + msg);
+    return runner && runner->peerFailed() ? kExitPeerFailed : 1;
+  };
+
   auto t0 = Clock::now();
   TrainProgram tp;
   if (!compileTrainStep(args.positional()[0], B, T, opts, tp, err))
-    return fail("train", err);
+    return die(err);
   if (args.has("print-program-stats"))
     std::printf("%s", rt::formatProgramStats(rt::programStats(*tp.program)).c_str());
   std::vector<std::string> hfNames;
   std::map<std::string, std::string> aliases;
   if (args.has("init-weights") &&
       !loadInitWeights(args.get("init-weights"), tp.params, hfNames, aliases, err))
-    return fail("train", err);
+    return die(err);
 
   TrainState state;
   state.params = tp.params;
@@ -229,12 +283,18 @@ int runTrain(int argc, char **argv) {
   if (args.has("resume")) {
     std::string from;
     if (!loadCheckpoint(args.get("resume"), state, from, err))
-      return fail("train", err);
+      return die(err);
     std::printf("resumed from %s at step %lld\n", from.c_str(), (long long)state.step);
   }
-  auto runner = StepRunner::create(tp, int(args.getInt("threads")), err, args.get("backend"));
+  if (env.multiProcess)
+    runner = StepRunner::createDistributed(tp, int(args.getInt("threads")), args.get("backend"),
+                                           std::move(rendezvous), env.localRank,
+                                           env.localWorldSize, args.getDouble("collective-timeout"),
+                                           err);
+  else
+    runner = StepRunner::create(tp, int(args.getInt("threads")), err, args.get("backend"));
   if (!runner)
-    return fail("train", err);
+    return die(err);
   int64_t numel = 0;
   for (const ParamSlot &p : state.params) numel += int64_t(p.value.size());
   double compileS = std::chrono::duration<double>(Clock::now() - t0).count();
@@ -247,18 +307,20 @@ int runTrain(int argc, char **argv) {
     std::printf("device memory: %.2f GiB (arena, constants, scratch, GEMM workspace)\n",
                 double(dev) / double(1ull << 30));
   if (tp.worldSize() > 1)
-    printSpmdSummary(plan, tp, *runner);
+    printSpmdSummary(plan, tp, *runner,
+                     env.multiProcess ? "processes on the " + args.get("backend") + " backend"
+                                      : "simulated ranks on the cpu backend");
   if (args.has("fail-rank")) {
     int64_t r = args.getInt("fail-rank");
     if (r < 0 || r >= tp.worldSize())
-      return fail("train", "--fail-rank " + std::to_string(r) + " is not a rank of this " +
+      return die("--fail-rank " + std::to_string(r) + " is not a rank of this " +
                                std::to_string(tp.worldSize()) + "-rank plan");
     runner->injectRankFailure(int(r), args.getInt("fail-step"));
   }
 
   std::FILE *log = nullptr;
-  if (args.has("log") && !(log = std::fopen(args.get("log").c_str(), "a")))
-    return fail("train", "cannot open log file '" + args.get("log") + "'");
+  if (lead && args.has("log") && !(log = std::fopen(args.get("log").c_str(), "a")))
+    return die("cannot open log file '" + args.get("log") + "'");
   bool tty = isatty(1);
   int64_t every = args.getInt("checkpoint-every");
   int64_t dieAfter = args.has("die-after-step") ? args.getInt("die-after-step") : -1;
@@ -269,16 +331,16 @@ int runTrain(int argc, char **argv) {
     auto ts = Clock::now();
     Batch batch;
     if (!makeBatch(data, s, B, T, batch, err, rule))
-      return fail("train", err);
+      return die(err);
     StepResult result;
     bool ok = runner->step(state, s, batch, s == firstStep && tp.hasGradients, result, err);
     loss = result.loss;
     gnorm = result.gradNorm;
     lr = result.lr;
     if (!ok)
-      return fail("train", "step " + std::to_string(s) + ": " + err);
+      return die("step " + std::to_string(s) + ": " + err);
     if (!std::isfinite(loss))
-      return fail("train", "step " + std::to_string(s) + ": the loss is not finite (" +
+      return die("step " + std::to_string(s) + ": the loss is not finite (" +
                                std::to_string(loss) + ")");
     if (s == firstStep && args.has("expect-loss")) {
       double want = args.getDouble("expect-loss"), rel = std::fabs(loss - want) / std::fabs(want);
@@ -289,12 +351,12 @@ int runTrain(int argc, char **argv) {
       if (!pass)
         return 1;
     }
-    if (s == firstStep && tp.hasGradients) {
+    if (lead && s == firstStep && tp.hasGradients) { // gathered on rank 0 only
       const std::vector<std::vector<float>> &grads = result.grads;
       double worst = compareGradients(args.get("expect-grads"), state.params, grads, hfNames,
                                       aliases, true, err);
       if (worst < 0)
-        return fail("train", err);
+        return die(err);
       double tol = args.getDouble("grad-tolerance");
       std::printf("step-%lld gradients vs %s: worst relative L2 error %.3e (tolerance %.1e): %s\n",
                   (long long)s, args.get("expect-grads").c_str(), worst, tol,
@@ -325,11 +387,11 @@ int runTrain(int argc, char **argv) {
     if (args.has("checkpoint-dir") && every > 0 && state.step % every == 0) {
       std::string at;
       if (!runner->syncState(state, err))
-        return fail("train", err);
-      if (!saveCheckpoint(args.get("checkpoint-dir"), state, int(args.getInt("keep-checkpoints")),
-                          at, err))
-        return fail("train", err);
-      if (!tty)
+        return die(err);
+      if (lead && !saveCheckpoint(args.get("checkpoint-dir"), state,
+                                  int(args.getInt("keep-checkpoints")), at, err))
+        return die(err);
+      if (lead && !tty)
         std::printf("checkpoint %s\n", at.c_str());
     }
     if (s == dieAfter) {
@@ -346,18 +408,22 @@ int runTrain(int argc, char **argv) {
                 (long long)done, wall, double(done) / wall, double(done * B * T) / wall, loss);
   if (log)
     std::fclose(log);
-  if (!runner->syncState(state, err))
-    return fail("train", err);
+  // Every rank takes part in the last gather; then the ranks leave
+  // together (finish), and rank 0 alone writes the exports.
+  if (!runner->syncState(state, err) || !runner->finish(err))
+    return die(err);
+  if (!lead)
+    return 0;
   if (args.has("export-weights")) {
     if (!exportWeights(args.get("export-weights"), state.params, hfNames, aliases, err))
-      return fail("train", err);
+      return die(err);
     std::printf("wrote %s\n", args.get("export-weights").c_str());
   }
   if (args.has("export-onnx")) {
     std::map<std::string, std::vector<float>> values;
     for (const ParamSlot &p : state.params) values[p.name] = p.value;
     if (!exportOnnxWithParameters(args.positional()[0], args.get("export-onnx"), values, err))
-      return fail("train", err);
+      return die(err);
     std::printf("wrote %s\n", args.get("export-onnx").c_str());
   }
   return 0;

@@ -8,7 +8,7 @@
 // dp_shard) mesh and over both axes.
 //===----------------------------------------------------------------------===//
 #include "RuntimeTestUtil.h"
-#include "loom/runtime/Communicator.h"
+#include "loom/runtime/InProcessCommunicator.h"
 #include "loom/runtime/SimulatedRanks.h"
 
 using namespace loom::rt;

@@ -1,73 +1,73 @@
-//===- Communicator.h - In-process collectives for simulated ranks -*- C++ -*-===//
+//===- Communicator.h - How ranks run the program's collectives -*- C++ -*-===//
 //
 // Part of loom, under the Apache License v2.0.
 //
-// The CPU backend simulates an N-rank job inside one process (like JAX's
-// host platform device count): one executor per rank, each in its own
-// thread, meeting at the program's collective instructions through this
-// communicator. Every rank runs the same program (SPMD), so the ranks reach
-// the same collective in the same order; a collective is then
-//   1. every rank publishes its input pointer, barrier;
-//   2. every rank computes its own output from the published inputs;
-//   3. barrier (nobody overwrites an input others may still read).
-// Reductions add in group order in double precision and round once, so
-// the result does not depend on thread timing and is bit-identical on all
-// ranks of a group. A rank that fails aborts the communicator; the others
-// then leave their barrier with an error naming that rank instead of
-// waiting forever.
+// Every rank runs the same program (SPMD), so the ranks reach the same
+// collective instructions in the same order; a Communicator carries out one
+// such instruction for the rank that calls it. Implementations:
+//   InProcessCommunicator  simulated ranks: threads of one process;
+//   SocketCommunicator     one process per rank, TCP between them (CPU);
+//   NcclCommunicator       one process per GPU (cuda/, device pointers).
+// The CPU ones share one arithmetic (compute() below): reductions add the
+// group's values in group (rank) order in double precision and round once,
+// so results are bit-identical across a group and between the in-process
+// and the multi-process runs.
 //===----------------------------------------------------------------------===//
 #ifndef LOOM_RUNTIME_COMMUNICATOR_H
 #define LOOM_RUNTIME_COMMUNICATOR_H
 
 #include "loom/runtime/Program.h"
 
-#include <condition_variable>
 #include <cstdint>
-#include <mutex>
 #include <string>
 #include <vector>
 
 namespace loom::rt {
 
-class InProcessCommunicator {
-public:
-  explicit InProcessCommunicator(int worldSize);
+inline bool isCollectiveOp(OpCode op) {
+  return op == OpCode::AllReduce || op == OpCode::AllGather || op == OpCode::ReduceScatter;
+}
 
-  int worldSize() const { return world_; }
+class Communicator {
+public:
+  virtual ~Communicator() = default;
+
+  virtual int worldSize() const = 0;
+  /// "in-process", "socket" or "nccl": backends check that the transport
+  /// reaches their memory (NCCL moves device pointers, the others host).
+  virtual const char *transport() const = 0;
 
   /// Runs collective instruction `I` (AllReduce, AllGather, ReduceScatter;
   /// already validated) for `rank`: `in` and `out` are that rank's f32
-  /// buffers with the instruction's shapes. Blocks until every rank has
-  /// made the same call. False with `err` when the communicator is aborted
-  /// or the ranks disagree about the instruction.
-  bool collective(int rank, const Instr &I, const std::vector<int64_t> &inShape,
-                  const std::vector<int64_t> &outShape, const float *in, float *out,
-                  std::string &err);
+  /// buffers with the instruction's shapes. Blocks until the rank's group
+  /// has made the same call. False with `err` (naming the rank at fault
+  /// where one is known) when the job failed or the ranks disagree about
+  /// the instruction.
+  virtual bool collective(int rank, const Instr &I, const std::vector<int64_t> &inShape,
+                          const std::vector<int64_t> &outShape, const float *in, float *out,
+                          std::string &err) = 0;
 
   /// Marks the job failed: blocked and later collectives return false with
   /// `why`. The first reason is kept.
-  void abort(const std::string &why);
-  bool aborted() const;
-  /// The reason given to the first abort() ("" when not aborted). An
-  /// aborted communicator stays aborted: its world is finished.
-  std::string abortReason() const;
+  virtual void abort(const std::string &why) = 0;
+
+  /// True when a collective failed because of another rank (it left, hung
+  /// or is at another collective) rather than this one.
+  virtual bool peerFailed() const { return false; }
 
   /// The ranks of `rank`'s group for a collective with the mesh sizes and
   /// axis mask of ints[2..7] (Program.h), in rank order.
   static std::vector<int> groupOf(int rank, const std::vector<int64_t> &ints);
 
-private:
-  bool barrier(std::string &err);
+  /// The ranks of the mesh named by a collective's ints (their product).
+  static int64_t meshSize(const std::vector<int64_t> &ints);
 
-  int world_;
-  mutable std::mutex m_;
-  std::condition_variable cv_;
-  int arrived_ = 0;
-  uint64_t generation_ = 0;
-  bool aborted_ = false;
-  std::string abortWhy_;
-  std::vector<const float *> inputs_;
-  std::vector<const Instr *> instrs_;
+  /// What collective `I` means: rank `me` of the group (its place in
+  /// groupOf order) gets `out` from the group's inputs `inputs` (group
+  /// order). The reference arithmetic every CPU communicator uses.
+  static void compute(const Instr &I, const std::vector<int64_t> &inShape,
+                      const std::vector<int64_t> &outShape,
+                      const std::vector<const float *> &inputs, int me, float *out);
 };
 
 } // namespace loom::rt

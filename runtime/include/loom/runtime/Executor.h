@@ -49,6 +49,15 @@ std::unique_ptr<Executor> createExecutor(std::shared_ptr<const Program> p,
                                          const std::string &backend,
                                          int threads, std::string &err);
 
+class Communicator;
+
+/// Rank `rank` of a multi-rank world: the program's collectives go through
+/// `comm`, which must outlive the executor (cpu: any CPU communicator;
+/// cuda: an NcclCommunicator, see NcclCommunicator.h).
+std::unique_ptr<Executor> createRankExecutor(std::shared_ptr<const Program> p,
+                                             const std::string &backend, int threads,
+                                             Communicator *comm, int rank, std::string &err);
+
 } // namespace loom::rt
 
 #endif

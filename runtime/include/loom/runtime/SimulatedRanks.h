@@ -10,7 +10,7 @@
 #ifndef LOOM_RUNTIME_SIMULATEDRANKS_H
 #define LOOM_RUNTIME_SIMULATEDRANKS_H
 
-#include "loom/runtime/Communicator.h"
+#include "loom/runtime/InProcessCommunicator.h"
 #include "loom/runtime/Executor.h"
 
 #include <memory>

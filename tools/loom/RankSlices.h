@@ -1,0 +1,41 @@
+//===- RankSlices.h - Which piece of the training state a rank holds -*- C++ -*-===//
+//
+// Part of loom, under the Apache License v2.0.
+//
+// Ranks are laid out row-major over (pp, dp_replicate, dp_shard, cp, tp):
+// rank = (r_replicate * S + r_shard) * T + r_tp. A parameter-shaped tensor
+// on a rank is the tp slice of the full tensor (along ParamSlot::tpDim,
+// block by block for fused q|k|v), then FSDP's dim-0 slice r_shard of
+// that. Simulated ranks and one-process-per-rank runs slice and reassemble
+// the same way.
+//===----------------------------------------------------------------------===//
+#ifndef LOOM_TOOLS_RANKSLICES_H
+#define LOOM_TOOLS_RANKSLICES_H
+
+#include "TrainProgram.h"
+
+#include <functional>
+#include <vector>
+
+namespace loom::tools {
+
+inline int rankOfCoords(const TrainProgram &tp, int rep, int shard, int t) {
+  return (rep * tp.dpShard + shard) * tp.tp + t;
+}
+
+/// Rank (shard, t)'s piece of the full tensor `full` shaped like `slot`.
+std::vector<float> localSlice(const TrainProgram &tp, const std::vector<float> &full,
+                              const ParamSlot &slot, int shard, int t);
+
+/// Number of floats in one rank's piece of `slot`.
+size_t localSize(const TrainProgram &tp, const ParamSlot &slot);
+
+/// Rebuilds `full` from the pieces of one replica: getPiece(shard, t,
+/// piece) fills `piece` (already sized) for every (shard, t) that holds a
+/// distinct piece. False when a getPiece does.
+bool assembleFull(const TrainProgram &tp, const ParamSlot &slot, std::vector<float> &full,
+                  const std::function<bool(int shard, int t, std::vector<float> &piece)> &getPiece);
+
+} // namespace loom::tools
+
+#endif
