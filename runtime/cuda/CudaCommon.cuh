@@ -33,12 +33,30 @@ constexpr int kThreads = 256;
 /// Row-major walk of an output shape with K operands' element strides.
 template <int K> struct StridedMap {
   int ndim = 0;
+  bool narrow = false; // every index fits 32 bits: divide in 32 bits
   int64_t shape[kMaxDims] = {};
   int64_t strides[K][kMaxDims] = {};
 
   /// Offsets of flat output index `i` in each operand.
   __device__ void offsets(int64_t i, int64_t (&off)[K]) const {
+    // One dim left after collapsing (same-shape operands, a scalar
+    // broadcast, a whole-tensor reduction) is the common case: no 64-bit
+    // division per element, which would make these memory-bound kernels
+    // instruction-bound. Same offsets either way.
+    if (ndim == 1) {
+      for (int k = 0; k < K; ++k) off[k] = i * strides[k][0];
+      return;
+    }
     for (int k = 0; k < K; ++k) off[k] = 0;
+    if (narrow) {
+      uint32_t j = uint32_t(i);
+      for (int d = ndim - 1; d >= 0; --d) {
+        uint32_t n = uint32_t(shape[d]), coord = j % n;
+        j /= n;
+        for (int k = 0; k < K; ++k) off[k] += int64_t(coord) * strides[k][d];
+      }
+      return;
+    }
     for (int d = ndim - 1; d >= 0; --d) {
       int64_t coord = i % shape[d];
       i /= shape[d];
@@ -55,6 +73,9 @@ StridedMap<K> makeStridedMap(const Shape &shape, const std::vector<Shape> &strid
   StridedLoop loop(shape, strides);
   StridedMap<K> m;
   m.ndim = int(loop.shape().size());
+  int64_t total = 1;
+  for (int64_t n : loop.shape()) total *= n;
+  m.narrow = total < (int64_t(1) << 32);
   for (int d = 0; d < m.ndim; ++d) {
     m.shape[d] = loop.shape()[size_t(d)];
     for (int k = 0; k < K; ++k) m.strides[k][d] = loop.strides(size_t(k))[size_t(d)];
