@@ -10,6 +10,7 @@
 // Shapes are odd on purpose (not multiples of 32) to reach the kernels'
 // edges. Without a usable GPU every test reports SKIPPED, never passed.
 //===----------------------------------------------------------------------===//
+#include "GpuTestUtil.h"
 #include "RuntimeTestUtil.h"
 
 #ifdef LOOM_HAVE_CUDA
@@ -20,21 +21,6 @@ namespace loom::rt::test {
 namespace {
 
 using F = std::vector<float>;
-
-bool haveGpu(std::string &why) {
-#ifdef LOOM_HAVE_CUDA
-  return cudaDeviceAvailable(why);
-#else
-  why = "built without the CUDA backend";
-  return false;
-#endif
-}
-
-#define REQUIRE_GPU()                                                                            \
-  do {                                                                                           \
-    std::string why_;                                                                            \
-    if (!haveGpu(why_)) GTEST_SKIP() << why_;                                                    \
-  } while (0)
 
 /// Runs `p` on both backends and compares every output: f32 within
 /// rtol/atol, f64 likewise, everything else (ints, bool, bf16 bits) exactly.

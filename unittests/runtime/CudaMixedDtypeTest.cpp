@@ -17,6 +17,7 @@
 // element a kernel leaves unwritten is NaN and fails. Without a usable GPU
 // every test reports SKIPPED.
 //===----------------------------------------------------------------------===//
+#include "GpuTestUtil.h"
 #include "MixedDtypeCases.h"
 
 #ifdef LOOM_HAVE_CUDA
@@ -25,21 +26,6 @@
 
 namespace loom::rt::test {
 namespace {
-
-bool haveGpu(std::string &why) {
-#ifdef LOOM_HAVE_CUDA
-  return cudaDeviceAvailable(why);
-#else
-  why = "built without the CUDA backend";
-  return false;
-#endif
-}
-
-#define REQUIRE_GPU()                                                                            \
-  do {                                                                                           \
-    std::string why_;                                                                            \
-    if (!haveGpu(why_)) GTEST_SKIP() << why_;                                                    \
-  } while (0)
 
 /// Output k as doubles, widening bf16.
 std::vector<double> valuesOf(const Program &p, const RunResult &r, size_t k) {
