@@ -63,15 +63,32 @@ bool isCausalMask(Value mask, int64_t t, int64_t s) {
   ArrayRef<int64_t> shape = type.getShape();
   if (shape[shape.size() - 2] != t || shape.back() != s)
     return false;
-  int64_t k = 0;
-  for (APFloat f : dense.getValues<APFloat>()) {
+  auto expected = [&](int64_t k, double v) {
     int64_t j = k % s, i = (k / s) % t;
-    double v = f.convertToDouble();
     bool visible = j <= i + (s - t);
-    if (visible ? v != 0.0 : !(v <= -1e30))
-      return false;
-    ++k;
+    return visible ? v == 0.0 : v <= -1e30;
+  };
+  int64_t n = type.getNumElements();
+  if (dense.isSplat()) { // causal only when every key is visible (T = 1, a decode step)
+    double v = dense.getSplatValue<APFloat>().convertToDouble();
+    for (int64_t k = 0; k < t * s; ++k)
+      if (!expected(k, v))
+        return false;
+    return true;
   }
+  if (type.getElementType().isF32()) {
+    // Long-sequence masks have T S elements (64 M at 8192): read the floats
+    // directly rather than through APFloat.
+    const float *v = reinterpret_cast<const float *>(dense.getRawData().data());
+    for (int64_t k = 0; k < n; ++k)
+      if (!expected(k, double(v[k])))
+        return false;
+    return true;
+  }
+  int64_t k = 0;
+  for (APFloat f : dense.getValues<APFloat>())
+    if (!expected(k++, f.convertToDouble()))
+      return false;
   return true;
 }
 
@@ -96,6 +113,18 @@ Value keyOf(MatmulOp scores, PatternRewriter &rewriter) {
 /// matmul(softmax(scale * q k^T [+ causal mask]), v) -> attention(q, k, v).
 struct FuseAttentionPattern : OpRewritePattern<MatmulOp> {
   using OpRewritePattern::OpRewritePattern;
+  /// Every layer adds the same (uniqued) mask constant: check it once.
+  mutable llvm::DenseMap<std::tuple<const void *, int64_t, int64_t>, bool> causalMasks;
+  bool causalMask(Value m, int64_t t, int64_t s) const {
+    auto c = m.getDefiningOp<ConstantOp>();
+    if (!c)
+      return false;
+    auto key = std::make_tuple(c.getValue().getAsOpaquePointer(), t, s);
+    auto it = causalMasks.find(key);
+    if (it == causalMasks.end())
+      it = causalMasks.try_emplace(key, isCausalMask(m, t, s)).first;
+    return it->second;
+  }
   LogicalResult matchAndRewrite(MatmulOp pv, PatternRewriter &rewriter) const override {
     if (pv.getTransposeLhs() || pv.getTransposeRhs())
       return failure();
@@ -109,7 +138,7 @@ struct FuseAttentionPattern : OpRewritePattern<MatmulOp> {
     if (auto add = logits.getDefiningOp<AddOp>()) {
       Value scaled;
       bool masked = matchEitherOrder(add, [&](Value a, Value m) {
-        if (!isCausalMask(m, t, s))
+        if (!causalMask(m, t, s))
           return false;
         scaled = a;
         return true;

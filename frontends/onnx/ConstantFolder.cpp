@@ -45,16 +45,18 @@ void forEachBroadcast(const Shape &outShape, const std::vector<Shape> &ins,
   }
   int64_t n = 1;
   for (int64_t d : outShape) n *= d;
+  // Offsets move with the index like an odometer: a step in dim d adds
+  // that dim's stride, a wrap takes back the whole row it ran over.
   std::vector<int64_t> idx(rank, 0), offs(ins.size(), 0);
   for (int64_t k = 0; k < n; ++k) {
-    for (size_t j = 0; j < ins.size(); ++j) {
-      offs[j] = 0;
-      for (size_t d = 0; d < rank; ++d) offs[j] += idx[d] * bstrides[j][d];
-    }
     fn(k, offs);
     for (int64_t d = int64_t(rank) - 1; d >= 0; --d) {
-      if (++idx[d] < outShape[d]) break;
+      if (++idx[d] < outShape[d]) {
+        for (size_t j = 0; j < ins.size(); ++j) offs[j] += bstrides[j][d];
+        break;
+      }
       idx[d] = 0;
+      for (size_t j = 0; j < ins.size(); ++j) offs[j] -= (outShape[d] - 1) * bstrides[j][d];
     }
   }
 }
@@ -226,14 +228,23 @@ std::string foldConcat(const onnx::NodeProto &node, const Inputs &in,
   int64_t outer = 1, inner = 1;
   for (int64_t d = 0; d < axis; ++d) outer *= shape[d];
   for (size_t d = axis + 1; d < shape.size(); ++d) inner *= shape[d];
+  // Inputs of another type are converted once, not once per outer index.
+  std::vector<HostTensor> converted(in.size());
+  std::vector<const HostTensor *> src(in.size());
+  for (size_t k = 0; k < in.size(); ++k) {
+    src[k] = in[k];
+    if (in[k]->type != first.type) {
+      converted[k] = in[k]->castTo(first.type);
+      src[k] = &converted[k];
+    }
+  }
   int64_t pos = 0;
   for (int64_t o = 0; o < outer; ++o)
-    for (const HostTensor *t : in) {
-      HostTensor c = t->castTo(first.type);
-      int64_t chunk = t->shape[axis] * inner;
+    for (const HostTensor *c : src) {
+      int64_t chunk = c->shape[axis] * inner;
       for (int64_t k = 0; k < chunk; ++k, ++pos) {
-        if (r.isFloat()) r.f[pos] = c.f[o * chunk + k];
-        else r.i[pos] = c.i[o * chunk + k];
+        if (r.isFloat()) r.f[pos] = c->f[o * chunk + k];
+        else r.i[pos] = c->i[o * chunk + k];
       }
     }
   out.push_back(std::move(r));

@@ -31,6 +31,13 @@ Type elementTypeFor(MLIRContext *ctx, int32_t t) {
   }
 }
 
+Type GraphImporter::elementType(int32_t onnxType) const {
+  Type t = elementTypeFor(b.getContext(), onnxType);
+  if (weightsAsShapes && t && t.isBF16())
+    return b.getF32Type();
+  return t;
+}
+
 void GraphImporter::fail(const std::string &msg) const {
   throw ImportError{curNode ? describeNode(*curNode) + ": " + msg : msg};
 }
@@ -64,8 +71,16 @@ const HostTensor *GraphImporter::knownValue(const std::string &name) {
   if (!e.host && e.init && !e.weight) {
     HostTensor t;
     std::string err;
-    if (!tensorFromProto(*e.init, modelDir, t, err))
+    bool external = e.init->data_location() == onnx::TensorProto::EXTERNAL;
+    if (weightsAsShapes && external && isFloatType(ElemType(e.init->data_type())))
+      // Float vectors in weight files (norm scales, biases) are values too:
+      // shapes are what planning needs, so their bytes stay unread.
+      t = HostTensor::zeros(ElemType(e.init->data_type()),
+                            std::vector<int64_t>(e.init->dims().begin(), e.init->dims().end()));
+    else if (!tensorFromProto(*e.init, modelDir, t, err))
       throw ImportError{err};
+    if (weightsAsShapes && t.type == ElemType::BFloat16)
+      t = t.castTo(ElemType::Float); // as elementType() retypes the IR
     e.host = std::move(t);
   }
   return e.host ? &*e.host : nullptr;
@@ -81,8 +96,20 @@ bool GraphImporter::hasInput(size_t k) const {
   return int(k) < curNode->input_size() && !curNode->input(k).empty();
 }
 
+Value GraphImporter::convertedConstant(const HostTensor *h, ElemType type) {
+  Value &v = converted[{h, type}];
+  if (!v) {
+    // At the top of the function, like other materialized constants, so
+    // it dominates every later use.
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(b.getInsertionBlock());
+    v = constant(h->castTo(type));
+  }
+  return v;
+}
+
 Value GraphImporter::constant(const HostTensor &t, StringRef name) {
-  Type elem = elementTypeFor(b.getContext(), int32_t(t.type));
+  Type elem = elementType(int32_t(t.type));
   if (!elem)
     fail(std::string("constant of unsupported element type ") +
          elemTypeName(int32_t(t.type)));
@@ -117,17 +144,22 @@ Value GraphImporter::constant(const HostTensor &t, StringRef name) {
 }
 
 Value GraphImporter::weightConstant(const onnx::TensorProto &t, const ParamUse *use) {
-  Type elem = elementTypeFor(b.getContext(), t.data_type());
+  Type elem = elementType(t.data_type());
   if (!elem)
     fail("initializer '" + t.name() + "' has unsupported element type " +
          elemTypeName(t.data_type()));
-  std::vector<char> bytes;
-  std::string err;
-  if (!tensorBytes(t, modelDir, bytes, err))
-    throw ImportError{err};
   std::vector<int64_t> shape(t.dims().begin(), t.dims().end());
   auto type = RankedTensorType::get(shape, elem);
-  auto attr = DenseElementsAttr::getFromRawBuffer(type, ArrayRef<char>(bytes));
+  DenseElementsAttr attr;
+  if (weightsAsShapes) {
+    attr = DenseElementsAttr::get(type, b.getZeroAttr(elem));
+  } else {
+    std::vector<char> bytes;
+    std::string err;
+    if (!tensorBytes(t, modelDir, bytes, err))
+      throw ImportError{err};
+    attr = DenseElementsAttr::getFromRawBuffer(type, ArrayRef<char>(bytes));
+  }
   ParamAttr param = use ? ParamAttr::get(b.getContext(), use->name, use->transposed) : ParamAttr();
   return b.create<ConstantOp>(UnknownLoc::get(b.getContext()), attr, b.getStringAttr(t.name()),
                               param);

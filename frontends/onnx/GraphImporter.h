@@ -35,11 +35,17 @@ struct ImportError {
 class GraphImporter {
 public:
   GraphImporter(mlir::OpBuilder &builder, std::string modelDir, int64_t opset,
-                const TorchExportInfo &torchInfo)
-      : b(builder), torchInfo(torchInfo), modelDir(std::move(modelDir)), opset(opset) {}
+                const TorchExportInfo &torchInfo, bool weightsAsShapes = false)
+      : b(builder), torchInfo(torchInfo), modelDir(std::move(modelDir)), opset(opset),
+        weightsAsShapes(weightsAsShapes) {}
 
   void addInitializer(const onnx::TensorProto &t);
   void bindValue(const std::string &name, mlir::Value v) { entries[name].value = v; }
+  /// The IR element type of ONNX type `onnxType` (null when unsupported).
+  /// With weightsAsShapes, narrow floats (a bf16 export) come in as f32:
+  /// the planner costs values at the plan's precision, and an f32 model
+  /// is what the train step is built from.
+  mlir::Type elementType(int32_t onnxType) const;
   void importNode(const onnx::NodeProto &node);
   mlir::Value valueOf(const std::string &name);
   /// The value of graph output `name`, once every node is imported; an
@@ -69,6 +75,9 @@ public:
   mlir::Value createTyped(llvm::StringRef name, mlir::Value operand,
                           mlir::Type resultType);
   mlir::Value constant(const HostTensor &t, llvm::StringRef name = "");
+  /// Known value `h` converted to `type` as a constant, made once: a
+  /// folded causal mask (T^2 elements) feeds every layer.
+  mlir::Value convertedConstant(const HostTensor *h, ElemType type);
   [[noreturn]] void fail(const std::string &msg) const;
   /// A zero-filled parameter constant (for parameters the exporter dropped
   /// because their initial value was zero, such as GPT-2's Conv1D biases).
@@ -94,8 +103,10 @@ private:
   std::map<std::pair<std::string, std::string>, mlir::Value> paramValues;
 
   std::string modelDir;
+  bool weightsAsShapes; // OnnxImportOptions::weightsAsShapes
   int64_t opset;
   std::map<std::string, Entry> entries;
+  std::map<std::pair<const HostTensor *, ElemType>, mlir::Value> converted;
   const onnx::NodeProto *curNode = nullptr;
   mlir::Location curLoc = mlir::UnknownLoc::get(b.getContext());
 };

@@ -9,11 +9,6 @@
 
 namespace loom::onnx_import {
 
-bool isFloatType(ElemType t) {
-  return t == ElemType::Float || t == ElemType::Double ||
-         t == ElemType::Float16 || t == ElemType::BFloat16;
-}
-
 const char *elemTypeName(int32_t t) {
   switch (t) {
   case 1: return "float32";
@@ -66,16 +61,21 @@ HostTensor HostTensor::ints(const std::vector<int64_t> &values) {
 HostTensor HostTensor::castTo(ElemType to) const {
   HostTensor out = zeros(to, shape);
   int64_t n = numElements();
-  for (int64_t k = 0; k < n; ++k) {
-    if (out.isFloat()) {
-      double v = at(k);
-      out.f[k] = to == ElemType::Float ? double(float(v)) : v;
-    } else if (to == ElemType::Bool) {
-      out.i[k] = at(k) != 0.0;
-    } else {
-      // Float to int truncates toward zero, as ONNX Cast does.
-      out.i[k] = isFloat() ? int64_t(std::trunc(f[k])) : i[k];
+  // One loop per case: folded causal masks of long sequences have T^2
+  // elements, so the per-element branch is worth hoisting.
+  if (out.isFloat()) {
+    bool single = to == ElemType::Float;
+    for (int64_t k = 0; k < n; ++k) {
+      double v = isFloat() ? f[k] : double(i[k]);
+      out.f[k] = single ? double(float(v)) : v;
     }
+  } else if (to == ElemType::Bool) {
+    for (int64_t k = 0; k < n; ++k) out.i[k] = (isFloat() ? f[k] : double(i[k])) != 0.0;
+  } else if (isFloat()) {
+    // Float to int truncates toward zero, as ONNX Cast does.
+    for (int64_t k = 0; k < n; ++k) out.i[k] = int64_t(std::trunc(f[k]));
+  } else {
+    out.i = i;
   }
   return out;
 }

@@ -23,7 +23,10 @@ enum class ElemType : int32_t {
   Bool = 9, Float16 = 10, Double = 11, Uint32 = 12, Uint64 = 13, BFloat16 = 16,
 };
 
-bool isFloatType(ElemType t);
+inline bool isFloatType(ElemType t) {
+  return t == ElemType::Float || t == ElemType::Double || t == ElemType::Float16 ||
+         t == ElemType::BFloat16;
+}
 const char *elemTypeName(int32_t onnxType);
 
 struct HostTensor {

@@ -95,14 +95,23 @@ RankedTensorType specializeInput(MLIRContext &ctx, const onnx::ValueInfoProto &v
     throw ImportError{"graph input '" + vi.name() + "' has no shape"};
   std::vector<int64_t> shape;
   int dynamicSeen = 0;
+  // Token ids [batch, seq] take --batch and --seq by position, so an export
+  // with a static batch of 1 and a dynamic sequence gets its --seq. Other
+  // inputs: the first dynamic dim takes --batch, the second --seq.
+  bool tokens = tt.shape().dim_size() == 2;
   for (int d = 0; d < tt.shape().dim_size(); ++d) {
     const auto &dim = tt.shape().dim(d);
-    int64_t given = dynamicSeen == 0 ? opts.batch : opts.seq;
-    const char *flag = dynamicSeen == 0 ? "--batch" : "--seq";
+    bool isBatch = tokens ? d == 0 : dynamicSeen == 0;
+    int64_t given = isBatch ? opts.batch : opts.seq;
+    const char *flag = isBatch ? "--batch" : "--seq";
     if (dim.has_dim_value()) {
       if (dim.dim_value() <= 0)
         throw ImportError{"graph input '" + vi.name() + "' dim " + std::to_string(d) +
                           " is " + std::to_string(dim.dim_value())};
+      if (tokens && given > 0 && given != dim.dim_value())
+        throw ImportError{"graph input '" + vi.name() + "' dim " + std::to_string(d) +
+                          " is static " + std::to_string(dim.dim_value()) + " but " + flag +
+                          " asks for " + std::to_string(given)};
       shape.push_back(dim.dim_value());
       continue;
     }
@@ -117,12 +126,6 @@ RankedTensorType specializeInput(MLIRContext &ctx, const onnx::ValueInfoProto &v
   int64_t n;
   if (!checkedNumElements(shape, n))
     throw ImportError{"graph input '" + vi.name() + "' dims overflow"};
-  // A static model given a conflicting --batch/--seq is a user mistake.
-  if (dynamicSeen == 0 && shape.size() == 2 &&
-      ((opts.batch > 0 && opts.batch != shape[0]) || (opts.seq > 0 && opts.seq != shape[1])))
-    throw ImportError{"graph input '" + vi.name() + "' is static " +
-                      shapeToString(shape) + " but --batch/--seq ask for [" +
-                      std::to_string(opts.batch) + "," + std::to_string(opts.seq) + "]"};
   return RankedTensorType::get(shape, elem);
 }
 
@@ -154,7 +157,7 @@ OwningOpRef<ModuleOp> importOnnxModel(MLIRContext &ctx, const std::string &path,
   OwningOpRef<ModuleOp> module = ModuleOp::create(loc);
   try {
     TorchExportInfo torchInfo(model);
-    GraphImporter g(b, dir, opset, torchInfo);
+    GraphImporter g(b, dir, opset, torchInfo, opts.weightsAsShapes);
     std::set<std::string> initNames;
     for (const auto &t : graph.initializer()) {
       g.addInitializer(t);

@@ -22,6 +22,12 @@ struct OnnxImportOptions {
   /// dim of an input is the batch, the second the sequence. 0: not given.
   int64_t batch = 0;
   int64_t seq = 0;
+  /// Weights (float initializers of two or more non-trivial dims) import
+  /// as zero splats of their shape and type: their bytes, embedded or in
+  /// external data files, are never read. For `loom plan`, which reads
+  /// shapes only: a graph-only export whose weight files are absent plans
+  /// the same as the full one, and a 16 GB model plans without reading it.
+  bool weightsAsShapes = false;
 };
 
 /// Reads an ONNX model (binary `.onnx`, or text format when the file name

@@ -34,7 +34,7 @@ Value inputAs(GraphImporter &g, size_t k, Type elem) {
                     : elem.isInteger(1) ? ElemType::Bool
                     : elem.isInteger(32) ? ElemType::Int32 : ElemType::Int64;
     if (h->type != want)
-      return g.constant(h->castTo(want));
+      return g.convertedConstant(h, want);
   }
   return g.input(k);
 }
@@ -395,7 +395,7 @@ const std::map<std::string, Emitter> &emitters() {
       {"SequenceAt", emitSequenceAt},
       {"Identity", [](GraphImporter &g) { g.setOutput(0, g.input(0)); }},
       {"Cast", [](GraphImporter &g) {
-         Type elem = elementTypeFor(g.b.getContext(), attrInt(g.node(), "to", 1));
+         Type elem = g.elementType(int32_t(attrInt(g.node(), "to", 1)));
          if (!elem)
            g.fail("Cast to an unsupported element type");
          emitCastTo(g, elem);

@@ -795,11 +795,22 @@ OwningOpRef<ModuleOp> loadForward(MLIRContext &ctx, const std::string &path, int
       return nullptr;
     }
   } else {
-    module = importOnnxModel(ctx, path, OnnxImportOptions{batch, seq}, err);
+    // Shapes only: weight files may be absent (graph-only exports) and are
+    // never read.
+    OnnxImportOptions opts{batch, seq};
+    opts.weightsAsShapes = true;
+    module = importOnnxModel(ctx, path, opts, err);
     if (!module) {
-      // A static export: import at its own shape and rescale the batch.
+      // A static batch: import at its own batch and rescale.
       std::string staticErr;
-      module = importOnnxModel(ctx, path, OnnxImportOptions{}, staticErr);
+      OnnxImportOptions own;
+      own.seq = seq; // a static batch with a dynamic sequence
+      own.weightsAsShapes = true;
+      module = importOnnxModel(ctx, path, own, staticErr);
+      if (!module) { // static throughout
+        own.seq = 0;
+        module = importOnnxModel(ctx, path, own, staticErr);
+      }
       if (!module)
         return nullptr; // the first error says it best
       err.clear();

@@ -20,6 +20,8 @@ int runImport(int argc, char **argv) {
   args.flag("batch", "batch size for a dynamic batch dim");
   args.flag("seq", "sequence length for a dynamic sequence dim");
   args.flag("fuse", "run the fusion pipeline before printing", true);
+  args.flag("shapes-only", "weights become zero splats, never read (graph-only exports); "
+                           "bf16 becomes f32: the IR loom plan costs", true);
   args.flag("elide-constants-larger-than", "print constants with more elements as <elided>", false, "16");
   if (!args.parse(argc, argv, 2))
     return args.wantsHelp() ? 0 : 1;
@@ -27,6 +29,7 @@ int runImport(int argc, char **argv) {
     return fail("import", "expected one model file (see loom import --help)");
   mlir::MLIRContext ctx;
   OnnxImportOptions opts{args.getInt("batch"), args.getInt("seq")};
+  opts.weightsAsShapes = args.has("shapes-only") && args.get("shapes-only") == "1";
   std::string err;
   auto module = importOnnxModel(ctx, args.positional()[0], opts, err);
   if (!module)

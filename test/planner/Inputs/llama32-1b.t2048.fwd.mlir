@@ -3,15 +3,13 @@
 // its 2.5 GB of bf16 weights are absent), with every weight elided, so it
 // holds shapes and parameter names only.
 //
-// Made with (the external-data file replaced by a sparse file of zeros,
-// since the importer wants bytes it never needs for shapes):
+// Made with (before `loom import --shapes-only` existed, which now gives
+// the same IR without the sparse file and the retyping; graph-only-onnx.test
+// checks that planning from the ONNX file and from this IR agree):
 //   truncate -s 8G llama-1b.onnx.data
 //   loom import llama32-1b.graph.onnx --batch 2048 --fuse \
 //       --elide-constants-larger-than 16 > ir.mlir   # input [1, 2048]: seq 2048
 //   sed 's/xbf16>/xf32>/g; s/tensor<bf16>/tensor<f32>/g' ir.mlir
-// The last step retypes bf16 to f32: BuildTrainStep rejects bf16 logits
-// (its loss comes out bf16 against an f32 result), and the planner costs
-// activations at the plan's width, not the IR's element type.
 module {
   func.func @forward(%arg0: tensor<1x2048xi64> {loom.name = "input_ids"}) -> (tensor<1x2048x128256xf32> {loom.name = "logits"}) {
     %0 = loom.constant {name = "m.model.norm.weight", param = #loom.param<"m.model.norm.weight">} dense<0.000000e+00> : tensor<2048xf32>
