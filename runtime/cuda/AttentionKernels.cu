@@ -594,11 +594,15 @@ size_t attentionScratchBytes(const Program &p, const Instr &I) {
     return 0;
   if (attnPath(p, I) == AttnPath::Gemm)
     return size_t(scoreBytes(attnShapeOf(p, I))) * (I.op == OpCode::AttentionGrad ? 2 : 1) + 256;
+  size_t flash = 0;
+  if (attnPath(p, I) == AttnPath::Flash)
+    flash = flashScratchBytes(flashShape(attnShapeOf(p, I)), I.op == OpCode::AttentionGrad) + 256;
   if (I.op != OpCode::AttentionGrad)
-    return 0;
+    return flash;
+  // The chunked kernels' row statistics (the fallback for unaligned operands).
   const BufferDesc &q = p.buffers[I.in[0]];
   int64_t rows = q.shape[0] * q.shape[1] * q.shape[2];
-  return size_t(2 * rows) * sizeof(float) + 256;
+  return std::max(flash, size_t(2 * rows) * sizeof(float) + 256);
 }
 
 /// The instruction's planned GEMMs, or null when it takes the kernels.
@@ -614,7 +618,7 @@ void launchAttention(const CudaCall &c, CudaContext &ctx) {
   if (rows == 0) return;
   if (flashFits(a) && attnPathOfCall(c) == AttnPath::Flash && flashAligned(c)) {
     launchFlashForward(flashShape(a), c.in[0].as<float>(), c.in[1].as<float>(), c.in[2].as<float>(),
-                       c.out[0].as<float>(), ctx.stream);
+                       c.out[0].as<float>(), ctx.scratch, ctx.stream);
     return;
   }
   if (const std::vector<int> *ids = gemmIdsOf(c, ctx)) {
@@ -658,7 +662,7 @@ void launchAttentionGrad(const CudaCall &c, CudaContext &ctx) {
   if (flashFits(a) && attnPathOfCall(c) == AttnPath::Flash && flashAligned(c)) {
     launchFlashBackward(flashShape(a), c.in[0].as<float>(), c.in[1].as<float>(), c.in[2].as<float>(),
                         c.in[3].as<float>(), c.out[0].as<float>(), c.out[1].as<float>(),
-                        c.out[2].as<float>(), lse, ctx.stream);
+                        c.out[2].as<float>(), ctx.scratch, ctx.stream);
     return;
   }
   if (chunked(a)) {

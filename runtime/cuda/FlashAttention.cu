@@ -4,8 +4,10 @@
 //
 // FlashAttention-2's schedule for head dim 64, written for mma.sync (the
 // warp-level bf16 tensor-core product, m16n8k16, fp32 accumulators). The
-// operands are bf16 values (autocast), stored as fp32: tiles are rounded to
-// bf16 on their way into shared memory, which is exact for q, k and v.
+// operands are bf16 values (autocast), stored as fp32: each call first
+// rounds them into bf16 copies in scratch (exact for q, k and v), so tiles
+// travel to shared memory by cp.async, double-buffered: the next tile is in
+// flight while the current one is multiplied.
 // Like FlashAttention, the probabilities P and dS enter their products
 // rounded to bf16; everything else (scores, softmax statistics,
 // accumulators) is fp32.
@@ -40,6 +42,7 @@
 //===----------------------------------------------------------------------===//
 #include "cuda/FlashAttention.h"
 
+#include <algorithm>
 #include <cuda_bf16.h>
 #include <math_constants.h>
 
@@ -87,16 +90,31 @@ __device__ inline void mma(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, u
                : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
-/// dst[r][c] = bf16(src[row0 + r][c]) for a tile of kTile rows of D; rows
-/// at or past `rows` are zero.
-__device__ inline void loadTile(bf16 *dst, const float *src, int64_t row0, int64_t rows) {
-  for (int idx = threadIdx.x; idx < kTile * D / 4; idx += kThreads) {
-    int r = idx / (D / 4), c = idx % (D / 4) * 4;
-    float4 f = make_float4(0.f, 0.f, 0.f, 0.f);
-    if (row0 + r < rows) f = *reinterpret_cast<const float4 *>(src + (row0 + r) * D + c);
-    *reinterpret_cast<uint2 *>(dst + r * kStride + c) = make_uint2(pack2(f.x, f.y), pack2(f.z, f.w));
+/// dst[r][c] = src[row0 + r][c] for a tile of kTile rows of D bf16, copied
+/// by cp.async (16 bytes a thread, no registers); rows at or past `rows` are
+/// zero-filled. The copy completes at cp.async.wait_group.
+__device__ inline void loadTileAsync(bf16 *dst, const bf16 *src, int64_t row0, int64_t rows) {
+#pragma unroll
+  for (int idx = threadIdx.x; idx < kTile * D / 8; idx += kThreads) {
+    int r = idx / (D / 8), c = idx % (D / 8) * 8;
+    bool in = row0 + r < rows;
+    auto s = static_cast<uint32_t>(__cvta_generic_to_shared(dst + r * kStride + c));
+    const bf16 *g = src + (in ? (row0 + r) * D + c : 0);
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(s), "l"(g), "r"(in ? 16 : 0));
   }
 }
+
+/// n floats of kTile (a multiple of 4) by cp.async; the caller pads the source.
+__device__ inline void loadRowStatsAsync(float *dst, const float *src) {
+  if (threadIdx.x < kTile / 4) {
+    auto s = static_cast<uint32_t>(__cvta_generic_to_shared(dst + 4 * threadIdx.x));
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(s), "l"(src + 4 * threadIdx.x));
+  }
+}
+
+__device__ inline void cpAsyncCommit() { asm volatile("cp.async.commit_group;\n" ::); }
+/// Waits until at most `n` of this thread's committed groups are in flight.
+template <int n> __device__ inline void cpAsyncWait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(n)); }
 
 /// The A fragments of this warp's 16 rows of a [kTile][kStride] tile.
 __device__ inline void loadA(uint32_t (&f)[D / 16][4], const bf16 *tile) {
@@ -159,34 +177,55 @@ __device__ inline void accumulateTimes(float (&out)[D / 8][4], const float (&p)[
 __device__ inline int fragRow(int e) { return ((threadIdx.x & 31) >> 2) + (e >= 2 ? 8 : 0); }
 __device__ inline int fragCol(int n, int e) { return n * 8 + 2 * (threadIdx.x & 3) + (e & 1); }
 
-/// Per query tile: o, or (kStats) the backward's lse and delta.
+/// Per query tile: o, or (kStats) the backward's lse and delta, written for
+/// all rows of a padded row count `tpad` (rows past T: lse = inf, delta = 0,
+/// so they drop out of the backward without a bounds check).
+///
+/// Pipeline: key/value tile j + 1 is copied (cp.async) into the other half
+/// of the double buffer while tile j is multiplied; the query tile passes
+/// through Ks[1] into registers before the loop.
 template <bool kStats>
 __global__ void __launch_bounds__(kThreads)
-flashForwardKernel(FlashShape a, const float *q, const float *k, const float *v, float *o,
-                   const float *dy, float *lse, float *delta) {
-  __shared__ __align__(16) bf16 Ks[kTile * kStride];
-  __shared__ __align__(16) bf16 Vs[kTile * kStride];
+flashForwardKernel(FlashShape a, const bf16 *q, const bf16 *k, const bf16 *v, float *o,
+                   const float *dy, float *lse, float *delta, int64_t tpad) {
+  __shared__ __align__(16) bf16 Ks[2][kTile * kStride];
+  __shared__ __align__(16) bf16 Vs[2][kTile * kStride];
   int64_t tiles = (a.T + kTile - 1) / kTile;
   int64_t i0 = (tiles - 1 - blockIdx.x) * kTile; // the longest causal rows first
   int64_t bh = blockIdx.y, b = bh / a.Hq, h = bh % a.Hq;
   int64_t kvh = b * a.Hkv + h / a.group;
-  const float *kg = k + kvh * a.S * D, *vg = v + kvh * a.S * D;
-  loadTile(Ks, q + bh * a.T * D, i0, a.T); // Q passes through Ks into registers
+  const bf16 *kg = k + kvh * a.S * D, *vg = v + kvh * a.S * D;
+  int64_t keys = a.causal ? min(a.S, i0 + kTile + a.offset) : a.S;
+  int64_t nTiles = keys > 0 ? (keys + kTile - 1) / kTile : 0;
+  loadTileAsync(Ks[1], q + bh * a.T * D, i0, a.T);
+  if (nTiles > 0) {
+    loadTileAsync(Ks[0], kg, 0, a.S);
+    loadTileAsync(Vs[0], vg, 0, a.S);
+  }
+  cpAsyncCommit();
+  cpAsyncWait<0>();
   __syncthreads();
   uint32_t qf[D / 16][4];
-  loadA(qf, Ks);
+  loadA(qf, Ks[1]);
+  __syncthreads(); // Ks[1] is free for key tile 1
   const float sl2 = a.scale * kLog2e;
   int warpRow = (threadIdx.x >> 5) * 16;
   float acc[D / 8][4] = {};
   float m[2] = {-CUDART_INF_F, -CUDART_INF_F}, l[2] = {0.f, 0.f};
-  int64_t keys = a.causal ? min(a.S, i0 + kTile + a.offset) : a.S;
-  for (int64_t j0 = 0; j0 < keys; j0 += kTile) {
-    __syncthreads(); // the previous tile is consumed
-    loadTile(Ks, kg, j0, a.S);
-    loadTile(Vs, vg, j0, a.S);
-    __syncthreads();
+  for (int64_t jt = 0; jt < nTiles; ++jt) {
+    int buf = int(jt & 1);
+    int64_t j0 = jt * kTile;
+    if (jt + 1 < nTiles) {
+      loadTileAsync(Ks[buf ^ 1], kg, j0 + kTile, a.S);
+      loadTileAsync(Vs[buf ^ 1], vg, j0 + kTile, a.S);
+      cpAsyncCommit();
+      cpAsyncWait<1>();
+    } else {
+      cpAsyncWait<0>();
+    }
+    __syncthreads(); // tile jt is in shared memory for every thread
     float s[8][4];
-    rowProducts(s, qf, Ks);
+    rowProducts(s, qf, Ks[buf]);
     float mx[2] = {m[0], m[1]};
 #pragma unroll
     for (int n = 0; n < 8; ++n)
@@ -222,7 +261,8 @@ flashForwardKernel(FlashShape a, const float *q, const float *k, const float *v,
       }
     l[0] += rs[0];
     l[1] += rs[1];
-    accumulateTimes(acc, s, Vs);
+    accumulateTimes(acc, s, Vs[buf]);
+    __syncthreads(); // tile jt is consumed before jt + 2 overwrites it
   }
   int t = threadIdx.x & 3;
 #pragma unroll
@@ -247,66 +287,80 @@ flashForwardKernel(FlashShape a, const float *q, const float *k, const float *v,
         }
       dot += __shfl_xor_sync(0xffffffffu, dot, 1);
       dot += __shfl_xor_sync(0xffffffffu, dot, 2);
-      if (row < a.T && t == 0) {
-        lse[bh * a.T + row] = l[r] > 0.f ? m[r] + log2f(l[r]) : CUDART_INF_F;
-        delta[bh * a.T + row] = dot;
+      if (t == 0) {
+        bool live = row < a.T && l[r] > 0.f;
+        lse[bh * tpad + row] = live ? m[r] + log2f(l[r]) : CUDART_INF_F;
+        delta[bh * tpad + row] = row < a.T ? dot : 0.f;
       }
     }
   }
 }
 
 /// Per key tile of kv head (b, g): dk and dv, summed over the group's query
-/// heads and every query tile that sees the keys.
+/// heads and every query tile that sees the keys. The (head, query tile)
+/// pairs form one sequence; pair n + 1's q, dy, lse and delta are copied
+/// into the other buffer half while pair n is multiplied.
 __global__ void __launch_bounds__(kThreads)
-flashKeyGradKernel(FlashShape a, const float *q, const float *k, const float *v, const float *dy,
-                   const float *lse, const float *delta, float *dk, float *dv) {
-  __shared__ __align__(16) bf16 Qs[kTile * kStride];
-  __shared__ __align__(16) bf16 Ds[kTile * kStride];
-  __shared__ float lseS[kTile], deltaS[kTile];
+flashKeyGradKernel(FlashShape a, const bf16 *q, const bf16 *k, const bf16 *v, const bf16 *dy,
+                   const float *lse, const float *delta, int64_t tpad, float *dk, float *dv) {
+  __shared__ __align__(16) bf16 Qs[2][kTile * kStride];
+  __shared__ __align__(16) bf16 Ds[2][kTile * kStride];
+  __shared__ __align__(16) float lseS[2][kTile], deltaS[2][kTile];
   int64_t j0 = int64_t(blockIdx.x) * kTile; // the keys most queries see first
   int64_t kvh = blockIdx.y, b = kvh / a.Hkv, gk = kvh % a.Hkv;
-  // This warp's 16 keys and values as A fragments (staged through Qs, Ds).
-  loadTile(Qs, k + kvh * a.S * D, j0, a.S);
-  loadTile(Ds, v + kvh * a.S * D, j0, a.S);
+  // Query i sees key j when j <= i + offset: tiles before the first such i are skipped.
+  int64_t first = a.causal ? max(int64_t(0), j0 - a.offset) / kTile * kTile : 0;
+  int64_t perHead = first < a.T ? (a.T - first + kTile - 1) / kTile : 0;
+  int64_t pairs = perHead * a.group;
+  auto issue = [&](int64_t n, int buf) {
+    int64_t bh = b * a.Hq + gk * a.group + n / perHead, i0 = first + n % perHead * kTile;
+    loadTileAsync(Qs[buf], q + bh * a.T * D, i0, a.T);
+    loadTileAsync(Ds[buf], dy + bh * a.T * D, i0, a.T);
+    loadRowStatsAsync(lseS[buf], lse + bh * tpad + i0);
+    loadRowStatsAsync(deltaS[buf], delta + bh * tpad + i0);
+  };
+  // This warp's 16 keys and values as A fragments (staged through Qs[1], Ds[1]).
+  loadTileAsync(Qs[1], k + kvh * a.S * D, j0, a.S);
+  loadTileAsync(Ds[1], v + kvh * a.S * D, j0, a.S);
+  if (pairs > 0) issue(0, 0);
+  cpAsyncCommit();
+  cpAsyncWait<0>();
   __syncthreads();
   uint32_t kf[D / 16][4], vf[D / 16][4];
-  loadA(kf, Qs);
-  loadA(vf, Ds);
+  loadA(kf, Qs[1]);
+  loadA(vf, Ds[1]);
+  __syncthreads();
   const float sl2 = a.scale * kLog2e;
   int warpRow = (threadIdx.x >> 5) * 16;
   float dkAcc[D / 8][4] = {}, dvAcc[D / 8][4] = {};
-  // Query i sees key j when j <= i + offset: tiles before the first such i are skipped.
-  int64_t first = a.causal ? max(int64_t(0), j0 - a.offset) / kTile * kTile : 0;
-  for (int64_t h = gk * a.group; h < (gk + 1) * a.group; ++h) {
-    int64_t bh = b * a.Hq + h;
-    const float *qh = q + bh * a.T * D, *dyh = dy + bh * a.T * D;
-    for (int64_t i0 = first; i0 < a.T; i0 += kTile) {
-      __syncthreads();
-      loadTile(Qs, qh, i0, a.T);
-      loadTile(Ds, dyh, i0, a.T);
-      for (int r = threadIdx.x; r < kTile; r += kThreads) {
-        bool in = i0 + r < a.T;
-        lseS[r] = in ? lse[bh * a.T + i0 + r] : CUDART_INF_F; // P = 0 past the end
-        deltaS[r] = in ? delta[bh * a.T + i0 + r] : 0.f;
-      }
-      __syncthreads();
-      // Transposed scores: rows are this warp's keys, columns the tile's queries.
-      float p[8][4], ds[8][4];
-      rowProducts(p, kf, Qs);
-      rowProducts(ds, vf, Ds); // dP^T = V dY^T
-#pragma unroll
-      for (int n = 0; n < 8; ++n)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          int64_t key = j0 + warpRow + fragRow(e);
-          int c = fragCol(n, e);
-          bool visible = key < a.S && (!a.causal || key <= i0 + c + a.offset);
-          p[n][e] = visible ? exp2f(p[n][e] * sl2 - lseS[c]) : 0.f;
-          ds[n][e] = p[n][e] * (ds[n][e] - deltaS[c]);
-        }
-      accumulateTimes(dvAcc, p, Ds);  // dV += P^T dY
-      accumulateTimes(dkAcc, ds, Qs); // dK += dS^T Q
+  for (int64_t n = 0; n < pairs; ++n) {
+    int buf = int(n & 1);
+    int64_t i0 = first + n % perHead * kTile;
+    if (n + 1 < pairs) {
+      issue(n + 1, buf ^ 1);
+      cpAsyncCommit();
+      cpAsyncWait<1>();
+    } else {
+      cpAsyncWait<0>();
     }
+    __syncthreads();
+    // Transposed scores: rows are this warp's keys, columns the tile's queries.
+    float p[8][4], ds[8][4];
+    rowProducts(p, kf, Qs[buf]);
+    rowProducts(ds, vf, Ds[buf]); // dP^T = V dY^T
+#pragma unroll
+    for (int nn = 0; nn < 8; ++nn)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        int64_t key = j0 + warpRow + fragRow(e);
+        int c = fragCol(nn, e);
+        bool visible = key < a.S && (!a.causal || key <= i0 + c + a.offset);
+        p[nn][e] = visible ? exp2f(p[nn][e] * sl2 - lseS[buf][c]) : 0.f;
+        ds[nn][e] = p[nn][e] * (ds[nn][e] - deltaS[buf][c]);
+      }
+    accumulateTimes(dvAcc, p, Ds[buf]);  // dV += P^T dY
+    accumulateTimes(dkAcc, ds, Qs[buf]); // dK += dS^T Q
+    __syncthreads();
   }
   int t = threadIdx.x & 3;
 #pragma unroll
@@ -323,41 +377,58 @@ flashKeyGradKernel(FlashShape a, const float *q, const float *k, const float *v,
   }
 }
 
-/// Per query tile: dq = scale sum_j dS K over the visible key tiles.
+/// Per query tile: dq = scale sum_j dS K over the visible key tiles, with
+/// the forward's double-buffered key/value pipeline.
 __global__ void __launch_bounds__(kThreads)
-flashQueryGradKernel(FlashShape a, const float *q, const float *k, const float *v, const float *dy,
-                     const float *lse, const float *delta, float *dq) {
-  __shared__ __align__(16) bf16 Ks[kTile * kStride];
-  __shared__ __align__(16) bf16 Vs[kTile * kStride];
+flashQueryGradKernel(FlashShape a, const bf16 *q, const bf16 *k, const bf16 *v, const bf16 *dy,
+                     const float *lse, const float *delta, int64_t tpad, float *dq) {
+  __shared__ __align__(16) bf16 Ks[2][kTile * kStride];
+  __shared__ __align__(16) bf16 Vs[2][kTile * kStride];
   int64_t tiles = (a.T + kTile - 1) / kTile;
   int64_t i0 = (tiles - 1 - blockIdx.x) * kTile;
   int64_t bh = blockIdx.y, b = bh / a.Hq, h = bh % a.Hq;
   int64_t kvh = b * a.Hkv + h / a.group;
-  const float *kg = k + kvh * a.S * D, *vg = v + kvh * a.S * D;
-  loadTile(Ks, q + bh * a.T * D, i0, a.T);
-  loadTile(Vs, dy + bh * a.T * D, i0, a.T);
+  const bf16 *kg = k + kvh * a.S * D, *vg = v + kvh * a.S * D;
+  int64_t keys = a.causal ? min(a.S, i0 + kTile + a.offset) : a.S;
+  int64_t nTiles = keys > 0 ? (keys + kTile - 1) / kTile : 0;
+  // q and dy pass through Ks[1], Vs[1] into registers, beside key tile 0.
+  loadTileAsync(Ks[1], q + bh * a.T * D, i0, a.T);
+  loadTileAsync(Vs[1], dy + bh * a.T * D, i0, a.T);
+  if (nTiles > 0) {
+    loadTileAsync(Ks[0], kg, 0, a.S);
+    loadTileAsync(Vs[0], vg, 0, a.S);
+  }
+  cpAsyncCommit();
+  cpAsyncWait<0>();
   __syncthreads();
   uint32_t qf[D / 16][4], gf[D / 16][4];
-  loadA(qf, Ks);
-  loadA(gf, Vs);
+  loadA(qf, Ks[1]);
+  loadA(gf, Vs[1]);
+  __syncthreads();
   const float sl2 = a.scale * kLog2e;
   int warpRow = (threadIdx.x >> 5) * 16;
   float rowLse[2], rowDelta[2];
   for (int r = 0; r < 2; ++r) {
     int64_t row = i0 + warpRow + fragRow(2 * r);
-    rowLse[r] = row < a.T ? lse[bh * a.T + row] : CUDART_INF_F;
-    rowDelta[r] = row < a.T ? delta[bh * a.T + row] : 0.f;
+    rowLse[r] = lse[bh * tpad + row];
+    rowDelta[r] = delta[bh * tpad + row];
   }
   float dqAcc[D / 8][4] = {};
-  int64_t keys = a.causal ? min(a.S, i0 + kTile + a.offset) : a.S;
-  for (int64_t j0 = 0; j0 < keys; j0 += kTile) {
-    __syncthreads();
-    loadTile(Ks, kg, j0, a.S);
-    loadTile(Vs, vg, j0, a.S);
+  for (int64_t jt = 0; jt < nTiles; ++jt) {
+    int buf = int(jt & 1);
+    int64_t j0 = jt * kTile;
+    if (jt + 1 < nTiles) {
+      loadTileAsync(Ks[buf ^ 1], kg, j0 + kTile, a.S);
+      loadTileAsync(Vs[buf ^ 1], vg, j0 + kTile, a.S);
+      cpAsyncCommit();
+      cpAsyncWait<1>();
+    } else {
+      cpAsyncWait<0>();
+    }
     __syncthreads();
     float p[8][4], ds[8][4];
-    rowProducts(p, qf, Ks);
-    rowProducts(ds, gf, Vs); // dP = dY V^T
+    rowProducts(p, qf, Ks[buf]);
+    rowProducts(ds, gf, Vs[buf]); // dP = dY V^T
 #pragma unroll
     for (int n = 0; n < 8; ++n)
 #pragma unroll
@@ -367,7 +438,8 @@ flashQueryGradKernel(FlashShape a, const float *q, const float *k, const float *
         float pe = visible ? exp2f(p[n][e] * sl2 - rowLse[e >> 1]) : 0.f;
         ds[n][e] = pe * (ds[n][e] - rowDelta[e >> 1]);
       }
-    accumulateTimes(dqAcc, ds, Ks); // dQ += dS K
+    accumulateTimes(dqAcc, ds, Ks[buf]); // dQ += dS K
+    __syncthreads();
   }
   int t = threadIdx.x & 3;
 #pragma unroll
@@ -381,28 +453,90 @@ flashQueryGradKernel(FlashShape a, const float *q, const float *k, const float *
   }
 }
 
+/// dst = bf16(src), four values a thread per step (n4 = elements / 4).
+__global__ void roundToBf16Kernel(const float4 *src, uint2 *dst, int64_t n4) {
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n4;
+       i += int64_t(gridDim.x) * blockDim.x) {
+    float4 f = src[i];
+    dst[i] = make_uint2(pack2(f.x, f.y), pack2(f.z, f.w));
+  }
+}
+
+/// Scratch regions, each 256-byte aligned: padded row statistics (backward
+/// only) and bf16 copies of the operands. The tiles are copied to shared
+/// memory without conversion, so each operand is rounded once per call
+/// instead of once per tile visit (every key tile is visited by up to
+/// T / kTile query tiles of each head in its group).
+struct FlashScratch {
+  size_t lse = 0, delta = 0, q = 0, dy = 0, k = 0, v = 0, bytes = 0;
+  int64_t tpad = 0;
+};
+
+size_t align256(size_t n) { return (n + 255) / 256 * 256; }
+
+FlashScratch flashScratch(const FlashShape &a, bool backward) {
+  FlashScratch s;
+  s.tpad = (a.T + kTile - 1) / kTile * kTile;
+  size_t at = 0;
+  auto take = [&](size_t bytes) { size_t off = at; at += align256(bytes); return off; };
+  if (backward) {
+    s.lse = take(size_t(a.B * a.Hq * s.tpad) * sizeof(float));
+    s.delta = take(size_t(a.B * a.Hq * s.tpad) * sizeof(float));
+  }
+  s.q = take(size_t(a.B * a.Hq * a.T * D) * sizeof(bf16));
+  if (backward) s.dy = take(size_t(a.B * a.Hq * a.T * D) * sizeof(bf16));
+  s.k = take(size_t(a.B * a.Hkv * a.S * D) * sizeof(bf16));
+  s.v = take(size_t(a.B * a.Hkv * a.S * D) * sizeof(bf16));
+  s.bytes = at;
+  return s;
+}
+
+bf16 *roundCopy(const float *src, int64_t n, void *scratch, size_t offset, cudaStream_t stream) {
+  auto *dst = reinterpret_cast<bf16 *>(static_cast<char *>(scratch) + offset);
+  int64_t n4 = n / 4; // n is a multiple of D
+  if (n4 > 0) {
+    unsigned blocks = unsigned(std::min<int64_t>((n4 + 255) / 256, 132 * 16));
+    roundToBf16Kernel<<<blocks, 256, 0, stream>>>(reinterpret_cast<const float4 *>(src),
+                                                  reinterpret_cast<uint2 *>(dst), n4);
+  }
+  return dst;
+}
+
 } // namespace
 
+size_t flashScratchBytes(const FlashShape &a, bool backward) { return flashScratch(a, backward).bytes; }
+
 void launchFlashForward(const FlashShape &a, const float *q, const float *k, const float *v,
-                        float *o, cudaStream_t stream) {
+                        float *o, void *scratch, cudaStream_t stream) {
   if (a.B * a.Hq * a.T == 0) return;
+  FlashScratch s = flashScratch(a, false);
+  const bf16 *qb = roundCopy(q, a.B * a.Hq * a.T * D, scratch, s.q, stream);
+  const bf16 *kb = roundCopy(k, a.B * a.Hkv * a.S * D, scratch, s.k, stream);
+  const bf16 *vb = roundCopy(v, a.B * a.Hkv * a.S * D, scratch, s.v, stream);
   dim3 grid{unsigned((a.T + kTile - 1) / kTile), unsigned(a.B * a.Hq)};
-  flashForwardKernel<false><<<grid, kThreads, 0, stream>>>(a, q, k, v, o, nullptr, nullptr, nullptr);
+  flashForwardKernel<false><<<grid, kThreads, 0, stream>>>(a, qb, kb, vb, o, nullptr, nullptr,
+                                                           nullptr, s.tpad);
 }
 
 void launchFlashBackward(const FlashShape &a, const float *q, const float *k, const float *v,
-                         const float *dy, float *dq, float *dk, float *dv, float *stats,
+                         const float *dy, float *dq, float *dk, float *dv, void *scratch,
                          cudaStream_t stream) {
-  int64_t rows = a.B * a.Hq * a.T;
-  float *lse = stats, *delta = stats + rows;
+  int64_t rows = a.B * a.Hq * a.T, krows = a.B * a.Hkv * a.S;
+  FlashScratch s = flashScratch(a, true);
+  auto *base = static_cast<char *>(scratch);
+  auto *lse = reinterpret_cast<float *>(base + s.lse), *delta = reinterpret_cast<float *>(base + s.delta);
+  const bf16 *qb = roundCopy(q, rows * D, scratch, s.q, stream);
+  const bf16 *dyb = roundCopy(dy, rows * D, scratch, s.dy, stream);
+  const bf16 *kb = roundCopy(k, krows * D, scratch, s.k, stream);
+  const bf16 *vb = roundCopy(v, krows * D, scratch, s.v, stream);
   if (rows > 0) {
     dim3 grid{unsigned((a.T + kTile - 1) / kTile), unsigned(a.B * a.Hq)};
-    flashForwardKernel<true><<<grid, kThreads, 0, stream>>>(a, q, k, v, nullptr, dy, lse, delta);
-    flashQueryGradKernel<<<grid, kThreads, 0, stream>>>(a, q, k, v, dy, lse, delta, dq);
+    flashForwardKernel<true><<<grid, kThreads, 0, stream>>>(a, qb, kb, vb, nullptr, dy, lse, delta, s.tpad);
+    flashQueryGradKernel<<<grid, kThreads, 0, stream>>>(a, qb, kb, vb, dyb, lse, delta, s.tpad, dq);
   }
-  if (a.B * a.Hkv * a.S > 0) {
+  if (krows > 0) {
     dim3 grid{unsigned((a.S + kTile - 1) / kTile), unsigned(a.B * a.Hkv)};
-    flashKeyGradKernel<<<grid, kThreads, 0, stream>>>(a, q, k, v, dy, lse, delta, dk, dv);
+    flashKeyGradKernel<<<grid, kThreads, 0, stream>>>(a, qb, kb, vb, dyb, lse, delta, s.tpad, dk, dv);
   }
 }
 

@@ -11,6 +11,7 @@
 #ifndef LOOM_RUNTIME_CUDA_FLASHATTENTION_H
 #define LOOM_RUNTIME_CUDA_FLASHATTENTION_H
 
+#include <cstddef>
 #include <cstdint>
 #include <cuda_runtime_api.h>
 
@@ -26,15 +27,18 @@ struct FlashShape {
   float scale;
 };
 
-/// o = softmax(scale q k^T, masked) v.
-void launchFlashForward(const FlashShape &a, const float *q, const float *k, const float *v,
-                        float *o, cudaStream_t stream);
+/// Bytes of device scratch a forward (or backward) call needs: bf16 copies
+/// of the operands and, for the backward, per query row the log2-domain
+/// logsumexp and delta = <dy, o>.
+size_t flashScratchBytes(const FlashShape &a, bool backward);
 
-/// dq, dk, dv of the same attention for the output gradient dy. `stats`
-/// is scratch of 2 B Hq T floats (per query row: log2-domain logsumexp and
-/// delta = <dy, o>).
+/// o = softmax(scale q k^T, masked) v. `scratch` is 256-byte aligned.
+void launchFlashForward(const FlashShape &a, const float *q, const float *k, const float *v,
+                        float *o, void *scratch, cudaStream_t stream);
+
+/// dq, dk, dv of the same attention for the output gradient dy.
 void launchFlashBackward(const FlashShape &a, const float *q, const float *k, const float *v,
-                         const float *dy, float *dq, float *dk, float *dv, float *stats,
+                         const float *dy, float *dq, float *dk, float *dv, void *scratch,
                          cudaStream_t stream);
 
 } // namespace loom::rt::cuda
