@@ -124,7 +124,8 @@ struct ModelCost {
   std::vector<SavedTensor> saved;
   std::vector<TpCollective> tpCollectives;
   // The compiler's own buffer plan of the single-device training step at
-  // this microbatch (fp32 storage, as `loom train` compiles it), when it
+  // this microbatch (as `loom train --precision bf16` compiles it, with the
+  // CUDA backend's scratch and GEMM workspace), when it
   // compiles.
   bool hasBufferPlan = false;
   MemoryBreakdown bufferPlan;

@@ -138,7 +138,7 @@ void printHeader(std::ostream &os, const CostModel &cm, const PlanRequest &req) 
             (long long)m.vocab, m.totalParams());
   os << "costs: " << m.costSource << " (" << fwd << " forward, " << bwd << " backward, " << opt
      << " optimizer ops)\n";
-  os << "memory: " << (m.hasBufferPlan ? "the compiler's buffer plan (fp32, as compiled today) for plans it can compile "
+  os << "memory: " << (m.hasBufferPlan ? "the compiler's buffer plan (as loom train --precision bf16 compiles it, plus the CUDA backend's scratch and GEMM workspace) for plans it can compile "
                                           "(tp=cp=pp=1, no FSDP, 1 microbatch, no recompute, no fp8); analytical otherwise"
                                         : "analytical (" + m.bufferPlanNote + ")")
      << "\n";

@@ -7,6 +7,7 @@
 #include "codegen/LowerToProgram.h"
 #include "frontends/onnx/OnnxImporter.h"
 #include "ir/LoomOps.h"
+#include "loom/runtime/Executor.h"
 #include "passes/PatternUtils.h"
 #include "passes/Passes.h"
 #include "planner/BufferPlanMemory.h"
@@ -462,7 +463,9 @@ void Walker::buildOps() {
     c.elements += c.outElements;
     bool anyBatch = llvm::any_of(op->getOperands(), [&](Value v) { return batchDim.count(v) > 0; });
     double s = anyBatch ? scale : 1.0;
-    if (isView(op)) {
+    // Reshapes, expands and splits are views (or fold into their readers);
+    // a transpose that no GEMM absorbed is a copy kernel in loom's runtime.
+    if (isView(op) && !isa<TransposeOp>(op)) {
       c.kind = OpKind::View;
     } else if (c.phase == Phase::Optimizer) {
       c.kind = OpKind::Optimizer;
@@ -534,7 +537,7 @@ void Walker::buildOps() {
       c.flops = 0;
     } else {
       c.kind = OpKind::MemoryBound;
-      c.flops = c.outElements;
+      c.flops = isa<TransposeOp>(op) ? 0 : c.outElements; // a transpose only copies
     }
     costIndex[op] = out.ops.size();
     out.ops.push_back(std::move(c));
@@ -895,8 +898,8 @@ bool buildModelCost(const std::string &path, const IrCostOptions &opts, ModelCos
   }
   cost.batch = opts.batch ? opts.batch : cost.batch;
 
-  // The compiler's buffer plan for the single-device step (bf16 autocast,
-  // fp32 storage), when it can compile at this very shape.
+  // The compiler's buffer plan for the single-device step, built as `loom
+  // train --precision bf16` builds it, when it can compile at this shape.
   if (!opts.bufferPlan) {
     cost.bufferPlanNote = "buffer plan not requested";
   } else if (scale != 1) {
@@ -905,10 +908,19 @@ bool buildModelCost(const std::string &path, const IrCostOptions &opts, ModelCos
     OwningOpRef<ModuleOp> step = module->clone();
     diag.text.clear();
     PassManager pm(&ctx);
+    // Costs come from the IR without autocast (above); the buffer plan is
+    // of the step loom train compiles: autocast as its fusion pipeline
+    // places it (after fusion), one rounding per activation (CSE), bf16
+    // GEMMs where the rounded operands allow.
     pm.nest<func::FuncOp>().addPass(createAutocastBf16());
+    pm.addPass(createCanonicalizerPass(rewriteConfig()));
+    pm.addPass(createCSEPass());
     pm.addPass(createBuildTrainStep(BuildTrainStepOptions()));
     pm.addPass(createCanonicalizerPass(rewriteConfig()));
     pm.addPass(createCSEPass());
+    pm.nest<func::FuncOp>().addPass(createSinkWideningCasts());
+    pm.nest<func::FuncOp>().addPass(createUseBf16Matmuls());
+    pm.addPass(createCanonicalizerPass(rewriteConfig()));
     rt::Program program;
     std::string lowerErr;
     if (failed(pm.run(*step))) {
@@ -918,8 +930,11 @@ bool buildModelCost(const std::string &path, const IrCostOptions &opts, ModelCos
     } else if (!bufferPlanMemory(program, cost.bufferPlan, lowerErr)) {
       cost.bufferPlanNote = lowerErr;
     } else {
+      // The CUDA backend also allocates a scratch block (flash attention's
+      // bf16 operand copies, loss rows) and the GEMM workspace.
+      cost.bufferPlan.workspace += double(rt::backendWorkspaceBytes(program, "cuda"));
       cost.hasBufferPlan = true;
-      cost.bufferPlanNote = "codegen's arena plan of @train_step (bf16 autocast, fp32 storage)";
+      cost.bufferPlanNote = "codegen's arena plan of @train_step (bf16 autocast, as loom train)";
     }
   }
   out = std::move(cost);

@@ -39,6 +39,15 @@ namespace {
 
 constexpr size_t kGemmWorkspaceBytes = size_t(32) << 20;
 
+/// One scratch block serves every instruction: the hungriest one's size.
+size_t scratchBytesOf(const Program &p) {
+  size_t scratch = 256;
+  for (const Instr &I : p.instrs)
+    scratch = std::max<size_t>({scratch, lossScratchBytes(p, I), attentionScratchBytes(p, I),
+                                normScratchBytes(p, I)});
+  return scratch;
+}
+
 std::string cudaErr(const char *what, cudaError_t e) {
   return cat(what, ": ", cudaGetErrorString(e));
 }
@@ -122,10 +131,7 @@ public:
         return fail(err, cudaErr("cannot allocate the constants on the GPU", e));
       cudaMemcpy(constants_, p.constants.data(), p.constants.size(), cudaMemcpyHostToDevice);
     }
-    size_t scratch = 256;
-    for (const Instr &I : p.instrs)
-      scratch = std::max<size_t>({scratch, lossScratchBytes(p, I), attentionScratchBytes(p, I),
-                                  normScratchBytes(p, I)});
+    size_t scratch = scratchBytesOf(p);
     if ((e = cudaMalloc(&scratch_, scratch)) != cudaSuccess)
       return fail(err, cudaErr("cannot allocate GPU scratch", e));
     ctx_.scratch = scratch_;
@@ -404,6 +410,8 @@ std::string cuda::cudaSupports(const Program &p, const Instr &I) {
   }
   return cat("unknown opcode ", int(I.op));
 }
+
+uint64_t cudaWorkspaceBytes(const Program &p) { return scratchBytesOf(p) + kGemmWorkspaceBytes; }
 
 bool cudaDeviceAvailable(std::string &why) {
   int n = 0;

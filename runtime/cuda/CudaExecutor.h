@@ -27,6 +27,10 @@ std::unique_ptr<Executor> createCudaRankExecutor(std::shared_ptr<const Program> 
 /// True when a CUDA device can be used; otherwise `why` says why not.
 bool cudaDeviceAvailable(std::string &why);
 
+/// Device bytes the CUDA executor allocates besides the arena and the
+/// constants: the kernels' scratch block and the GEMM workspace.
+uint64_t cudaWorkspaceBytes(const Program &p);
+
 } // namespace loom::rt
 
 #endif

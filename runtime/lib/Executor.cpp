@@ -11,6 +11,17 @@
 
 namespace loom::rt {
 
+uint64_t backendWorkspaceBytes(const Program &p, const std::string &backend) {
+#ifdef LOOM_HAVE_CUDA
+  if (backend == "cuda")
+    return cudaWorkspaceBytes(p);
+#else
+  (void)p;
+  (void)backend;
+#endif
+  return 0;
+}
+
 std::unique_ptr<Executor> createExecutor(std::shared_ptr<const Program> p,
                                          const std::string &backend, int threads,
                                          std::string &err) {

@@ -43,6 +43,11 @@ protected:
   std::shared_ptr<const Program> program_;
 };
 
+/// Device bytes `backend` allocates beside the program's arena and
+/// constants (kernel scratch, GEMM workspace): what a buffer plan misses of
+/// the memory a run takes. 0 for "cpu" and for a backend not built.
+uint64_t backendWorkspaceBytes(const Program &p, const std::string &backend);
+
 /// Creates an executor for `backend` ("cpu"; "cuda" when built with CUDA).
 /// `threads` <= 0 means one per hardware thread.
 std::unique_ptr<Executor> createExecutor(std::shared_ptr<const Program> p,
