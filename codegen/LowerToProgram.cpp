@@ -200,6 +200,7 @@ bool ProgramBuilder::lowerOp(Operation *op, std::string &err) {
         for (int64_t a : r.getAxes()) ints.push_back(a);
         emit(OpCode::Reduce, op, ints);
       })
+      .Case<SumSquaresOp>([&](auto) { emit(OpCode::SumSquares, op); })
       .Case<SoftmaxOp>([&](SoftmaxOp s) { emit(OpCode::Softmax, op, {s.getAxis()}); })
       .Case<RmsNormOp>([&](RmsNormOp n) {
         emit(OpCode::RmsNorm, op, {}, {n.getEpsilon().convertToDouble()});
@@ -259,6 +260,7 @@ bool ProgramBuilder::lowerOp(Operation *op, std::string &err) {
         }
         emit(OpCode::SliceGrad, op, ints);
       })
+      // A grad_scale operand is the opcode's optional seventh input.
       .Case<AdamWOp>([&](AdamWOp a) {
         emit(OpCode::AdamW, op, {},
              {a.getBeta1().convertToDouble(), a.getBeta2().convertToDouble(),

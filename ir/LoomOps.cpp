@@ -228,6 +228,13 @@ LogicalResult ReduceOp::inferReturnTypes(MLIRContext *,
   return success();
 }
 
+LogicalResult SumSquaresOp::inferReturnTypes(MLIRContext *, std::optional<Location>,
+                                             SumSquaresOp::Adaptor adaptor,
+                                             SmallVectorImpl<Type> &types) {
+  types.push_back(RankedTensorType::get({}, tensorOf(adaptor.getInput()).getElementType()));
+  return success();
+}
+
 static LogicalResult checkNormWeight(std::optional<Location> loc, StringRef op,
                                      RankedTensorType in, Value weight) {
   if (!weight)

@@ -20,6 +20,9 @@ include "mlir/IR/BuiltinAttributeInterfaces.td"
 def Loom_Tensor : RankedTensorOf<[F32, F64, BF16, I64, I32, I1]>;
 def Loom_FloatTensor : RankedTensorOf<[F32, F64, BF16]>;
 def Loom_IndexTensor : RankedTensorOf<[I64, I32]>;
+// A rank-0 f32 tensor; buildable, so assembly formats need not spell it.
+def Loom_F32Scalar : 0DTensorOf<[F32]>,
+    BuildableType<"::mlir::RankedTensorType::get({}, $_builder.getF32Type())">;
 
 //===----------------------------------------------------------------------===//
 // Constants
@@ -153,6 +156,21 @@ def Loom_ReduceOp : Loom_Op<"reduce", [Pure, InferTypeOpAdaptor,
                        DefaultValuedAttr<BoolAttr, "true">:$keepdim);
   let results = (outs Loom_FloatTensor:$result);
   let assemblyFormat = "$kind $input attr-dict `:` type($input)";
+}
+
+def Loom_SumSquaresOp : Loom_Op<"sum_squares", [Pure, InferTypeOpAdaptor]> {
+  let summary = "sum of x * x over every element";
+  let description = [{
+    The rank-0 sum of the squares of all elements of `input`, in its
+    element type: reduce(sum, every axis, x * x) read in one pass. Each
+    square is rounded to the element type before it is added, exactly as
+    the two-op form rounds the product, so the value is the same.
+    `loom-fuse-gradient-clipping` forms it from the gradient norm's terms
+    after autodiff; it has no gradient rule.
+  }];
+  let arguments = (ins RankedTensorOf<[F32, F64]>:$input);
+  let results = (outs RankedTensorOf<[F32, F64]>:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input)";
 }
 
 def Loom_SoftmaxOp : Loom_Op<"softmax", [Pure, InferTypeOpAdaptor,
@@ -408,16 +426,21 @@ def Loom_AdamWOp : Loom_Op<"adamw", [Pure, InferTypeOpAdaptor,
       v <- beta2 v + (1 - beta2) g^2
       p <- p - lr / (1 - beta1^t) * m / (sqrt(v) / sqrt(1 - beta2^t) + eps)
     `lr` and `step` are scalar tensors, so the schedule is part of the graph.
+    With `grad_scale` (a rank-0 f32 tensor, the clipping coefficient) the
+    step uses g = grad * grad_scale, the product rounded to f32 first, as
+    a separate loom.mul feeding `grad` would: the gradient is read once.
   }];
   let arguments = (ins Loom_FloatTensor:$param, Loom_FloatTensor:$grad,
                        Loom_FloatTensor:$exp_avg, Loom_FloatTensor:$exp_avg_sq,
                        Loom_FloatTensor:$lr, Loom_FloatTensor:$step,
+                       Optional<Loom_F32Scalar>:$grad_scale,
                        F64Attr:$beta1, F64Attr:$beta2, F64Attr:$epsilon,
                        F64Attr:$weight_decay);
   let results = (outs Loom_FloatTensor:$new_param, Loom_FloatTensor:$new_exp_avg,
                       Loom_FloatTensor:$new_exp_avg_sq);
   let assemblyFormat = [{
-    $param `,` $grad `,` $exp_avg `,` $exp_avg_sq `,` $lr `,` $step attr-dict `:` type($param) `,` type($lr)
+    $param `,` $grad `,` $exp_avg `,` $exp_avg_sq `,` $lr `,` $step (`grad_scale` $grad_scale^)?
+    attr-dict `:` type($param) `,` type($lr)
   }];
 }
 

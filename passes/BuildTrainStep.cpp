@@ -243,7 +243,7 @@ struct BuildTrainStepPass : impl::BuildTrainStepBase<BuildTrainStepPass> {
     for (size_t i = 0; i < P; ++i) {
       auto op = b.create<AdamWOp>(loc, body->getArgument(i), g[i], body->getArgument(P + i),
                                   body->getArgument(2 * P + i), lrValue, stepArg,
-                                  b.getF64FloatAttr(beta1), b.getF64FloatAttr(beta2),
+                                  /*grad_scale=*/Value(), b.getF64FloatAttr(beta1), b.getF64FloatAttr(beta2),
                                   b.getF64FloatAttr(epsilon), b.getF64FloatAttr(weightDecay));
       newP.push_back(op.getNewParam());
       newM.push_back(op.getNewExpAvg());

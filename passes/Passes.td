@@ -136,6 +136,22 @@ def UseBf16Matmuls : Pass<"loom-use-bf16-matmuls", "mlir::func::FuncOp"> {
   let dependentDialects = ["loom::LoomDialect"];
 }
 
+def FuseGradientClipping : Pass<"loom-fuse-gradient-clipping", "mlir::func::FuncOp"> {
+  let summary = "Read each gradient once for the global norm and once for AdamW";
+  let description = [{
+    reduce(sum, every axis, x * x), the product used only there, becomes
+    sum_squares(x); adamw(p, g * s, m, v, lr, step), with s a rank-0 f32
+    tensor (the clip coefficient) and the product used only there, becomes
+    adamw(p, g, m, v, lr, step) with grad_scale s. Every rounding stays
+    where it was (each square and g * s are rounded to f32 as the product
+    buffers were), so results are bit-identical with two passes over every
+    gradient fewer. Run on the finished training step, after the SPMD
+    passes, which find the norm terms and the clip in BuildTrainStep's
+    unfused form (passes/TrainStepStructure.cpp).
+  }];
+  let dependentDialects = ["loom::LoomDialect"];
+}
+
 def AnnotateDataParallel : Pass<"loom-annotate-data-parallel", "mlir::ModuleOp"> {
   let summary = "Seed the device mesh and data-parallel shardings of @train_step";
   let description = [{

@@ -9,7 +9,8 @@
 // itself without clipping; the global norm's term for g_i is
 // reduce_sum(g_i * g_i) (or g_i * g_i for a scalar). This file recovers
 // those pieces, and fails with a diagnostic when the function has another
-// shape, so a pass never guesses.
+// shape, so a pass never guesses. loom-fuse-gradient-clipping removes the
+// squares and the clip, so it runs after every pass that uses this.
 //===----------------------------------------------------------------------===//
 #ifndef LOOM_PASSES_TRAINSTEPSTRUCTURE_H
 #define LOOM_PASSES_TRAINSTEPSTRUCTURE_H

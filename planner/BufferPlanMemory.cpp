@@ -37,8 +37,9 @@ bool bufferPlanMemory(const rt::Program &p, MemoryBreakdown &out, std::string &e
     err = "the program has no AdamW step";
     return false;
   }
-  // Clipping scales each gradient by a scalar right before AdamW: the
-  // unscaled gradient it reads is a gradient too.
+  // Unfused clipping (LOOM_FUSE_GRAD_CLIP=0) scales each gradient by a
+  // scalar right before AdamW: the unscaled gradient it reads is a
+  // gradient too. (Fused, AdamW reads the unscaled gradient itself.)
   for (const rt::Instr &in : p.instrs)
     if (in.op == rt::OpCode::Mul && in.in.size() == 2 && in.out.size() == 1 &&
         role[in.out[0]] == Role::Grad)

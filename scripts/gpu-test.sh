@@ -20,7 +20,9 @@
 #    bf16 within 2e-2 of PyTorch's recorded curves (except steps where
 #    PyTorch's fp32 and bf16 runs differ by more than that: GPT-2's 43-44);
 #  - per model: the bf16 curve with autocast's casts left unfolded
-#    (LOOM_FOLD_CASTS=0) has exactly the same losses and grad norms.
+#    (LOOM_FOLD_CASTS=0), and the one with the gradient norm and clip left
+#    unfused (LOOM_FUSE_GRAD_CLIP=0), have exactly the same losses and grad
+#    norms.
 set -uo pipefail
 BUILD=${1:-build}
 cd "$(dirname "$0")/.."
@@ -36,7 +38,7 @@ pass=0 fail=0 skip=0
 checks=(unit)
 for m in llama qwen2 gpt2; do
   for v in static dynamic dynamic-noopt; do checks+=("grads-$m-$v"); done
-  checks+=("curve-$m-fp32" "curve-$m-bf16")
+  checks+=("curve-$m-fp32" "curve-$m-bf16" "fold-$m-bf16" "gradclip-$m-bf16")
 done
 
 if ! command -v nvidia-smi >/dev/null 2>&1 || ! nvidia-smi -L >/dev/null 2>&1; then
@@ -90,22 +92,27 @@ for m in llama qwen2 gpt2; do
       report "curve-$m-$prec" FAIL "$(tail -1 "$OUT/curve-$m-$prec.log")"
     fi
   done
-  # Folding the casts must not change a bit of the bf16 run.
-  jl="$OUT/curve-$m-bf16-unfolded.jsonl"
-  rm -f "$jl"
-  if LOOM_FOLD_CASTS=0 "$LOOM" train "$FIX/$m.dynamic.onnx" --backend cuda --data "$FIX/corpus.u16.bin" \
-      --batch 4 --seq 64 --steps 50 --batching fixture --warmup 5 --precision bf16 \
-      --init-weights "$FIX/$m.init.safetensors" --log "$jl" > "$OUT/curve-$m-bf16-unfolded.log" 2>&1 &&
-     res=$(python3 -c "
+  # Neither folding the casts nor fusing the gradient clipping may change a
+  # bit of the bf16 run: each switched off, against the run above.
+  for ab in fold:LOOM_FOLD_CASTS gradclip:LOOM_FUSE_GRAD_CLIP; do
+    name=${ab%%:*} var=${ab#*:}
+    jl="$OUT/curve-$m-bf16-no-$name.jsonl"
+    rm -f "$jl"
+    res=
+    if env "$var=0" "$LOOM" train "$FIX/$m.dynamic.onnx" --backend cuda --data "$FIX/corpus.u16.bin" \
+        --batch 4 --seq 64 --steps 50 --batching fixture --warmup 5 --precision bf16 \
+        --init-weights "$FIX/$m.init.safetensors" --log "$jl" > "$OUT/curve-$m-bf16-no-$name.log" 2>&1 &&
+       res=$(python3 -c "
 import json, sys
 a = [json.loads(l) for l in open(sys.argv[1])]; b = [json.loads(l) for l in open(sys.argv[2])]
 same = len(a) == len(b) == 50 and all(x['loss'] == y['loss'] and x['grad_norm'] == y['grad_norm'] for x, y in zip(a, b))
 print('50 steps, same loss and grad norm bits' if same else 'differs'); sys.exit(0 if same else 1)" \
-       "$jl" "$OUT/curve-$m-bf16.jsonl"); then
-    report "fold-$m-bf16" PASS "$res"
-  else
-    report "fold-$m-bf16" FAIL "${res:-$(tail -1 "$OUT/curve-$m-bf16-unfolded.log")}"
-  fi
+         "$jl" "$OUT/curve-$m-bf16.jsonl"); then
+      report "$name-$m-bf16" PASS "$res ($var=0)"
+    else
+      report "$name-$m-bf16" FAIL "${res:-$(tail -1 "$OUT/curve-$m-bf16-no-$name.log")}"
+    fi
+  done
 done
 echo "gpu-test: logs in $OUT"
 echo "$pass passed, $fail failed, $skip skipped"

@@ -69,7 +69,7 @@ std::string cpuSupports(const Program &p, const Instr &I) {
   // The kernels below are templates over f32 and f64 (f64 serves gradient
   // checks); bf16 is not computed on directly, graphs cast it to f32.
   case OpCode::Reduce: case OpCode::Softmax: case OpCode::RmsNorm:
-  case OpCode::LayerNorm: case OpCode::Rotary: case OpCode::Attention:
+  case OpCode::LayerNorm: case OpCode::Rotary: case OpCode::Attention: case OpCode::SumSquares:
   case OpCode::RmsNormGrad: case OpCode::LayerNormGrad: case OpCode::AttentionGrad:
   case OpCode::RotaryGrad: case OpCode::ActivationGrad: case OpCode::SoftmaxGrad:
     return need(I.in[0], {DType::F32, DType::F64}, "operands");
@@ -110,6 +110,7 @@ bool dispatch(const KernelCall &c, ThreadPool &pool, std::string &err) {
   case OpCode::Cast: return runCast(c, pool, err);
   case OpCode::MatMul: return runMatMul(c, pool, err);
   case OpCode::Reduce: return runReduce(c, pool, err);
+  case OpCode::SumSquares: return runSumSquares(c, pool, err);
   case OpCode::Softmax: return runSoftmax(c, pool, err);
   case OpCode::RmsNorm: return runRmsNorm(c, pool, err);
   case OpCode::LayerNorm: return runLayerNorm(c, pool, err);

@@ -48,6 +48,7 @@ bool runRmsNorm(const KernelCall &c, ThreadPool &pool, std::string &err);
 bool runLayerNorm(const KernelCall &c, ThreadPool &pool, std::string &err);
 bool runSoftmax(const KernelCall &c, ThreadPool &pool, std::string &err);
 bool runReduce(const KernelCall &c, ThreadPool &pool, std::string &err);
+bool runSumSquares(const KernelCall &c, ThreadPool &pool, std::string &err);
 // AttentionKernel.cpp
 bool runAttention(const KernelCall &c, ThreadPool &pool, std::string &err);
 // MovementKernels.cpp

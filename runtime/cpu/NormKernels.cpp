@@ -1,4 +1,4 @@
-//===- NormKernels.cpp - RmsNorm, LayerNorm, Softmax, Reduce --------------===//
+//===- NormKernels.cpp - RmsNorm, LayerNorm, Softmax, Reduce, SumSquares --===//
 //
 // Part of loom, under the Apache License v2.0.
 //
@@ -125,6 +125,22 @@ bool reduceTyped(const KernelCall &c, ThreadPool &pool, std::string &) {
   return true;
 }
 
+// Sum of x * x over every element, each square rounded to T first: the
+// value of Mul(x, x) then Reduce(sum, every axis), which runs as one task
+// adding in flat order (reduceTyped above, with one output and one
+// collapsed reduced dim). Same order here, so the same bits.
+template <typename T> bool sumSquaresTyped(const KernelCall &c, ThreadPool &, std::string &) {
+  const T *x = c.in[0].as<T>();
+  int64_t n = c.in[0].numel();
+  double sum = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    T sq = x[i] * x[i];
+    sum += double(sq);
+  }
+  *c.out[0].as<T>() = T(sum);
+  return true;
+}
+
 } // namespace
 
 // The entry points: f32 or f64 by the output dtype, the same code for both.
@@ -150,6 +166,12 @@ bool runReduce(const KernelCall &c, ThreadPool &pool, std::string &err) {
   if (c.out[0].dtype() == DType::F64)
     return reduceTyped<double>(c, pool, err);
   return reduceTyped<float>(c, pool, err);
+}
+
+bool runSumSquares(const KernelCall &c, ThreadPool &pool, std::string &err) {
+  if (c.out[0].dtype() == DType::F64)
+    return sumSquaresTyped<double>(c, pool, err);
+  return sumSquaresTyped<float>(c, pool, err);
 }
 
 } // namespace loom::rt

@@ -484,9 +484,13 @@ bool runSliceGrad(const KernelCall &c, ThreadPool &pool, std::string &) {
 //   m' = b1 m + (1 - b1) g
 //   v' = b2 v + (1 - b2) g^2
 //   p' = p' - lr / (1 - b1^t) * m' / (sqrt(v') / sqrt(1 - b2^t) + eps)
-// Each element is computed in double and rounded once per output.
+// Each element is computed in double and rounded once per output. With a
+// seventh input (the clip coefficient) g is first the f32 product g * scale,
+// the value a Mul in front of AdamW would have stored.
 bool runAdamW(const KernelCall &c, ThreadPool &pool, std::string &) {
   const float *p = c.in[0].as<float>(), *g = c.in[1].as<float>();
+  bool scaled = c.in.size() > 6;
+  float scale = scaled ? *c.in[6].as<float>() : 1.0f;
   const float *m = c.in[2].as<float>(), *v = c.in[3].as<float>();
   double lr = *c.in[4].as<float>(), t = double(*c.in[5].as<float>()) + 1.0;
   double b1 = c.instr->floats[0], b2 = c.instr->floats[1];
@@ -497,7 +501,8 @@ bool runAdamW(const KernelCall &c, ThreadPool &pool, std::string &) {
   double decay = 1.0 - lr * wd;
   pool.parallelFor(c.in[0].numel(), 1 << 12, [&](int64_t begin, int64_t end) {
     for (int64_t i = begin; i < end; ++i) {
-      double gi = g[i];
+      float gs = scaled ? g[i] * scale : g[i];
+      double gi = gs;
       double mi = b1 * m[i] + (1.0 - b1) * gi;
       double vi = b2 * v[i] + (1.0 - b2) * gi * gi;
       double pi = p[i] * decay - stepSize * mi / (std::sqrt(vi) / bc2Sqrt + eps);

@@ -93,6 +93,7 @@ void launchLayerNormGrad(const CudaCall &c, CudaContext &ctx);
 void launchSoftmax(const CudaCall &c, CudaContext &ctx);
 void launchSoftmaxGrad(const CudaCall &c, CudaContext &ctx);
 void launchReduce(const CudaCall &c, CudaContext &ctx);
+void launchSumSquares(const CudaCall &c, CudaContext &ctx);
 // LossKernels.cu
 void launchCrossEntropy(const CudaCall &c, CudaContext &ctx);
 void launchCrossEntropyGrad(const CudaCall &c, CudaContext &ctx);

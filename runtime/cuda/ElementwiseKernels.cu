@@ -225,15 +225,21 @@ __global__ void activationGradKernel(int kind, FloatIn x, FloatIn dy, FloatOut d
 // captured graph needs no host values:
 //   p' = p (1 - lr wd);  m' = b1 m + (1 - b1) g;  v' = b2 v + (1 - b2) g^2
 //   p' -= lr / (1 - b1^t) * m' / (sqrt(v') / sqrt(1 - b2^t) + eps)
-__global__ void adamwKernel(const float *p, const float *g, const float *m, const float *v,
-                            const float *lrPtr, const float *stepPtr, float *po, float *mo,
-                            float *vo, int64_t n, double b1, double b2, double eps, double wd) {
+// With scalePtr (the clip coefficient) g is first the f32 product
+// g * scale, rounded as the Mul in front of AdamW would have stored it
+// (__fmul_rn: never contracted into anything else). g may be bf16 storage
+// (a gradient a bf16 GEMM wrote), widened as it is read.
+__global__ void adamwKernel(const float *p, FloatIn g, const float *m, const float *v,
+                            const float *lrPtr, const float *stepPtr, const float *scalePtr,
+                            float *po, float *mo, float *vo, int64_t n, double b1, double b2,
+                            double eps, double wd) {
   double lr = *lrPtr, t = double(*stepPtr) + 1.0;
   double stepSize = lr / (1.0 - pow(b1, t));
   double bc2Sqrt = sqrt(1.0 - pow(b2, t));
   double decay = 1.0 - lr * wd;
+  float scale = scalePtr ? *scalePtr : 1.0f;
   LOOM_GRID_STRIDE(i, n) {
-    double gi = g[i];
+    double gi = scalePtr ? __fmul_rn(g[i], scale) : g[i];
     double mi = b1 * m[i] + (1.0 - b1) * gi;
     double vi = b2 * v[i] + (1.0 - b2) * gi * gi;
     po[i] = float(p[i] * decay - stepSize * mi / (sqrt(vi) / bc2Sqrt + eps));
@@ -301,10 +307,11 @@ void launchAdamW(const CudaCall &c, CudaContext &ctx) {
   int64_t n = c.in[0].numel();
   if (n == 0) return;
   const std::vector<double> &f = c.instr->floats;
+  const float *scale = c.in.size() > 6 ? c.in[6].as<float>() : nullptr;
   adamwKernel<<<gridFor(n), kThreads, 0, ctx.stream>>>(
-      c.in[0].as<float>(), c.in[1].as<float>(), c.in[2].as<float>(), c.in[3].as<float>(),
-      c.in[4].as<float>(), c.in[5].as<float>(), c.out[0].as<float>(), c.out[1].as<float>(),
-      c.out[2].as<float>(), n, f[0], f[1], f[2], f[3]);
+      c.in[0].as<float>(), floatIn(c.in[1]), c.in[2].as<float>(), c.in[3].as<float>(),
+      c.in[4].as<float>(), c.in[5].as<float>(), scale, c.out[0].as<float>(),
+      c.out[1].as<float>(), c.out[2].as<float>(), n, f[0], f[1], f[2], f[3]);
 }
 
 } // namespace loom::rt::cuda

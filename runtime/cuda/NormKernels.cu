@@ -1,4 +1,4 @@
-//===- NormKernels.cu - RmsNorm, LayerNorm, Softmax, Reduce and grads -----===//
+//===- NormKernels.cu - Norms, Softmax, Reduce, SumSquares and grads ------===//
 //
 // Part of loom, under the Apache License v2.0.
 //
@@ -222,6 +222,32 @@ __global__ void reduceFinishKernel(const double *partial, float *y, int64_t slic
 
 constexpr int64_t kReduceSlice = 64 * 1024; // elements per block when sliced
 
+// SumSquares: a whole-tensor Reduce sum of Mul(x, x) in one read of x, in
+// Reduce's own order: slice blockIdx.x of kReduceSlice elements (all of x
+// when it is smaller) is walked by the block's threads in strides of the
+// block size, each thread adding the f32 square (what Mul stores) in
+// double, then blockSum; the slices' partial sums go to scratch and
+// reduceFinishKernel adds them in order. So the result has the bits of the
+// two-instruction form, run after run (no atomics). x may be bf16 storage.
+__global__ void sumSquaresKernel(FloatIn x, float *y, double *partial, int64_t count,
+                                 int64_t slice) {
+  __shared__ double sh[32];
+  int64_t r0 = int64_t(blockIdx.x) * slice, r1 = min(count, r0 + slice);
+  double sum = 0;
+  // Unrolling keeps more loads in flight; the adds stay in order.
+#pragma unroll 8
+  for (int64_t r = r0 + threadIdx.x; r < r1; r += blockDim.x) {
+    float v = x[r];
+    sum += double(__fmul_rn(v, v));
+  }
+  sum = blockSum(sum, sh);
+  if (threadIdx.x != 0) return;
+  if (partial)
+    partial[blockIdx.x] = sum;
+  else
+    y[0] = float(sum);
+}
+
 /// Slices per output for a reduction of `count` elements into `outputs`
 /// values: 1 (no scratch) unless there are too few outputs to fill the GPU.
 int64_t reduceSlices(int64_t outputs, int64_t count) {
@@ -242,6 +268,10 @@ void lineView(const Shape &shape, size_t axis, int64_t &lines, int64_t &len, int
 } // namespace
 
 size_t normScratchBytes(const Program &p, const Instr &I) {
+  if (I.op == OpCode::SumSquares) {
+    int64_t slices = reduceSlices(1, p.buffers[I.in[0]].numElements());
+    return slices > 1 ? size_t(slices) * sizeof(double) : 0;
+  }
   if (I.op == OpCode::Reduce) {
     int64_t outputs = p.buffers[I.out[0]].numElements();
     int64_t count = outputs ? p.buffers[I.in[0]].numElements() / outputs : 0;
@@ -337,6 +367,17 @@ void launchReduce(const CudaCall &c, CudaContext &ctx) {
   if (partial)
     reduceFinishKernel<<<unsigned(outputs), kRowThreads, 0, ctx.stream>>>(
         partial, c.out[0].as<float>(), slices, count, kind);
+}
+
+void launchSumSquares(const CudaCall &c, CudaContext &ctx) {
+  int64_t count = c.in[0].numel(); // 0 elements: one block adds nothing, y = 0
+  int64_t slices = reduceSlices(1, count);
+  double *partial = slices > 1 ? static_cast<double *>(ctx.scratch) : nullptr;
+  sumSquaresKernel<<<unsigned(slices), kRowThreads, 0, ctx.stream>>>(
+      floatIn(c.in[0]), c.out[0].as<float>(), partial, count, slices > 1 ? kReduceSlice : count);
+  if (partial)
+    reduceFinishKernel<<<1, kRowThreads, 0, ctx.stream>>>(partial, c.out[0].as<float>(), slices,
+                                                           count, 0);
 }
 
 } // namespace loom::rt::cuda

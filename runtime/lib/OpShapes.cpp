@@ -56,6 +56,7 @@ public:
   }
 
   const BufferDesc &in(size_t k) const { return *ins_[k]; }
+  size_t numIn() const { return ins_.size(); }
   const BufferDesc &out(size_t k = 0) const { return *outs_[k]; }
 
   /// Counts of inputs, outputs, ints and floats. kAny accepts any count.
@@ -238,6 +239,18 @@ std::string checkReduce(const OpView &v, const Instr &I) {
                " or ", shapeStr(drop));
   return first([&] { return v.sameDType({&v.in(0), &v.out()}); },
                [&] { return v.floatDType(v.in(0), "operand"); });
+}
+
+std::string checkSumSquares(const OpView &v) {
+  return first([&] { return v.arity(1, 1, 1, 1, 0, 0); },
+               [&] { return v.sameDType({&v.in(0), &v.out()}); },
+               [&] {
+                 DType t = v.in(0).dtype;
+                 return t == DType::F32 || t == DType::F64
+                            ? ""
+                            : cat("operand must be f32 or f64, got ", dtypeName(t));
+               },
+               [&] { return v.outShape({}); });
 }
 
 std::string checkSoftmax(const OpView &v, const Instr &I) {
@@ -579,11 +592,12 @@ std::string checkCollective(const OpView &v, const Instr &I) {
 }
 
 std::string checkAdamW(const OpView &v) {
-  if (std::string e = v.arity(6, 6, 3, 3, 0, 4); !e.empty())
+  if (std::string e = v.arity(6, 7, 3, 3, 0, 4); !e.empty())
     return e;
   const Shape &p = v.in(0).shape;
-  static const char *names[] = {"param", "grad", "exp_avg", "exp_avg_sq", "lr", "step"};
-  for (size_t k = 0; k < 6; ++k) {
+  static const char *names[] = {"param", "grad", "exp_avg", "exp_avg_sq", "lr", "step",
+                                "grad_scale"};
+  for (size_t k = 0; k < v.numIn(); ++k) {
     if (std::string e = hasShape(v.in(k), k < 4 ? p : Shape{}, names[k]); !e.empty())
       return e;
     if (v.in(k).dtype != DType::F32)
@@ -613,6 +627,8 @@ bool bf16StorageAllowed(OpCode op, bool output, size_t slot) {
     return slot == 0;
   case OpCode::ActivationGrad: return output ? slot == 0 : slot < 2;
   case OpCode::RmsNormGrad: return output ? slot == 0 : slot == 2;
+  case OpCode::SumSquares: return !output && slot == 0;
+  case OpCode::AdamW: return !output && slot == 1; // the gradient
   default: return false;
   }
 }
@@ -649,6 +665,7 @@ std::string checkOpShapes(const Program &p, const Instr &I) {
   case OpCode::LayerNorm: return checkNorm(v, 3, I);
   case OpCode::Rotary: return checkRotary(v);
   case OpCode::Attention: return checkAttention(v);
+  case OpCode::SumSquares: return checkSumSquares(v);
   case OpCode::Transpose: return checkTranspose(v, I);
   case OpCode::Slice: return checkSlice(v, I);
   case OpCode::Concat: return checkConcat(v, I);

@@ -77,6 +77,7 @@ const char *opcodeName(OpCode op) {
   case OpCode::LayerNorm: return "layer_norm";
   case OpCode::Rotary: return "rotary";
   case OpCode::Attention: return "attention";
+  case OpCode::SumSquares: return "sum_squares";
   case OpCode::Transpose: return "transpose";
   case OpCode::Slice: return "slice";
   case OpCode::Concat: return "concat";

@@ -61,3 +61,20 @@ func.func @split_sizes(%x: tensor<6xf32>) {
   %a:2 = loom.split %x {axis = 0 : i64, sizes = array<i64: 2, 3>} : tensor<6xf32>
   return
 }
+
+// -----
+
+func.func @sum_squares_not_scalar(%x: tensor<4x8xf32>) {
+  // expected-error@+2 {{inferred type(s) 'tensor<f32>' are incompatible with return type(s) of operation 'tensor<1xf32>'}}
+  // expected-error@+1 {{failed to infer returned types}}
+  %s = "loom.sum_squares"(%x) : (tensor<4x8xf32>) -> tensor<1xf32>
+  return
+}
+
+// -----
+
+func.func @grad_scale_not_scalar(%p: tensor<4xf32>, %lr: tensor<f32>, %s: tensor<1xf32>) {
+  // expected-error@+1 {{operand #6 must be 0D tensor of 32-bit float values}}
+  %a:3 = "loom.adamw"(%p, %p, %p, %p, %lr, %lr, %s) {beta1 = 0.9 : f64, beta2 = 0.95 : f64, epsilon = 1.0e-8 : f64, weight_decay = 0.1 : f64} : (tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<f32>, tensor<f32>, tensor<1xf32>) -> (tensor<4xf32>, tensor<4xf32>, tensor<4xf32>)
+  return
+}

@@ -30,3 +30,18 @@ func.func @roundtrip(%ids: tensor<2x4xi64>, %table: tensor<16x8xf32>, %w: tensor
   %loss = loom.cross_entropy %c, %t : tensor<8x16xf32>, tensor<8xi64>
   return %loss : tensor<f32>
 }
+
+// The fused gradient norm and clip (loom-fuse-gradient-clipping).
+// CHECK-LABEL: func.func @fused_clipping
+// CHECK: %[[S:.*]] = loom.sum_squares %arg0 : tensor<4x8xf32>
+// CHECK: loom.adamw %arg1, %arg0, %arg2, %arg3, %arg4, %arg5 grad_scale %[[S]] {beta1
+// CHECK-SAME: : tensor<4x8xf32>, tensor<f32>
+// CHECK: loom.adamw %arg1, %arg0, %arg2, %arg3, %arg4, %arg5 {beta1
+func.func @fused_clipping(%g: tensor<4x8xf32>, %p: tensor<4x8xf32>, %m: tensor<4x8xf32>,
+                          %v: tensor<4x8xf32>, %lr: tensor<f32>, %step: tensor<f32>)
+    -> (tensor<4x8xf32>, tensor<4x8xf32>) {
+  %s = loom.sum_squares %g : tensor<4x8xf32>
+  %a:3 = loom.adamw %p, %g, %m, %v, %lr, %step grad_scale %s {beta1 = 0.9 : f64, beta2 = 0.95 : f64, epsilon = 1.0e-8 : f64, weight_decay = 0.1 : f64} : tensor<4x8xf32>, tensor<f32>
+  %b:3 = loom.adamw %p, %g, %m, %v, %lr, %step {beta1 = 0.9 : f64, beta2 = 0.95 : f64, epsilon = 1.0e-8 : f64, weight_decay = 0.1 : f64} : tensor<4x8xf32>, tensor<f32>
+  return %a#0, %b#0 : tensor<4x8xf32>, tensor<4x8xf32>
+}

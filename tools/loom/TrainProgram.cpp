@@ -17,6 +17,7 @@
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Transforms/Passes.h"
 
+#include <cstdlib>
 #include <cstring>
 #include <map>
 
@@ -137,6 +138,11 @@ bool compileTrainStep(const std::string &path, int64_t batch, int64_t seq,
       pm.nest<mlir::func::FuncOp>().addPass(createUseBf16Matmuls());
       pm.addPass(mlir::createCanonicalizerPass(rewriteConfig()));
     }
+    // Last: the SPMD passes above read the unfused norm and clip. The same
+    // bits either way; LOOM_FUSE_GRAD_CLIP=0 keeps the unfused ops (an A/B
+    // switch for timing and for checking exactly that).
+    if (const char *f = std::getenv("LOOM_FUSE_GRAD_CLIP"); !f || std::string(f) != "0")
+      pm.nest<mlir::func::FuncOp>().addPass(createFuseGradientClipping());
   };
   if (!runPipeline(*module, path, "building the training step", addPasses, err))
     return false;

@@ -212,6 +212,86 @@ TEST(CudaBackend, LargeReductionsAreSliced) {
   expectSameOnGpu(t.b.p, t.inputs, 1e-5, 1e-5);
 }
 
+// The gradient norm's fused sum of squares: against the CPU, and bit for
+// bit against the Mul + Reduce program it replaces on the GPU (the kernel
+// keeps Reduce's summation order), run after run. Sizes: one slice, several
+// slices (more than 64K elements), a scalar and an empty tensor.
+TEST(CudaBackend, SumSquaresEqualsSquareThenReduce) {
+  REQUIRE_GPU();
+  Rng rng;
+  for (const Shape &s : std::vector<Shape>{{3, 7, 45}, {3, 300001}, {}, {0, 5}}) {
+    SCOPED_TRACE(std::to_string(numel(s)) + " elements");
+    Bytes x = toBytes(rng.uniform(numel(s), -3, 3));
+    ProgramBuilder f;
+    f.instr(OpCode::SumSquares, {f.input(DType::F32, s)}, {f.output(DType::F32, {})});
+    ASSERT_EQ(f.p.validate(), "");
+    expectSameOnGpu(f.p, {x}, 1e-6, 1e-6);
+    ProgramBuilder u;
+    uint32_t ux = u.input(DType::F32, s), sq = u.temp(DType::F32, s);
+    u.instr(OpCode::Mul, {ux, ux}, {sq});
+    std::vector<int64_t> ints = {0};
+    for (int64_t d = 0; d < int64_t(s.size()); ++d) ints.push_back(d);
+    u.instr(OpCode::Reduce, {sq}, {u.output(DType::F32, {})}, ints);
+    RunResult fused = runProgram(f.p, {x}, 0, "cuda"), again = runProgram(f.p, {x}, 0, "cuda");
+    RunResult unfused = runProgram(u.p, {x}, 0, "cuda");
+    ASSERT_TRUE(fused.ok && again.ok && unfused.ok) << fused.err << again.err << unfused.err;
+    EXPECT_EQ(fused.outputs, unfused.outputs);
+    EXPECT_EQ(fused.outputs, again.outputs);
+  }
+  // Each square is rounded to f32 before it is added: inputs for which
+  // that changes the f32 sum (sixteen squares in [1.44, 1.96] add up
+  // exactly in double, in any order, so the GPU must give these bits).
+  std::vector<float> xv;
+  float rounded = 0, exact = 0;
+  for (int tries = 0; tries < 10000 && rounded == exact; ++tries) {
+    xv = rng.uniform(16, 1.2, 1.4);
+    double sumRounded = 0, sumExact = 0;
+    for (float v : xv) {
+      float sq = v * v;
+      sumRounded += sq;
+      sumExact += double(v) * v;
+    }
+    rounded = float(sumRounded), exact = float(sumExact);
+  }
+  ASSERT_NE(rounded, exact);
+  ProgramBuilder f;
+  f.instr(OpCode::SumSquares, {f.input(DType::F32, {16})}, {f.output(DType::F32, {})});
+  RunResult r = runProgram(f.p, {toBytes(xv)}, 0, "cuda");
+  ASSERT_TRUE(r.ok) << r.err;
+  EXPECT_EQ(r.out<float>(), std::vector<float>{rounded});
+}
+
+// Clipping inside AdamW: against the CPU, and bit for bit against the
+// program that writes the clipped gradient with a Mul first.
+TEST(CudaBackend, AdamWGradScaleEqualsClippingFirst) {
+  REQUIRE_GPU();
+  Rng rng;
+  Shape s = {37, 45};
+  OneOp f;
+  uint32_t p = f.f32(rng, s), g = f.f32(rng, s, -5, 5), m = f.f32(rng, s, -1e-2, 1e-2);
+  uint32_t v = f.f32(rng, s, 0, 1e-3), lr = f.scalar(3e-3f), step = f.scalar(4.f);
+  uint32_t scale = f.scalar(0.3712f);
+  f.b.instr(OpCode::AdamW, {p, g, m, v, lr, step, scale},
+            {f.b.output(DType::F32, s), f.b.output(DType::F32, s), f.b.output(DType::F32, s)}, {},
+            {0.9, 0.95, 1e-8, 0.1});
+  ASSERT_EQ(f.b.p.validate(), "");
+  expectSameOnGpu(f.b.p, f.inputs, 1e-5, 1e-6);
+
+  ProgramBuilder u;
+  std::vector<uint32_t> in;
+  for (uint32_t id : f.in) in.push_back(u.input(DType::F32, f.b.p.buffers[id].shape));
+  uint32_t clipped = u.temp(DType::F32, s);
+  u.instr(OpCode::Mul, {in[1], in[6]}, {clipped});
+  u.instr(OpCode::AdamW, {in[0], clipped, in[2], in[3], in[4], in[5]},
+          {u.output(DType::F32, s), u.output(DType::F32, s), u.output(DType::F32, s)}, {},
+          {0.9, 0.95, 1e-8, 0.1});
+  ASSERT_EQ(u.p.validate(), "");
+  RunResult fused = runProgram(f.b.p, f.inputs, 0, "cuda");
+  RunResult unfused = runProgram(u.p, f.inputs, 0, "cuda");
+  ASSERT_TRUE(fused.ok && unfused.ok) << fused.err << unfused.err;
+  EXPECT_EQ(fused.outputs, unfused.outputs);
+}
+
 TEST(CudaBackend, MovementOps) {
   REQUIRE_GPU();
   Rng rng;

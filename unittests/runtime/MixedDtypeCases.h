@@ -141,6 +141,21 @@ inline std::vector<MixedCase> mixedCases() {
   cases.push_back({"rms_norm_grad dy bf16, dx f32", OpCode::RmsNormGrad,
                    {{{2, 35, 33}, false}, {{33}, false, 0.5, 1.5}, {{2, 35, 33}, true}},
                    {{{2, 35, 33}, false}, {{33}, false}}, {}, {1e-5}});
+  // A gradient norm's term read straight from a bf16 gradient; the larger
+  // one spans several 64K-element slices on the GPU.
+  cases.push_back({"sum_squares bf16 -> f32", OpCode::SumSquares, {{{7, 129}, true, -3, 3}},
+                   {{{}, false}}});
+  cases.push_back({"sum_squares bf16 -> f32, sliced", OpCode::SumSquares,
+                   {{{2, 70001}, true, -3, 3}}, {{{}, false}}});
+  // AdamW reading a bf16 gradient, with and without the clip scale.
+  Shape w = {7, 129};
+  std::vector<Operand> adam = {{w, false}, {w, true, -3, 3}, {w, false, -1e-2, 1e-2},
+                               {w, false, 0, 1e-3}, {{}, false, 1e-3, 3e-3}, {{}, false, 0, 9}};
+  cases.push_back({"adamw g bf16", OpCode::AdamW, adam, {{w, false}, {w, false}, {w, false}}, {},
+                   {0.9, 0.95, 1e-8, 0.1}});
+  adam.push_back({{}, false, 0.2, 1});
+  cases.push_back({"adamw g bf16, grad scale", OpCode::AdamW, adam,
+                   {{w, false}, {w, false}, {w, false}}, {}, {0.9, 0.95, 1e-8, 0.1}});
   return cases;
 }
 

@@ -69,6 +69,13 @@ TEST(MixedDtype, ValidateRefusesBf16OutsideTheAllowedSlots) {
   EXPECT_NE(verdict(OpCode::Rotary, {{F, x}, {H, t}, {F, t}}, {{F, x}}), ""); // a table
   EXPECT_NE(verdict(OpCode::Softmax, {{H, x}}, {{F, x}}, {1}), ""); // not a folding opcode
   EXPECT_NE(verdict(OpCode::Reduce, {{H, x}}, {{F, {4, 1}}}, {0, 1}), "");
+  EXPECT_EQ(verdict(OpCode::SumSquares, {{H, x}}, {{F, {}}}), "");
+  EXPECT_NE(verdict(OpCode::SumSquares, {{H, x}}, {{H, {}}}), ""); // the sum stays f32
+  std::vector<std::pair<DType, Shape>> adam = {{F, x}, {H, x}, {F, x}, {F, x}, {F, {}}, {F, {}}};
+  std::vector<std::pair<DType, Shape>> adamOut = {{F, x}, {F, x}, {F, x}};
+  EXPECT_EQ(verdict(OpCode::AdamW, adam, adamOut, {}, {0.9, 0.95, 1e-8, 0.1}), ""); // g
+  adam[1].first = F, adam[2].first = H;
+  EXPECT_NE(verdict(OpCode::AdamW, adam, adamOut, {}, {0.9, 0.95, 1e-8, 0.1}), ""); // a moment
   EXPECT_NE(verdict(OpCode::Slice, {{H, x}}, {{F, x}}, {0, 1, 0, 1}), "");
   EXPECT_EQ(verdict(OpCode::Transpose, {{H, x}}, {{F, {8, 4}}}, {1, 0}), "");
   EXPECT_NE(verdict(OpCode::Transpose, {{H, x}}, {{D, {8, 4}}}, {1, 0}), "");

@@ -1,4 +1,4 @@
-//===- NormTest.cpp - RmsNorm, LayerNorm, Softmax, Reduce -----------------===//
+//===- NormTest.cpp - RmsNorm, LayerNorm, Softmax, Reduce, SumSquares ----===//
 //
 // Part of loom, under the Apache License v2.0.
 //
@@ -156,6 +156,92 @@ TEST(Norm, ReduceSumMeanMaxOverAxes) {
         want.push_back(kind == 0 ? sum[k] : kind == 1 ? sum[k] / count[k] : mx[k]);
       EXPECT_TRUE(allClose(r.out<float>(), want, kTight));
     }
+}
+
+// SumSquares against the two things it must be: the sum of the squares
+// (each square rounded to f32, as the kernel's contract says), and
+// bit-for-bit the Mul + Reduce program it replaces in a training step.
+TEST(Norm, SumSquaresIsTheSumOfRoundedSquares) {
+  Rng rng;
+  for (const Shape &s : std::vector<Shape>{{3, 37, 5}, {1}, {}, {0, 4}, {70001}}) {
+    SCOPED_TRACE("shape " + std::to_string(s.size()) + "d, " + std::to_string(numel(s)) +
+                 " elements");
+    std::vector<float> xv = rng.uniform(numel(s), -3, 3);
+    ProgramBuilder b;
+    uint32_t x = b.input(DType::F32, s);
+    b.instr(OpCode::SumSquares, {x}, {b.output(DType::F32, {})});
+    ASSERT_EQ(b.p.validate(), "");
+    RunResult r = runProgram(b.p, {toBytes(xv)});
+    ASSERT_TRUE(r.ok) << r.err;
+    double want = 0;
+    for (float v : xv) want += double(v * v);
+    EXPECT_TRUE(allClose(r.out<float>(), {want}, kTight));
+
+    // The unfused form: a squared copy, then a sum over every axis.
+    ProgramBuilder u;
+    uint32_t ux = u.input(DType::F32, s), sq = u.temp(DType::F32, s);
+    u.instr(OpCode::Mul, {ux, ux}, {sq});
+    std::vector<int64_t> ints = {0};
+    for (int64_t d = 0; d < int64_t(s.size()); ++d) ints.push_back(d);
+    u.instr(OpCode::Reduce, {sq}, {u.output(DType::F32, {})}, ints);
+    ASSERT_EQ(u.p.validate(), "");
+    RunResult ur = runProgram(u.p, {toBytes(xv)});
+    ASSERT_TRUE(ur.ok) << ur.err;
+    EXPECT_EQ(r.outputs, ur.outputs);
+  }
+  // Inputs for which rounding each square to f32 changes the f32 sum (drawn
+  // until the two references disagree): the kernel must round them, as the
+  // Mul it replaces stored them. Sixteen squares in [1.44, 1.96] add up
+  // exactly in double, so the order of the additions does not matter here.
+  std::vector<float> xv;
+  float rounded = 0, exact = 0;
+  for (int tries = 0; tries < 10000 && rounded == exact; ++tries) {
+    xv = rng.uniform(16, 1.2, 1.4);
+    double sumRounded = 0, sumExact = 0;
+    for (float v : xv) {
+      float sq = v * v;
+      sumRounded += sq;
+      sumExact += double(v) * v;
+    }
+    rounded = float(sumRounded), exact = float(sumExact);
+  }
+  ASSERT_NE(rounded, exact);
+  {
+    ProgramBuilder b;
+    uint32_t x = b.input(DType::F32, {16});
+    b.instr(OpCode::SumSquares, {x}, {b.output(DType::F32, {})});
+    RunResult r = runProgram(b.p, {toBytes(xv)});
+    ASSERT_TRUE(r.ok) << r.err;
+    EXPECT_EQ(r.out<float>(), std::vector<float>{rounded});
+  }
+  // f64 squares and sum (the gradient checks' precision).
+  std::vector<double> xd = {1.5, -2.25, 0.125, 3.0}; // exact squares and sum
+  ProgramBuilder b;
+  uint32_t x = b.input(DType::F64, {2, 2});
+  b.instr(OpCode::SumSquares, {x}, {b.output(DType::F64, {})});
+  RunResult r = runProgram(b.p, {toBytes(xd)});
+  ASSERT_TRUE(r.ok) << r.err;
+  EXPECT_EQ(r.out<double>(), std::vector<double>{16.328125});
+}
+
+TEST(Norm, SumSquaresValidation) {
+  auto verdict = [](DType in, const Shape &inShape, DType out, const Shape &outShape,
+                    std::vector<int64_t> ints = {}) {
+    ProgramBuilder b;
+    uint32_t x = b.input(in, inShape);
+    b.instr(OpCode::SumSquares, {x}, {b.output(out, outShape)}, std::move(ints));
+    return b.p.validate();
+  };
+  EXPECT_EQ(verdict(DType::F32, {4, 8}, DType::F32, {}), "");
+  EXPECT_EQ(verdict(DType::BF16, {4, 8}, DType::F32, {}), ""); // bf16 storage of x
+  EXPECT_NE(verdict(DType::F32, {4, 8}, DType::F32, {1}).find("output 0 has shape [1], expected []"),
+            std::string::npos);
+  EXPECT_NE(verdict(DType::F32, {4, 8}, DType::F64, {}).find("dtypes differ"), std::string::npos);
+  EXPECT_NE(verdict(DType::I64, {4, 8}, DType::I64, {}).find("operand must be f32 or f64"),
+            std::string::npos);
+  EXPECT_NE(verdict(DType::BF16, {4, 8}, DType::BF16, {}).find("dtypes differ"), std::string::npos);
+  EXPECT_NE(verdict(DType::F32, {4, 8}, DType::F32, {}, {0}).find("takes 0 int attributes"),
+            std::string::npos);
 }
 
 } // namespace

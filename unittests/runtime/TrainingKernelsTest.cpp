@@ -603,6 +603,59 @@ TEST(TrainingKernels, AdamWMatchesTorchOverThreeSteps) {
   checkAdamW(rng, 1e-3, 1e-3, 0.0);
 }
 
+// The clip coefficient as AdamW's seventh input: the update must be the
+// one AdamW makes from the f32 gradient g * scale (reference: the double
+// AdamW above on those rounded products), and bit-for-bit what the
+// unfused program (Mul writing the clipped gradient, then AdamW) computes.
+TEST(TrainingKernels, AdamWGradScaleIsTheClippedGradient) {
+  Rng rng;
+  Shape s = {5, 41};
+  double b1 = 0.9, b2 = 0.95, eps = 1e-8, wd = 0.1;
+  ProgramBuilder f, u;
+  auto io = [&](ProgramBuilder &b, bool fused) {
+    uint32_t p = b.input(DType::F32, s), g = b.input(DType::F32, s), m = b.input(DType::F32, s);
+    uint32_t v = b.input(DType::F32, s), lr = b.input(DType::F32, {});
+    uint32_t step = b.input(DType::F32, {}), scale = b.input(DType::F32, {});
+    std::vector<uint32_t> out = {b.output(DType::F32, s), b.output(DType::F32, s),
+                                 b.output(DType::F32, s)};
+    if (fused) {
+      b.instr(OpCode::AdamW, {p, g, m, v, lr, step, scale}, out, {}, {b1, b2, eps, wd});
+    } else {
+      uint32_t clipped = b.temp(DType::F32, s);
+      b.instr(OpCode::Mul, {g, scale}, {clipped});
+      b.instr(OpCode::AdamW, {p, clipped, m, v, lr, step}, out, {}, {b1, b2, eps, wd});
+    }
+  };
+  io(f, true);
+  io(u, false);
+  ASSERT_EQ(f.p.validate(), "");
+  ASSERT_EQ(u.p.validate(), "");
+
+  std::vector<float> pv = rng.uniform(numel(s)), mv = rng.uniform(numel(s), -1e-2, 1e-2);
+  std::vector<float> vv = rng.uniform(numel(s), 0, 1e-3);
+  // A coefficient that rounds (not a power of two), and 1 (no clipping).
+  for (float scale : {0.3712f, 1.0f}) {
+    SCOPED_TRACE("scale " + std::to_string(scale));
+    auto gv = rng.uniform(numel(s), -5, 5);
+    std::vector<Bytes> inputs = {toBytes(pv), toBytes(gv), toBytes(mv), toBytes(vv),
+                                 toBytes(std::vector<float>{2e-3f}),
+                                 toBytes(std::vector<float>{3.0f}),
+                                 toBytes(std::vector<float>{scale})};
+    RunResult r = runProgram(f.p, inputs), ur = runProgram(u.p, inputs);
+    ASSERT_TRUE(r.ok) << r.err;
+    ASSERT_TRUE(ur.ok) << ur.err;
+    EXPECT_EQ(r.outputs, ur.outputs);
+
+    Vec clipped;
+    for (float g : gv) clipped.push_back(double(g * scale)); // the f32 product
+    AdamWState ref{toDouble(pv), toDouble(mv), toDouble(vv)};
+    adamwRef(ref, clipped, 2e-3f, 3.0, b1, b2, eps, wd);
+    EXPECT_TRUE(allClose(r.out<float>(0), ref.p, 1.5e-7, 1e-30)) << "param";
+    EXPECT_TRUE(allClose(r.out<float>(1), ref.m, 1.5e-7, 1e-30)) << "exp_avg";
+    EXPECT_TRUE(allClose(r.out<float>(2), ref.v, 1.5e-7, 1e-30)) << "exp_avg_sq";
+  }
+}
+
 //===--- Forward kernels in f64 -------------------------------------------===//
 
 /// Largest |got - want|, NaN if any got is NaN.
@@ -799,6 +852,12 @@ Program trainingOpsProgram() {
   uint32_t p = in({6}), g = in({6}), m = in({6}), vv = in({6}), lr = in({}), step = in({});
   b.instr(OpCode::AdamW, {p, g, m, vv, lr, step}, {out({6}), out({6}), out({6})}, {},
           {0.9, 0.95, 1e-8, 0.1});
+  // Gradient clipping fused into the step: AdamW with a grad scale, and
+  // the norm's sum of squares.
+  uint32_t p2 = in({5}), g2 = in({5}), m2 = in({5}), v2 = in({5}), scale = in({});
+  b.instr(OpCode::AdamW, {p2, g2, m2, v2, lr, step, scale}, {out({5}), out({5}), out({5})}, {},
+          {0.9, 0.95, 1e-8, 0.1});
+  b.instr(OpCode::SumSquares, {in({2, 3, 4})}, {out({})});
   return b.p;
 }
 
@@ -809,6 +868,7 @@ TEST(TrainingKernels, EveryOpcodeValidatesRunsAndRoundTrips) {
       "embedding_grad",  "rms_norm_grad", "layer_norm_grad",    "attention_grad", "rotary_grad",
       "activation_grad", "softmax_grad",  "cross_entropy_grad", "slice_grad",     "adamw"};
   for (int op = 80; op <= 89; ++op) EXPECT_STREQ(opcodeName(OpCode(op)), names[op - 80]);
+  EXPECT_STREQ(opcodeName(OpCode(56)), "sum_squares");
 
   // Runs on the CPU backend (ids and targets must be in range).
   std::vector<Bytes> inputs;
@@ -883,7 +943,9 @@ TEST(TrainingKernels, ValidateRejectsWrongArityShapesAndAttributes) {
   expectBroken(6, "axis 3 out of range for rank 3", [](Program &, Instr &I) { I.ints = {3}; });
   expectBroken(7, "takes 3 inputs, got 2", [](Program &, Instr &I) { I.in.pop_back(); });
   expectBroken(8, "takes 6 int attributes", [](Program &, Instr &I) { I.ints.pop_back(); });
-  expectBroken(9, "takes 6 inputs, got 5", [](Program &, Instr &I) { I.in.pop_back(); });
+  expectBroken(9, "takes 6 to 7 inputs, got 5", [](Program &, Instr &I) { I.in.pop_back(); });
+  expectBroken(11, "takes 1 inputs, got 2",
+               [](Program &, Instr &I) { I.in.push_back(I.in[0]); });
   expectBroken(9, "takes 3 outputs, got 2", [](Program &, Instr &I) { I.out.pop_back(); });
   expectBroken(9, "takes 4 float attributes, got 3",
                [](Program &, Instr &I) { I.floats.pop_back(); });
@@ -937,6 +999,12 @@ TEST(TrainingKernels, ValidateRejectsWrongArityShapesAndAttributes) {
                [](Program &p, Instr &I) { p.buffers[I.in[5]].dtype = DType::I32; });
   expectBroken(9, "output 2 must be f32, got i32",
                [](Program &p, Instr &I) { p.buffers[I.out[2]].dtype = DType::I32; });
+  expectBroken(10, "grad_scale has shape [5], expected []",
+               [](Program &p, Instr &I) { reshape(p, I.in[6], {5}); });
+  expectBroken(10, "grad_scale must be f32, got i32",
+               [](Program &p, Instr &I) { p.buffers[I.in[6]].dtype = DType::I32; });
+  expectBroken(11, "output 0 has shape [1], expected []",
+               [](Program &p, Instr &I) { reshape(p, I.out[0], {1}); });
 }
 
 TEST(TrainingKernels, CrossEntropyLossIsF64OnlyForF64Logits) {

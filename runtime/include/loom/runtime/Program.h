@@ -102,6 +102,12 @@ enum class OpCode : uint16_t {
   // run the products on bf16 tensor cores, rounding the probabilities to
   // bf16 for P V as FlashAttention does. AttentionGrad takes the same ints.
   Attention = 55,
+  // in: x -> out[] (rank 0, x's dtype): the sum over every element of
+  // x * x, each square rounded to x's dtype before it is added (the same
+  // value as Mul(x, x) followed by a Reduce sum over every axis, with one
+  // pass over x). The sum accumulates in double; the CPU adds in flat
+  // element order, the CUDA backend in Reduce's fixed order.
+  SumSquares = 56,
   // in: x -> out. ints: perm (out dim i is x dim perm[i]).
   Transpose = 60,
   // in: x -> out. ints: [start_0, step_0, start_1, step_1, ...] for every
@@ -150,8 +156,11 @@ enum class OpCode : uint16_t {
   // in: dy -> out: zeros of out's shape with dy written at the slice
   // positions. ints: [start_0, step_0, ...] as for Slice, per dim of out.
   SliceGrad = 88,
-  // in: p, g, m, v, lr[], step[] (all F32) -> p', m', v'. Elementwise, so
-  // p', m', v' may share p's, m's, v's bytes (an InPlaceUpdate).
+  // in: p, g, m, v, lr[], step[] and optionally scale[] (all F32)
+  // -> p', m', v'. Elementwise, so p', m', v' may share p's, m's, v's
+  // bytes (an InPlaceUpdate). With scale, g stands for the f32 product
+  // g * scale, rounded once before anything else (gradient clipping; the
+  // same as a Mul writing the scaled gradient first).
   // floats: [beta1, beta2, eps, weight_decay]. PyTorch AdamW, t = step + 1:
   // p' = p (1 - lr wd); m' = b1 m + (1-b1) g; v' = b2 v + (1-b2) g^2;
   // p' -= lr / (1 - b1^t) * m' / (sqrt(v') / sqrt(1 - b2^t) + eps).
@@ -196,7 +205,9 @@ struct Instr;
 ///   Transpose: input and output (a transposing cast);
 ///   Rotary, RotaryGrad: x (dy) and the output (the tables stay f32);
 ///   RmsNorm: x and y (the weight stays f32);
-///   RmsNormGrad: dy (input 2) and dx (output 0); x, w and dw stay f32.
+///   RmsNormGrad: dy (input 2) and dx (output 0); x, w and dw stay f32;
+///   SumSquares: x (the sum stays f32);
+///   AdamW: g (input 1; parameters, moments and scalars stay f32).
 /// MatMul's bf16 operands and Cast follow their own rules above.
 bool bf16StorageAllowed(OpCode op, bool output, size_t slot);
 /// True when some slot of `I` that bf16StorageAllowed names holds bf16:
