@@ -6,6 +6,7 @@
 #include "planner/BufferPlanMemory.h"
 
 #include <algorithm>
+#include <unordered_map>
 #include <vector>
 
 namespace loom::planner {
@@ -70,21 +71,34 @@ bool bufferPlanMemory(const rt::Program &p, MemoryBreakdown &out, std::string &e
                      : std::max(last[id], first[id]);
     return from <= t && t <= to;
   };
+  // Buffers live at step t, one per arena range: an in-place update's
+  // output shares its input's bytes (AdamW writes the new parameter and
+  // moments over the old ones), so the pair is counted once.
+  auto liveIds = [&](int64_t t) {
+    std::unordered_map<uint64_t, size_t> byOffset;
+    for (size_t id = 0; id < n; ++id) {
+      if (!liveAt(id, t) || p.buffers[id].bytes == 0)
+        continue;
+      auto [it, fresh] = byOffset.try_emplace(p.buffers[id].offset, id);
+      if (!fresh && p.buffers[id].bytes > p.buffers[it->second].bytes)
+        it->second = id;
+    }
+    std::vector<size_t> ids;
+    for (auto &kv : byOffset) ids.push_back(kv.second);
+    return ids;
+  };
   int64_t peakAt = -1;
   double peak = -1;
   for (int64_t t = -1; t <= end; ++t) {
     double live = 0;
-    for (size_t id = 0; id < n; ++id)
-      if (liveAt(id, t)) live += double(p.buffers[id].bytes);
+    for (size_t id : liveIds(t)) live += double(p.buffers[id].bytes);
     if (live > peak) {
       peak = live;
       peakAt = t;
     }
   }
   MemoryBreakdown m;
-  for (size_t id = 0; id < n; ++id) {
-    if (!liveAt(id, peakAt))
-      continue;
+  for (size_t id : liveIds(peakAt)) {
     double bytes = double(p.buffers[id].bytes);
     switch (role[id]) {
     case Role::Param: m.params += bytes; break;

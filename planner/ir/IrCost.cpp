@@ -921,6 +921,7 @@ bool buildModelCost(const std::string &path, const IrCostOptions &opts, ModelCos
     pm.nest<func::FuncOp>().addPass(createSinkWideningCasts());
     pm.nest<func::FuncOp>().addPass(createUseBf16Matmuls());
     pm.addPass(createCanonicalizerPass(rewriteConfig()));
+    pm.nest<func::FuncOp>().addPass(createFuseGradientClipping());
     rt::Program program;
     std::string lowerErr;
     if (failed(pm.run(*step))) {
