@@ -26,15 +26,58 @@ constexpr int kLossThreads = 256;
 
 size_t align256(size_t n) { return (n + 255) / 256 * 256; }
 
+/// (m, s): a running max and the sum of exp(x - m) over what was seen.
+struct MaxSum {
+  float m;
+  double s;
+};
+
+/// Two partial (m, s) as one: rescale each sum to the larger max.
+__device__ inline MaxSum combine(MaxSum a, MaxSum b) {
+  float m = fmaxf(a.m, b.m);
+  if (m == -INFINITY) return {m, 0.0};
+  return {m, a.s * double(expf(a.m - m)) + b.s * double(expf(b.m - m))};
+}
+
 /// The row's max and sum of exp(x - max) over the block (every thread gets
-/// both), in double.
+/// both) in one pass over the row (online softmax: a thread rescales its
+/// sum when its max grows). exp in fp32, the sum in fp64: one read of the
+/// logits instead of two, and no fp64 exp per element.
 __device__ void rowMaxAndSum(const float *row, int64_t V, double *red, double &mx, double &sum) {
-  mx = -INFINITY;
-  for (int64_t v = threadIdx.x; v < V; v += blockDim.x) mx = fmax(mx, double(row[v]));
-  mx = blockMax(mx, red);
-  sum = 0;
-  for (int64_t v = threadIdx.x; v < V; v += blockDim.x) sum += exp(row[v] - mx);
-  sum = blockSum(sum, red);
+  MaxSum t{-INFINITY, 0.0};
+  for (int64_t v = threadIdx.x; v < V; v += blockDim.x) {
+    float x = row[v];
+    if (x > t.m) {
+      t.s = t.s * double(expf(t.m - x)) + 1.0;
+      t.m = x;
+    } else if (x != -INFINITY) { // a -inf logit adds nothing (and -inf - -inf is NaN)
+      t.s += double(expf(x - t.m));
+    }
+  }
+  for (int o = 16; o > 0; o >>= 1)
+    t = combine(t, MaxSum{__shfl_xor_sync(0xffffffffu, t.m, o), __shfl_xor_sync(0xffffffffu, t.s, o)});
+  // red holds 32 doubles: warp w's max as a double in red[w], its sum
+  // after a barrier; warp 0 combines them.
+  int warp = threadIdx.x / 32, lane = threadIdx.x % 32, warps = (blockDim.x + 31) / 32;
+  __shared__ float maxes[32];
+  if (lane == 0) {
+    maxes[warp] = t.m;
+    red[warp] = t.s;
+  }
+  __syncthreads();
+  if (warp == 0) {
+    MaxSum w = lane < warps ? MaxSum{maxes[lane], red[lane]} : MaxSum{-INFINITY, 0.0};
+    for (int o = 16; o > 0; o >>= 1)
+      w = combine(w, MaxSum{__shfl_xor_sync(0xffffffffu, w.m, o), __shfl_xor_sync(0xffffffffu, w.s, o)});
+    if (lane == 0) {
+      maxes[0] = w.m;
+      red[0] = w.s;
+    }
+  }
+  __syncthreads();
+  mx = maxes[0];
+  sum = red[0];
+  __syncthreads(); // red and maxes are free for the caller
 }
 
 __global__ void crossEntropyRowKernel(const float *x, const void *targets, bool t64,
@@ -76,9 +119,10 @@ __global__ void crossEntropyGradKernel(const float *x, const void *targets, bool
   }
   double mx, sum;
   rowMaxAndSum(row, V, red, mx, sum);
-  double factor = double(*dloss) / double(N);
+  // dx = (softmax - onehot) dloss / N, the softmax as exp(x - max) / sum.
+  float factor = float(double(*dloss) / double(N)), inv = float(1.0 / sum), m = float(mx);
   for (int64_t v = threadIdx.x; v < V; v += blockDim.x)
-    dx[n * V + v] = float((exp(row[v] - mx) / sum - (v == t ? 1.0 : 0.0)) * factor);
+    dx[n * V + v] = (expf(row[v] - m) * inv - (v == t ? 1.f : 0.f)) * factor;
 }
 
 // Keys are ids (bad ones moved past the vocabulary, so no row reads them);

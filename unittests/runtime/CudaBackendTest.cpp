@@ -416,6 +416,10 @@ TEST(CudaBackend, LossAndBackwardKernels) {
   t.b.instr(OpCode::CrossEntropy, {logits, targets}, {t.b.output(DType::F32, {})});
   uint32_t dloss = t.scalar(0.7f);
   t.b.instr(OpCode::CrossEntropyGrad, {logits, targets, dloss}, {t.b.output(DType::F32, {N, V})});
+  // Wider rows and logits: the one-pass (online) max and sum rescale often.
+  uint32_t wide = t.f32(rng, {5, 5000}, -30, 30), wideTargets = t.ids(rng, {5}, 0, 4999);
+  t.b.instr(OpCode::CrossEntropy, {wide, wideTargets}, {t.b.output(DType::F32, {})});
+  t.b.instr(OpCode::CrossEntropyGrad, {wide, wideTargets, dloss}, {t.b.output(DType::F32, {5, 5000})});
   // Repeated ids: rows of dtable sum several positions.
   uint32_t dy = t.f32(rng, {N, D}), ids = t.ids(rng, {N}, 0, 9);
   t.b.instr(OpCode::EmbeddingGrad, {dy, ids}, {t.b.output(DType::F32, {12, D})});
