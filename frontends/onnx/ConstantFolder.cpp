@@ -31,9 +31,8 @@ bool has(const Inputs &in, size_t k) { return k < in.size() && in[k]; }
 
 /// Calls fn(outIndex, offsets per input) for every element of `outShape`,
 /// with each input broadcast NumPy-style.
-void forEachBroadcast(const Shape &outShape, const std::vector<Shape> &ins,
-                      const std::function<void(int64_t,
-                                               const std::vector<int64_t> &)> &fn) {
+template <typename Fn>
+void forEachBroadcast(const Shape &outShape, const std::vector<Shape> &ins, const Fn &fn) {
   size_t rank = outShape.size();
   std::vector<std::vector<int64_t>> bstrides;
   for (const Shape &s : ins) {
@@ -63,8 +62,8 @@ void forEachBroadcast(const Shape &outShape, const std::vector<Shape> &ins,
 
 /// Elementwise rule over any number of inputs with broadcasting. The result
 /// type is `resultType` or, when unset, the first input's type.
-std::string elementwise(const Inputs &in, std::vector<HostTensor> &out,
-                        const std::function<double(const std::vector<double> &)> &f,
+template <typename F>
+std::string elementwise(const Inputs &in, std::vector<HostTensor> &out, const F &f,
                         std::optional<ElemType> resultType = std::nullopt) {
   Shape shape;
   std::vector<Shape> shapes;
@@ -92,8 +91,8 @@ std::string elementwise(const Inputs &in, std::vector<HostTensor> &out,
 
 /// Integer arithmetic must stay exact (shape values can exceed 2^53 as
 /// INT64_MAX sentinels), so integer binaries get their own loop.
-std::string intBinary(const Inputs &in, std::vector<HostTensor> &out,
-                      const std::function<int64_t(int64_t, int64_t)> &f) {
+template <typename F>
+std::string intBinary(const Inputs &in, std::vector<HostTensor> &out, const F &f) {
   Shape shape;
   if (std::string e = broadcastShape(in[0]->shape, in[1]->shape, shape); !e.empty())
     return e;

@@ -374,11 +374,28 @@ void GraphImporter::importNode(const onnx::NodeProto &node) {
   if (!node.domain().empty() && node.domain() != "ai.onnx")
     fail("unsupported op '" + node.op_type() + "' of domain '" + node.domain() +
          "' (opset " + std::to_string(opset) + ")");
-  if (tryFold(node))
-    return;
-  if (!emitNode(*this, node))
+  if (!tryFold(node) && !emitNode(*this, node))
     fail("unsupported op '" + node.op_type() + "' (opset " +
          std::to_string(opset) + ")");
+  // Known values nobody reads any more free their memory (an IR constant
+  // made from one stays).
+  for (const std::string &in : node.input()) {
+    auto u = usesLeft.find(in);
+    if (u == usesLeft.end() || --u->second > 0)
+      continue;
+    auto it = entries.find(in);
+    if (it != entries.end() && it->second.host)
+      it->second.host.reset();
+  }
+}
+
+void GraphImporter::countUses(const onnx::GraphProto &graph) {
+  for (const auto &node : graph.node())
+    for (const std::string &in : node.input())
+      if (!in.empty())
+        ++usesLeft[in];
+  for (const auto &out : graph.output())
+    usesLeft[out.name()] += int64_t(1) << 40; // read after the last node
 }
 
 } // namespace loom::onnx_import

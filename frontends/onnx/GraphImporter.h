@@ -47,6 +47,10 @@ public:
   /// is what the train step is built from.
   mlir::Type elementType(int32_t onnxType) const;
   void importNode(const onnx::NodeProto &node);
+  /// Counts the reads of every value in `graph` (node inputs, graph
+  /// outputs), so importNode can drop a folded value after its last read:
+  /// a long sequence's causal mask folds through several T x T tensors.
+  void countUses(const onnx::GraphProto &graph);
   mlir::Value valueOf(const std::string &name);
   /// The value of graph output `name`, once every node is imported; an
   /// error names the output rather than the last node.
@@ -107,6 +111,7 @@ private:
   int64_t opset;
   std::map<std::string, Entry> entries;
   std::map<std::pair<const HostTensor *, ElemType>, mlir::Value> converted;
+  std::map<std::string, int64_t> usesLeft; // countUses; graph outputs never reach 0
   const onnx::NodeProto *curNode = nullptr;
   mlir::Location curLoc = mlir::UnknownLoc::get(b.getContext());
 };

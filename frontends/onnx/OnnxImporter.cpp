@@ -179,6 +179,7 @@ OwningOpRef<ModuleOp> importOnnxModel(MLIRContext &ctx, const std::string &path,
       g.bindValue(args[k]->name(), body->getArgument(k));
     }
     b.setInsertionPointToEnd(body);
+    g.countUses(graph);
     for (const auto &node : graph.node())
       g.importNode(node);
     SmallVector<Value> results;

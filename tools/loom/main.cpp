@@ -5,8 +5,10 @@
 //===----------------------------------------------------------------------===//
 #include "Commands.h"
 
+#include <climits>
 #include <cstdio>
 #include <cstring>
+#include <malloc.h>
 #include <string>
 
 static void usage() {
@@ -30,6 +32,12 @@ int runCalibrate(int argc, char **argv); // CalibrateCommand.cpp
 } // namespace loom::tools
 
 int main(int argc, char **argv) {
+  // Large temporaries (the importer folds a long sequence's causal mask
+  // through several T x T tensors) come from the heap and are reused once
+  // freed, instead of being mapped, zeroed page by page by the kernel and
+  // unmapped each time: at T = 8192 that zeroing was most of `loom plan`.
+  mallopt(M_MMAP_MAX, 0);
+  mallopt(M_TRIM_THRESHOLD, INT_MAX);
   if (argc < 2 || !std::strcmp(argv[1], "--help") || !std::strcmp(argv[1], "-h")) {
     usage();
     return argc < 2 ? 1 : 0;
