@@ -119,12 +119,15 @@ Rule arith(std::function<double(double, double)> f,
   };
 }
 
-Rule compare(std::function<bool(double, double)> f,
-             std::function<bool(int64_t, int64_t)> fi = nullptr) {
+/// A comparison or logical op: `f` on doubles, `fi` on integers (and
+/// bools). The functors are template parameters so the per-element call
+/// inlines: a long sequence's causal mask compares T^2 elements.
+template <typename F, typename FI>
+Rule compare(F f, FI fi) {
   return [f, fi](const onnx::NodeProto &, const Inputs &in,
                  std::vector<HostTensor> &out) -> std::string {
     // Integers compare exactly: 2^53 + 1 and 2^53 are one double.
-    if (fi && in.size() == 2 && !in[0]->isFloat() && !in[1]->isFloat()) {
+    if (in.size() == 2 && !in[0]->isFloat() && !in[1]->isFloat()) {
       std::string e = intBinary(in, out, [fi](int64_t a, int64_t b) {
         return int64_t(fi(a, b));
       });
@@ -562,9 +565,12 @@ const std::map<std::string, Rule> &rules() {
                           [](int64_t a, int64_t b) { return a > b; })},
       {"GreaterOrEqual", compare([](double a, double b) { return a >= b; },
                           [](int64_t a, int64_t b) { return a >= b; })},
-      {"And", compare([](double a, double b) { return a != 0 && b != 0; })},
-      {"Or", compare([](double a, double b) { return a != 0 || b != 0; })},
-      {"Xor", compare([](double a, double b) { return (a != 0) != (b != 0); })},
+      {"And", compare([](double a, double b) { return a != 0 && b != 0; },
+                      [](int64_t a, int64_t b) { return a != 0 && b != 0; })},
+      {"Or", compare([](double a, double b) { return a != 0 || b != 0; },
+                     [](int64_t a, int64_t b) { return a != 0 || b != 0; })},
+      {"Xor", compare([](double a, double b) { return (a != 0) != (b != 0); },
+                      [](int64_t a, int64_t b) { return (a != 0) != (b != 0); })},
       {"Not", [](const onnx::NodeProto &, const Inputs &in, std::vector<HostTensor> &out) {
          return elementwise({in[0]}, out, [](const std::vector<double> &a) {
            return double(a[0] == 0);
