@@ -33,6 +33,19 @@ void buildFusionPipeline(mlir::OpPassManager &pm, bool autocastBf16) {
   pm.addPass(mlir::createCSEPass());
 }
 
+void buildTrainStepTail(mlir::OpPassManager &pm, bool bf16, bool fuseGradientClipping) {
+  pm.addPass(mlir::createCanonicalizerPass(rewriteConfig()));
+  pm.addPass(mlir::createCSEPass());
+  if (bf16) { // autocast's rounded matmuls become bf16 GEMMs
+    pm.nest<mlir::func::FuncOp>().addPass(createSinkWideningCasts());
+    pm.nest<mlir::func::FuncOp>().addPass(createUseBf16Matmuls());
+    pm.addPass(mlir::createCanonicalizerPass(rewriteConfig()));
+  }
+  // Last: the SPMD passes read the unfused norm and clip (TrainStepStructure).
+  if (fuseGradientClipping)
+    pm.nest<mlir::func::FuncOp>().addPass(createFuseGradientClipping());
+}
+
 void registerFusionPipeline() {
   mlir::PassPipelineRegistration<>(
       "loom-fusion-pipeline",

@@ -24,6 +24,13 @@ namespace loom {
 /// the pipeline ends in bf16 autocast after attention fusion (training
 /// with --precision bf16; see AutocastBf16.cpp).
 void buildFusionPipeline(mlir::OpPassManager &pm, bool autocastBf16 = false);
+
+/// What follows building @train_step (and the SPMD passes): cleanup of the
+/// backward's repeated constants and reshapes, bf16 GEMMs where autocast's
+/// rounded operands allow (`bf16`), then fused gradient clipping. `loom
+/// train` and the planner's buffer plan share it, so the planner sizes the
+/// very step loom runs.
+void buildTrainStepTail(mlir::OpPassManager &pm, bool bf16, bool fuseGradientClipping = true);
 void registerFusionPipeline();
 
 /// Every loom pass and pipeline, for loom-opt.

@@ -916,12 +916,7 @@ bool buildModelCost(const std::string &path, const IrCostOptions &opts, ModelCos
     pm.addPass(createCanonicalizerPass(rewriteConfig()));
     pm.addPass(createCSEPass());
     pm.addPass(createBuildTrainStep(BuildTrainStepOptions()));
-    pm.addPass(createCanonicalizerPass(rewriteConfig()));
-    pm.addPass(createCSEPass());
-    pm.nest<func::FuncOp>().addPass(createSinkWideningCasts());
-    pm.nest<func::FuncOp>().addPass(createUseBf16Matmuls());
-    pm.addPass(createCanonicalizerPass(rewriteConfig()));
-    pm.nest<func::FuncOp>().addPass(createFuseGradientClipping());
+    buildTrainStepTail(pm, /*bf16=*/true);
     rt::Program program;
     std::string lowerErr;
     if (failed(pm.run(*step))) {

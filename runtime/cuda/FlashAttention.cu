@@ -116,6 +116,22 @@ __device__ inline void cpAsyncCommit() { asm volatile("cp.async.commit_group;\n"
 /// Waits until at most `n` of this thread's committed groups are in flight.
 template <int n> __device__ inline void cpAsyncWait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(n)); }
 
+/// The forward's and dQ's key/value pipeline step: starts copying tile
+/// jt + 1 (if any) into the other buffer half, then waits until tile jt is
+/// in shared memory for every thread.
+__device__ inline void nextKeyTile(bf16 *kNext, bf16 *vNext, const bf16 *kg, const bf16 *vg,
+                                   int64_t jt, int64_t nTiles, int64_t S) {
+  if (jt + 1 < nTiles) {
+    loadTileAsync(kNext, kg, (jt + 1) * kTile, S);
+    loadTileAsync(vNext, vg, (jt + 1) * kTile, S);
+    cpAsyncCommit();
+    cpAsyncWait<1>();
+  } else {
+    cpAsyncWait<0>();
+  }
+  __syncthreads();
+}
+
 /// The A fragments of this warp's 16 rows of a [kTile][kStride] tile.
 __device__ inline void loadA(uint32_t (&f)[D / 16][4], const bf16 *tile) {
   int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
@@ -215,15 +231,7 @@ flashForwardKernel(FlashShape a, const bf16 *q, const bf16 *k, const bf16 *v, fl
   for (int64_t jt = 0; jt < nTiles; ++jt) {
     int buf = int(jt & 1);
     int64_t j0 = jt * kTile;
-    if (jt + 1 < nTiles) {
-      loadTileAsync(Ks[buf ^ 1], kg, j0 + kTile, a.S);
-      loadTileAsync(Vs[buf ^ 1], vg, j0 + kTile, a.S);
-      cpAsyncCommit();
-      cpAsyncWait<1>();
-    } else {
-      cpAsyncWait<0>();
-    }
-    __syncthreads(); // tile jt is in shared memory for every thread
+    nextKeyTile(Ks[buf ^ 1], Vs[buf ^ 1], kg, vg, jt, nTiles, a.S);
     float s[8][4];
     rowProducts(s, qf, Ks[buf]);
     float mx[2] = {m[0], m[1]};
@@ -417,15 +425,7 @@ flashQueryGradKernel(FlashShape a, const bf16 *q, const bf16 *k, const bf16 *v, 
   for (int64_t jt = 0; jt < nTiles; ++jt) {
     int buf = int(jt & 1);
     int64_t j0 = jt * kTile;
-    if (jt + 1 < nTiles) {
-      loadTileAsync(Ks[buf ^ 1], kg, j0 + kTile, a.S);
-      loadTileAsync(Vs[buf ^ 1], vg, j0 + kTile, a.S);
-      cpAsyncCommit();
-      cpAsyncWait<1>();
-    } else {
-      cpAsyncWait<0>();
-    }
-    __syncthreads();
+    nextKeyTile(Ks[buf ^ 1], Vs[buf ^ 1], kg, vg, jt, nTiles, a.S);
     float p[8][4], ds[8][4];
     rowProducts(p, qf, Ks[buf]);
     rowProducts(ds, gf, Vs[buf]); // dP = dY V^T

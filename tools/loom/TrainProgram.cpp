@@ -130,19 +130,10 @@ bool compileTrainStep(const std::string &path, int64_t batch, int64_t seq,
       ddp.bucketBytes = o.ddpBucketBytes;
       pm.addPass(createInsertDdpCollectives(ddp));
     }
-    // The backward pass repeats small constants and reshapes: clean up.
-    pm.addPass(mlir::createCanonicalizerPass(rewriteConfig()));
-    pm.addPass(mlir::createCSEPass());
-    if (o.bf16) { // autocast's rounded matmuls become bf16 GEMMs
-      pm.nest<mlir::func::FuncOp>().addPass(createSinkWideningCasts());
-      pm.nest<mlir::func::FuncOp>().addPass(createUseBf16Matmuls());
-      pm.addPass(mlir::createCanonicalizerPass(rewriteConfig()));
-    }
-    // Last: the SPMD passes above read the unfused norm and clip. The same
-    // bits either way; LOOM_FUSE_GRAD_CLIP=0 keeps the unfused ops (an A/B
-    // switch for timing and for checking exactly that).
-    if (const char *f = std::getenv("LOOM_FUSE_GRAD_CLIP"); !f || std::string(f) != "0")
-      pm.nest<mlir::func::FuncOp>().addPass(createFuseGradientClipping());
+    // The same bits with or without the fused clipping; LOOM_FUSE_GRAD_CLIP=0
+    // keeps the unfused ops (an A/B switch for timing and for checking that).
+    const char *f = std::getenv("LOOM_FUSE_GRAD_CLIP");
+    buildTrainStepTail(pm, o.bf16, !f || std::string(f) != "0");
   };
   if (!runPipeline(*module, path, "building the training step", addPasses, err))
     return false;

@@ -189,23 +189,11 @@ TEST(Norm, SumSquaresIsTheSumOfRoundedSquares) {
     ASSERT_TRUE(ur.ok) << ur.err;
     EXPECT_EQ(r.outputs, ur.outputs);
   }
-  // Inputs for which rounding each square to f32 changes the f32 sum (drawn
-  // until the two references disagree): the kernel must round them, as the
-  // Mul it replaces stored them. Sixteen squares in [1.44, 1.96] add up
-  // exactly in double, so the order of the additions does not matter here.
+  // Each square is rounded to f32 before it is added, as the Mul it
+  // replaces stored it (RuntimeTestUtil.h says why these inputs tell).
   std::vector<float> xv;
-  float rounded = 0, exact = 0;
-  for (int tries = 0; tries < 10000 && rounded == exact; ++tries) {
-    xv = rng.uniform(16, 1.2, 1.4);
-    double sumRounded = 0, sumExact = 0;
-    for (float v : xv) {
-      float sq = v * v;
-      sumRounded += sq;
-      sumExact += double(v) * v;
-    }
-    rounded = float(sumRounded), exact = float(sumExact);
-  }
-  ASSERT_NE(rounded, exact);
+  float rounded;
+  ASSERT_TRUE(squaresThatRoundDifferently(rng, xv, rounded));
   {
     ProgramBuilder b;
     uint32_t x = b.input(DType::F32, {16});

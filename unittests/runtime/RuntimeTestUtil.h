@@ -225,6 +225,27 @@ inline ::testing::AssertionResult allClose(const std::vector<float> &got,
          << got[worst] << ", want " << want[worst] << " (rtol " << rtol << ", atol " << atol << ")";
 }
 
+/// Sixteen inputs for which rounding each square to f32 before adding
+/// changes the f32 sum of squares (drawn until the two sums disagree). The
+/// squares lie in [1.44, 1.96] and add up exactly in double, in any order,
+/// so a sum-of-squares kernel that rounds like the Mul it replaces has one
+/// right answer for them: `rounded`. False if none were drawn.
+inline bool squaresThatRoundDifferently(Rng &rng, std::vector<float> &xv, float &rounded) {
+  float exact = 0;
+  rounded = 0;
+  for (int tries = 0; tries < 10000 && rounded == exact; ++tries) {
+    xv = rng.uniform(16, 1.2, 1.4);
+    double sumRounded = 0, sumExact = 0;
+    for (float v : xv) {
+      float sq = v * v;
+      sumRounded += sq;
+      sumExact += double(v) * v;
+    }
+    rounded = float(sumRounded), exact = float(sumExact);
+  }
+  return rounded != exact;
+}
+
 } // namespace loom::rt::test
 
 #endif
