@@ -23,11 +23,19 @@
 // with P_ij = exp(s_ij - lse_i) and dP_ij = <dy_i, v_j>. They are exact and
 // deterministic but read K and V once per query row: a tiled (flash)
 // kernel is what long sequences need.
+//
+// bf16 storage (Program.h: autocast's casts folded into the instruction):
+// the flash kernels read bf16 q, k, v, dy in place and round their results
+// into bf16 outputs themselves. The f32 implementations here are staged
+// instead (F32Staging below): bf16 inputs are widened into f32 scratch, the
+// f32 results are rounded into the bf16 outputs by the Cast kernel. That is
+// the definition, so they give the unfused program's bits.
 //===----------------------------------------------------------------------===//
 #include "cuda/CudaCommon.cuh"
 #include "cuda/FlashAttention.h"
 
 #include <cstdlib>
+#include <deque>
 #include <string>
 
 namespace loom::rt::cuda {
@@ -477,14 +485,96 @@ FlashShape flashShape(const AttnShape &a) {
   return FlashShape{a.B, a.Hq, a.Hkv, a.T, a.S, a.group, a.offset, a.causal, a.scale};
 }
 
-/// The flash kernels load rows as float4 and store float2: every operand
-/// must be 16-byte aligned (arena buffers are; a test's may not be).
+/// The flash kernels load rows 16 bytes at a time (float4, cp.async): every
+/// operand must be 16-byte aligned (arena buffers are; attentionScratchBytes
+/// reads the same from the buffer offsets).
 bool flashAligned(const CudaCall &c) {
   for (const auto *list : {&c.in, &c.out})
     for (const DevTensor &t : *list)
       if (reinterpret_cast<uintptr_t>(t.data) % 16) return false;
   return true;
 }
+
+FlashIn flashIn(const DevTensor &t) { return {t.data, t.dtype() == DType::BF16}; }
+FlashOut flashOut(const DevTensor &t) { return {t.data, t.dtype() == DType::BF16}; }
+
+/// flashScratchBytes' mask: bit k for a bf16 input k.
+unsigned bf16Inputs(const Program &p, const Instr &I) {
+  unsigned mask = 0;
+  for (size_t k = 0; k < I.in.size(); ++k)
+    if (p.buffers[I.in[k]].dtype == DType::BF16) mask |= 1u << k;
+  return mask;
+}
+
+//===--- bf16 storage on the f32 implementations --------------------------===//
+
+size_t align256(size_t n) { return (n + 255) / 256 * 256; }
+
+/// Scratch an f32 implementation uses from offset 0: the score matrices
+/// (GEMMs) or the backward's row statistics (chunked and plain kernels).
+size_t f32ScratchBytes(const AttnShape &a, OpCode op, bool gemm) {
+  bool grad = op == OpCode::AttentionGrad;
+  if (gemm) return size_t(scoreBytes(a)) * (grad ? 2 : 1) + 256;
+  return grad ? size_t(2 * a.B * a.Hq * a.T) * sizeof(float) + 256 : 0;
+}
+
+/// Bytes of the f32 copies of `I`'s bf16 operands, 256-byte aligned each.
+size_t stagingBytes(const Program &p, const Instr &I) {
+  size_t bytes = 0;
+  for (const auto *ids : {&I.in, &I.out})
+    for (uint32_t id : *ids)
+      if (p.buffers[id].dtype == DType::BF16)
+        bytes += align256(size_t(p.buffers[id].numElements()) * sizeof(float));
+  return bytes;
+}
+
+/// An attention call whose bf16 operands an f32 implementation sees as f32
+/// copies in scratch, from byte `offset` on (past the implementation's own
+/// scratch): the constructor widens the bf16 inputs into theirs, narrow()
+/// rounds the f32 results into the bf16 outputs. Both go through the Cast
+/// kernel, so the rounding is Cast's. A call without bf16 operands passes
+/// through unchanged.
+class F32Staging {
+public:
+  F32Staging(const CudaCall &c, CudaContext &ctx, size_t offset) : call_(c) {
+    char *at = static_cast<char *>(ctx.scratch) + offset;
+    auto retype = [&](DevTensor &t, bool output) {
+      if (t.dtype() != DType::BF16) return;
+      BufferDesc &d = descs_.emplace_back(*t.desc);
+      d.dtype = DType::F32;
+      d.bytes = uint64_t(d.numElements()) * sizeof(float);
+      DevTensor f32{at, &d};
+      at += align256(d.bytes);
+      if (output) narrow_.push_back({f32, t});
+      else cast(t, f32, ctx);
+      t = f32;
+    };
+    for (DevTensor &t : call_.in) retype(t, false);
+    for (DevTensor &t : call_.out) retype(t, true);
+  }
+  F32Staging(const F32Staging &) = delete;
+  F32Staging &operator=(const F32Staging &) = delete;
+
+  const CudaCall &call() const { return call_; }
+
+  void narrow(CudaContext &ctx) const {
+    for (const auto &[f32, bf16] : narrow_) cast(f32, bf16, ctx);
+  }
+
+private:
+  void cast(const DevTensor &from, const DevTensor &to, CudaContext &ctx) const {
+    CudaCall conv;
+    conv.instr = call_.instr;
+    conv.index = call_.index;
+    conv.in = {from};
+    conv.out = {to};
+    launchCast(conv, ctx);
+  }
+
+  CudaCall call_;
+  std::deque<BufferDesc> descs_; // the copies' descriptions (stable addresses)
+  std::vector<std::pair<DevTensor, DevTensor>> narrow_; // f32 copy -> bf16 output
+};
 
 // P = softmax over the visible keys of scale * S, in place; masked keys get
 // 0. Row r of the [B Hkv, G T, S] scores is query t = r % T.
@@ -557,7 +647,10 @@ bool planAttentionGemms(const Program &p, int index, GemmCache &gemms, std::vect
     return true;
   AttnShape a = attnShapeOf(p, I);
   int64_t GT = a.group * a.T;
-  auto al = [&](uint32_t id) { return alignmentOf(p.buffers[id].offset); };
+  // A bf16 operand is staged through f32 scratch, 256-byte aligned (F32Staging).
+  auto al = [&](uint32_t id) {
+    return p.buffers[id].dtype == DType::BF16 ? 256u : alignmentOf(p.buffers[id].offset);
+  };
   uint32_t q = al(I.in[0]), k = al(I.in[1]), v = al(I.in[2]), scratch = 256;
   uint32_t dP = alignmentOf(scoreBytes(a)); // the second score buffer's offset
   std::vector<GemmSpec> specs;
@@ -592,18 +685,25 @@ bool planAttentionGemms(const Program &p, int index, GemmCache &gemms, std::vect
 size_t attentionScratchBytes(const Program &p, const Instr &I) {
   if (I.op != OpCode::Attention && I.op != OpCode::AttentionGrad)
     return 0;
-  if (attnPath(p, I) == AttnPath::Gemm)
-    return size_t(scoreBytes(attnShapeOf(p, I))) * (I.op == OpCode::AttentionGrad ? 2 : 1) + 256;
-  size_t flash = 0;
-  if (attnPath(p, I) == AttnPath::Flash)
-    flash = flashScratchBytes(flashShape(attnShapeOf(p, I)), I.op == OpCode::AttentionGrad) + 256;
-  if (I.op != OpCode::AttentionGrad)
-    return flash;
-  // The chunked kernels' row statistics (the fallback for unaligned operands).
-  const BufferDesc &q = p.buffers[I.in[0]];
-  int64_t rows = q.shape[0] * q.shape[1] * q.shape[2];
-  return std::max(flash, size_t(2 * rows) * sizeof(float) + 256);
+  AttnShape a = attnShapeOf(p, I);
+  AttnPath path = attnPath(p, I);
+  // The f32 implementation's scratch, then the f32 copies of bf16 operands.
+  size_t f32 = align256(f32ScratchBytes(a, I.op, path == AttnPath::Gemm)) + stagingBytes(p, I);
+  if (path != AttnPath::Flash)
+    return f32;
+  size_t flash =
+      flashScratchBytes(flashShape(a), I.op == OpCode::AttentionGrad, bf16Inputs(p, I)) + 256;
+  // Operands flashAligned refuses take the f32 kernels, staged. The
+  // executor's blocks are 256-byte aligned, so the offsets tell; the staged
+  // copies are only reserved where they can be used (on a large model
+  // they would be several times the flash kernels' scratch).
+  bool aligned = true;
+  for (const auto *ids : {&I.in, &I.out})
+    for (uint32_t id : *ids) aligned = aligned && p.buffers[id].offset % 16 == 0;
+  return aligned ? flash : std::max(flash, f32);
 }
+
+namespace {
 
 /// The instruction's planned GEMMs, or null when it takes the kernels.
 const std::vector<int> *gemmIdsOf(const CudaCall &c, CudaContext &ctx) {
@@ -612,15 +712,9 @@ const std::vector<int> *gemmIdsOf(const CudaCall &c, CudaContext &ctx) {
   return ids.empty() ? nullptr : &ids;
 }
 
-void launchAttention(const CudaCall &c, CudaContext &ctx) {
-  AttnShape a = attnShape(c);
+/// The f32 implementations (GEMMs, chunked, plain) of the forward.
+void attentionF32(const CudaCall &c, CudaContext &ctx, const AttnShape &a) {
   int64_t rows = a.B * a.Hq * a.T;
-  if (rows == 0) return;
-  if (flashFits(a) && attnPathOfCall(c) == AttnPath::Flash && flashAligned(c)) {
-    launchFlashForward(flashShape(a), c.in[0].as<float>(), c.in[1].as<float>(), c.in[2].as<float>(),
-                       c.out[0].as<float>(), ctx.scratch, ctx.stream);
-    return;
-  }
   if (const std::vector<int> *ids = gemmIdsOf(c, ctx)) {
     auto *scores = static_cast<float *>(ctx.scratch);
     ctx.gemms->run((*ids)[0], c.in[0].data, c.in[1].data, scores, 1.f, ctx, ctx.workspace);
@@ -640,8 +734,9 @@ void launchAttention(const CudaCall &c, CudaContext &ctx) {
       c.in[0].as<float>(), c.in[1].as<float>(), c.in[2].as<float>(), c.out[0].as<float>(), a);
 }
 
-void launchAttentionGrad(const CudaCall &c, CudaContext &ctx) {
-  AttnShape a = attnShape(c);
+/// The f32 implementations of the backward; lse and delta live at offset 0
+/// of scratch for the kernels.
+void attentionGradF32(const CudaCall &c, CudaContext &ctx, const AttnShape &a) {
   int64_t rows = a.B * a.Hq * a.T, krows = a.B * a.Hkv * a.S;
   if (const std::vector<int> *ids = gemmIdsOf(c, ctx)) {
     auto *probs = static_cast<float *>(ctx.scratch);
@@ -659,15 +754,9 @@ void launchAttentionGrad(const CudaCall &c, CudaContext &ctx) {
   }
   auto *lse = static_cast<float *>(ctx.scratch);
   float *delta = lse + rows;
-  if (flashFits(a) && attnPathOfCall(c) == AttnPath::Flash && flashAligned(c)) {
-    launchFlashBackward(flashShape(a), c.in[0].as<float>(), c.in[1].as<float>(), c.in[2].as<float>(),
-                        c.in[3].as<float>(), c.out[0].as<float>(), c.out[1].as<float>(),
-                        c.out[2].as<float>(), ctx.scratch, ctx.stream);
-    return;
-  }
+  const float *q = c.in[0].as<float>(), *k = c.in[1].as<float>(), *v = c.in[2].as<float>();
+  const float *dy = c.in[3].as<float>();
   if (chunked(a)) {
-    const float *q = c.in[0].as<float>(), *k = c.in[1].as<float>(), *v = c.in[2].as<float>();
-    const float *dy = c.in[3].as<float>();
     if (rows > 0) {
       dim3 grid{unsigned(a.B * a.Hq), unsigned((a.T + kRowsPerBlock - 1) / kRowsPerBlock)};
       size_t smem = chunkSmem(kChunk, a.D, kChunk, a.Dv, kRowsPerBlock * (a.D + a.Dv));
@@ -684,12 +773,43 @@ void launchAttentionGrad(const CudaCall &c, CudaContext &ctx) {
   }
   if (rows > 0)
     attentionGradQueryKernel<<<warpsGrid(rows), 32 * kWarpsPerBlock, 0, ctx.stream>>>(
-        c.in[0].as<float>(), c.in[1].as<float>(), c.in[2].as<float>(), c.in[3].as<float>(),
-        c.out[0].as<float>(), lse, delta, a);
+        q, k, v, dy, c.out[0].as<float>(), lse, delta, a);
   if (krows > 0)
     attentionGradKeyKernel<<<warpsGrid(krows), 32 * kWarpsPerBlock, 0, ctx.stream>>>(
-        c.in[0].as<float>(), c.in[1].as<float>(), c.in[2].as<float>(), c.in[3].as<float>(), lse,
-        delta, c.out[1].as<float>(), c.out[2].as<float>(), a);
+        q, k, v, dy, lse, delta, c.out[1].as<float>(), c.out[2].as<float>(), a);
+}
+
+/// Where an f32 implementation's staged copies start (attentionScratchBytes).
+size_t stagingOffset(const CudaCall &c, CudaContext &ctx, const AttnShape &a) {
+  return align256(f32ScratchBytes(a, c.instr->op, gemmIdsOf(c, ctx) != nullptr));
+}
+
+} // namespace
+
+void launchAttention(const CudaCall &c, CudaContext &ctx) {
+  AttnShape a = attnShape(c);
+  if (a.B * a.Hq * a.T == 0) return;
+  if (flashFits(a) && attnPathOfCall(c) == AttnPath::Flash && flashAligned(c)) {
+    launchFlashForward(flashShape(a), flashIn(c.in[0]), flashIn(c.in[1]), flashIn(c.in[2]),
+                       flashOut(c.out[0]), ctx.scratch, ctx.stream);
+    return;
+  }
+  F32Staging staged(c, ctx, stagingOffset(c, ctx, a));
+  attentionF32(staged.call(), ctx, a);
+  staged.narrow(ctx);
+}
+
+void launchAttentionGrad(const CudaCall &c, CudaContext &ctx) {
+  AttnShape a = attnShape(c);
+  if (flashFits(a) && attnPathOfCall(c) == AttnPath::Flash && flashAligned(c)) {
+    launchFlashBackward(flashShape(a), flashIn(c.in[0]), flashIn(c.in[1]), flashIn(c.in[2]),
+                        flashIn(c.in[3]), flashOut(c.out[0]), flashOut(c.out[1]),
+                        flashOut(c.out[2]), ctx.scratch, ctx.stream);
+    return;
+  }
+  F32Staging staged(c, ctx, stagingOffset(c, ctx, a));
+  attentionGradF32(staged.call(), ctx, a);
+  staged.narrow(ctx);
 }
 
 } // namespace loom::rt::cuda

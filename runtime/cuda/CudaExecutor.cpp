@@ -372,8 +372,14 @@ std::string cuda::cudaSupports(const Program &p, const Instr &I) {
   for (uint32_t id : I.in)
     if (p.buffers[id].shape.size() > size_t(8))
       return cat("the cuda backend supports tensors of rank <= 8, not ", p.buffers[id].shape.size());
-  // bf16 storage of an f32 computation (FloatIn/FloatOut in the kernels);
-  // validate() checked that the other float operands are f32.
+  if (I.op == OpCode::Attention || I.op == OpCode::AttentionGrad) {
+    const BufferDesc &q = p.buffers[I.in[0]], &v = p.buffers[I.in[2]];
+    if (q.shape[3] > 256 || v.shape[3] > 256)
+      return cat("the cuda attention kernels support head dims <= 256, not ", q.shape[3]);
+  }
+  // bf16 storage of an f32 computation (FloatIn/FloatOut in the kernels;
+  // attention's in AttentionKernels.cu); validate() checked that the other
+  // float operands are f32.
   if (usesBf16Storage(p, I))
     return "";
   switch (I.op) {
@@ -382,12 +388,8 @@ std::string cuda::cudaSupports(const Program &p, const Instr &I) {
     return need(I.out[0], {DType::F32, DType::F64, DType::I64, DType::I32}, "operands");
   case OpCode::MatMul:
     return need(I.out[0], {DType::F32, DType::F64, DType::BF16}, "operands");
-  case OpCode::Attention: case OpCode::AttentionGrad: {
-    const BufferDesc &q = p.buffers[I.in[0]], &v = p.buffers[I.in[2]];
-    if (q.shape[3] > 256 || v.shape[3] > 256)
-      return cat("the cuda attention kernels support head dims <= 256, not ", q.shape[3]);
+  case OpCode::Attention: case OpCode::AttentionGrad:
     return need(I.in[0], {DType::F32}, "operands");
-  }
   case OpCode::Neg: case OpCode::Sqrt: case OpCode::Rsqrt: case OpCode::Reciprocal:
   case OpCode::Exp: case OpCode::Tanh: case OpCode::Sigmoid: case OpCode::Silu:
   case OpCode::GeluTanh: case OpCode::GeluErf: case OpCode::Cos: case OpCode::Sin:

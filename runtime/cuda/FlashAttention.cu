@@ -4,10 +4,14 @@
 //
 // FlashAttention-2's schedule for head dim 64, written for mma.sync (the
 // warp-level bf16 tensor-core product, m16n8k16, fp32 accumulators). The
-// operands are bf16 values (autocast), stored as fp32: each call first
-// rounds them into bf16 copies in scratch (exact for q, k and v), so tiles
-// travel to shared memory by cp.async, double-buffered: the next tile is in
-// flight while the current one is multiplied.
+// operands are bf16 values (autocast). Stored as fp32, each call first
+// rounds them into bf16 copies in scratch (exact for q, k and v); stored as
+// bf16 (bf16 storage, Program.h: codegen folded autocast's casts into the
+// instruction) they are those copies already and are read in place. Either
+// way tiles travel to shared memory by cp.async, double-buffered: the next
+// tile is in flight while the current one is multiplied. Results are stored
+// as fp32, or rounded once to bf16 storage as Cast rounds (floatToBf16), so
+// folding the casts changes no bit.
 // Like FlashAttention, the probabilities P and dS enter their products
 // rounded to bf16; everything else (scores, softmax statistics,
 // accumulators) is fp32.
@@ -41,9 +45,11 @@
 // runs along the tile's rows), so no tile is stored transposed.
 //===----------------------------------------------------------------------===//
 #include "cuda/FlashAttention.h"
+#include "cuda/CudaCommon.cuh"
 
 #include <algorithm>
 #include <cuda_bf16.h>
+#include <initializer_list>
 #include <math_constants.h>
 
 namespace loom::rt::cuda {
@@ -52,7 +58,7 @@ namespace {
 constexpr int D = int(kFlashHeadDim);
 constexpr int kTile = 64;        // rows (queries or keys) per block and per key/query tile
 constexpr int kWarps = 4;        // 16 rows each
-constexpr int kThreads = 32 * kWarps;
+constexpr int kBlockThreads = 32 * kWarps;
 constexpr int kStride = D + 8;   // bf16 per smem row: +8 staggers banks across rows
 constexpr float kLog2e = 1.4426950408889634f;
 
@@ -64,6 +70,25 @@ __device__ inline uint32_t pack2(float lo, float hi) {
 }
 
 __device__ inline uint32_t ld32(const bf16 *p) { return *reinterpret_cast<const uint32_t *>(p); }
+
+/// Elements i and i + 1 (i even) of an f32 operand stored as f32 or as bf16
+/// storage (widened exactly).
+__device__ inline float2 loadPair(FlashIn x, int64_t i) {
+  if (!x.bf16) return *reinterpret_cast<const float2 *>(static_cast<const float *>(x.data) + i);
+  uint32_t u = *reinterpret_cast<const uint32_t *>(static_cast<const uint16_t *>(x.data) + i);
+  return make_float2(bf16ToFloat(uint16_t(u)), bf16ToFloat(uint16_t(u >> 16)));
+}
+
+/// Stores results lo, hi at i and i + 1 (i even): as f32, or rounded to bf16
+/// storage exactly as Cast rounds (not pack2's intrinsic: NaNs must match).
+__device__ inline void storePair(FlashOut x, int64_t i, float lo, float hi) {
+  if (!x.bf16) {
+    *reinterpret_cast<float2 *>(static_cast<float *>(x.data) + i) = make_float2(lo, hi);
+    return;
+  }
+  *reinterpret_cast<uint32_t *>(static_cast<uint16_t *>(x.data) + i) =
+      uint32_t(floatToBf16(lo)) | uint32_t(floatToBf16(hi)) << 16;
+}
 
 /// Four 8x8 bf16 matrices from shared memory, one per register: lanes
 /// 8i..8i+7 give the row addresses of matrix i; each lane receives, of
@@ -95,7 +120,7 @@ __device__ inline void mma(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, u
 /// zero-filled. The copy completes at cp.async.wait_group.
 __device__ inline void loadTileAsync(bf16 *dst, const bf16 *src, int64_t row0, int64_t rows) {
 #pragma unroll
-  for (int idx = threadIdx.x; idx < kTile * D / 8; idx += kThreads) {
+  for (int idx = threadIdx.x; idx < kTile * D / 8; idx += kBlockThreads) {
     int r = idx / (D / 8), c = idx % (D / 8) * 8;
     bool in = row0 + r < rows;
     auto s = static_cast<uint32_t>(__cvta_generic_to_shared(dst + r * kStride + c));
@@ -201,9 +226,9 @@ __device__ inline int fragCol(int n, int e) { return n * 8 + 2 * (threadIdx.x & 
 /// of the double buffer while tile j is multiplied; the query tile passes
 /// through Ks[1] into registers before the loop.
 template <bool kStats>
-__global__ void __launch_bounds__(kThreads)
-flashForwardKernel(FlashShape a, const bf16 *q, const bf16 *k, const bf16 *v, float *o,
-                   const float *dy, float *lse, float *delta, int64_t tpad) {
+__global__ void __launch_bounds__(kBlockThreads)
+flashForwardKernel(FlashShape a, const bf16 *q, const bf16 *k, const bf16 *v, FlashOut o,
+                   FlashIn dy, float *lse, float *delta, int64_t tpad) {
   __shared__ __align__(16) bf16 Ks[2][kTile * kStride];
   __shared__ __align__(16) bf16 Vs[2][kTile * kStride];
   int64_t tiles = (a.T + kTile - 1) / kTile;
@@ -283,14 +308,14 @@ flashForwardKernel(FlashShape a, const bf16 *q, const bf16 *k, const bf16 *v, fl
       if (row < a.T)
 #pragma unroll
         for (int dt = 0; dt < D / 8; ++dt)
-          *reinterpret_cast<float2 *>(o + (bh * a.T + row) * D + dt * 8 + 2 * t) =
-              make_float2(acc[dt][2 * r] * inv, acc[dt][2 * r + 1] * inv);
+          storePair(o, (bh * a.T + row) * D + dt * 8 + 2 * t, acc[dt][2 * r] * inv,
+                    acc[dt][2 * r + 1] * inv);
     } else {
       float dot = 0.f;
       if (row < a.T)
 #pragma unroll
         for (int dt = 0; dt < D / 8; ++dt) {
-          float2 g = *reinterpret_cast<const float2 *>(dy + (bh * a.T + row) * D + dt * 8 + 2 * t);
+          float2 g = loadPair(dy, (bh * a.T + row) * D + dt * 8 + 2 * t);
           dot += g.x * acc[dt][2 * r] * inv + g.y * acc[dt][2 * r + 1] * inv;
         }
       dot += __shfl_xor_sync(0xffffffffu, dot, 1);
@@ -308,9 +333,9 @@ flashForwardKernel(FlashShape a, const bf16 *q, const bf16 *k, const bf16 *v, fl
 /// heads and every query tile that sees the keys. The (head, query tile)
 /// pairs form one sequence; pair n + 1's q, dy, lse and delta are copied
 /// into the other buffer half while pair n is multiplied.
-__global__ void __launch_bounds__(kThreads)
+__global__ void __launch_bounds__(kBlockThreads)
 flashKeyGradKernel(FlashShape a, const bf16 *q, const bf16 *k, const bf16 *v, const bf16 *dy,
-                   const float *lse, const float *delta, int64_t tpad, float *dk, float *dv) {
+                   const float *lse, const float *delta, int64_t tpad, FlashOut dk, FlashOut dv) {
   __shared__ __align__(16) bf16 Qs[2][kTile * kStride];
   __shared__ __align__(16) bf16 Ds[2][kTile * kStride];
   __shared__ __align__(16) float lseS[2][kTile], deltaS[2][kTile];
@@ -370,26 +395,34 @@ flashKeyGradKernel(FlashShape a, const bf16 *q, const bf16 *k, const bf16 *v, co
     accumulateTimes(dkAcc, ds, Qs[buf]); // dK += dS^T Q
     __syncthreads();
   }
+  // dk first, then dv: dkAcc's registers are free before dvAcc's stores
+  // (one interleaved loop with bf16 rounding took 4 more registers).
   int t = threadIdx.x & 3;
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
     int64_t key = j0 + warpRow + fragRow(2 * r);
     if (key >= a.S) continue;
-    float *dkRow = dk + (kvh * a.S + key) * D, *dvRow = dv + (kvh * a.S + key) * D;
+    int64_t at = (kvh * a.S + key) * D + 2 * t;
 #pragma unroll
-    for (int dt = 0; dt < D / 8; ++dt) {
-      *reinterpret_cast<float2 *>(dkRow + dt * 8 + 2 * t) =
-          make_float2(dkAcc[dt][2 * r] * a.scale, dkAcc[dt][2 * r + 1] * a.scale);
-      *reinterpret_cast<float2 *>(dvRow + dt * 8 + 2 * t) = make_float2(dvAcc[dt][2 * r], dvAcc[dt][2 * r + 1]);
-    }
+    for (int dt = 0; dt < D / 8; ++dt)
+      storePair(dk, at + dt * 8, dkAcc[dt][2 * r] * a.scale, dkAcc[dt][2 * r + 1] * a.scale);
+  }
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    int64_t key = j0 + warpRow + fragRow(2 * r);
+    if (key >= a.S) continue;
+    int64_t at = (kvh * a.S + key) * D + 2 * t;
+#pragma unroll
+    for (int dt = 0; dt < D / 8; ++dt)
+      storePair(dv, at + dt * 8, dvAcc[dt][2 * r], dvAcc[dt][2 * r + 1]);
   }
 }
 
 /// Per query tile: dq = scale sum_j dS K over the visible key tiles, with
 /// the forward's double-buffered key/value pipeline.
-__global__ void __launch_bounds__(kThreads)
+__global__ void __launch_bounds__(kBlockThreads)
 flashQueryGradKernel(FlashShape a, const bf16 *q, const bf16 *k, const bf16 *v, const bf16 *dy,
-                     const float *lse, const float *delta, int64_t tpad, float *dq) {
+                     const float *lse, const float *delta, int64_t tpad, FlashOut dq) {
   __shared__ __align__(16) bf16 Ks[2][kTile * kStride];
   __shared__ __align__(16) bf16 Vs[2][kTile * kStride];
   int64_t tiles = (a.T + kTile - 1) / kTile;
@@ -448,8 +481,8 @@ flashQueryGradKernel(FlashShape a, const bf16 *q, const bf16 *k, const bf16 *v, 
     if (row >= a.T) continue;
 #pragma unroll
     for (int dt = 0; dt < D / 8; ++dt)
-      *reinterpret_cast<float2 *>(dq + (bh * a.T + row) * D + dt * 8 + 2 * t) =
-          make_float2(dqAcc[dt][2 * r] * a.scale, dqAcc[dt][2 * r + 1] * a.scale);
+      storePair(dq, (bh * a.T + row) * D + dt * 8 + 2 * t, dqAcc[dt][2 * r] * a.scale,
+                dqAcc[dt][2 * r + 1] * a.scale);
   }
 }
 
@@ -463,40 +496,56 @@ __global__ void roundToBf16Kernel(const float4 *src, uint2 *dst, int64_t n4) {
 }
 
 /// Scratch regions, each 256-byte aligned: padded row statistics (backward
-/// only) and bf16 copies of the operands. The tiles are copied to shared
-/// memory without conversion, so each operand is rounded once per call
-/// instead of once per tile visit (every key tile is visited by up to
-/// T / kTile query tiles of each head in its group).
+/// only) and bf16 copies of the f32 inputs (inputs in bf16 storage need
+/// none). The tiles are copied to shared memory without conversion, so each
+/// f32 operand is rounded once per call instead of once per tile visit
+/// (every key tile is visited by up to T / kTile query tiles of each head
+/// in its group).
 struct FlashScratch {
-  size_t lse = 0, delta = 0, q = 0, dy = 0, k = 0, v = 0, bytes = 0;
+  size_t lse = 0, delta = 0, q = 0, k = 0, v = 0, dy = 0, bytes = 0;
   int64_t tpad = 0;
 };
 
 size_t align256(size_t n) { return (n + 255) / 256 * 256; }
 
-FlashScratch flashScratch(const FlashShape &a, bool backward) {
+FlashScratch flashScratch(const FlashShape &a, bool backward, unsigned bf16Inputs) {
   FlashScratch s;
   s.tpad = (a.T + kTile - 1) / kTile * kTile;
   size_t at = 0;
   auto take = [&](size_t bytes) { size_t off = at; at += align256(bytes); return off; };
+  auto copy = [&](int input, int64_t rows) {
+    return bf16Inputs & (1u << input) ? 0 : take(size_t(rows * D) * sizeof(bf16));
+  };
   if (backward) {
     s.lse = take(size_t(a.B * a.Hq * s.tpad) * sizeof(float));
     s.delta = take(size_t(a.B * a.Hq * s.tpad) * sizeof(float));
   }
-  s.q = take(size_t(a.B * a.Hq * a.T * D) * sizeof(bf16));
-  if (backward) s.dy = take(size_t(a.B * a.Hq * a.T * D) * sizeof(bf16));
-  s.k = take(size_t(a.B * a.Hkv * a.S * D) * sizeof(bf16));
-  s.v = take(size_t(a.B * a.Hkv * a.S * D) * sizeof(bf16));
+  s.q = copy(0, a.B * a.Hq * a.T);
+  s.k = copy(1, a.B * a.Hkv * a.S);
+  s.v = copy(2, a.B * a.Hkv * a.S);
+  if (backward) s.dy = copy(3, a.B * a.Hq * a.T);
   s.bytes = at;
   return s;
 }
 
-bf16 *roundCopy(const float *src, int64_t n, void *scratch, size_t offset, cudaStream_t stream) {
+unsigned bf16Mask(std::initializer_list<FlashIn> inputs) {
+  unsigned mask = 0, bit = 1;
+  for (const FlashIn &x : inputs) {
+    if (x.bf16) mask |= bit;
+    bit <<= 1;
+  }
+  return mask;
+}
+
+/// The bf16 values of input x (n elements): the input itself when it is
+/// bf16 storage, else its copy at `offset` of scratch, rounded now.
+const bf16 *bf16Operand(FlashIn x, int64_t n, void *scratch, size_t offset, cudaStream_t stream) {
+  if (x.bf16) return static_cast<const bf16 *>(x.data);
   auto *dst = reinterpret_cast<bf16 *>(static_cast<char *>(scratch) + offset);
   int64_t n4 = n / 4; // n is a multiple of D
   if (n4 > 0) {
     unsigned blocks = unsigned(std::min<int64_t>((n4 + 255) / 256, 132 * 16));
-    roundToBf16Kernel<<<blocks, 256, 0, stream>>>(reinterpret_cast<const float4 *>(src),
+    roundToBf16Kernel<<<blocks, 256, 0, stream>>>(static_cast<const float4 *>(x.data),
                                                   reinterpret_cast<uint2 *>(dst), n4);
   }
   return dst;
@@ -504,39 +553,44 @@ bf16 *roundCopy(const float *src, int64_t n, void *scratch, size_t offset, cudaS
 
 } // namespace
 
-size_t flashScratchBytes(const FlashShape &a, bool backward) { return flashScratch(a, backward).bytes; }
-
-void launchFlashForward(const FlashShape &a, const float *q, const float *k, const float *v,
-                        float *o, void *scratch, cudaStream_t stream) {
-  if (a.B * a.Hq * a.T == 0) return;
-  FlashScratch s = flashScratch(a, false);
-  const bf16 *qb = roundCopy(q, a.B * a.Hq * a.T * D, scratch, s.q, stream);
-  const bf16 *kb = roundCopy(k, a.B * a.Hkv * a.S * D, scratch, s.k, stream);
-  const bf16 *vb = roundCopy(v, a.B * a.Hkv * a.S * D, scratch, s.v, stream);
-  dim3 grid{unsigned((a.T + kTile - 1) / kTile), unsigned(a.B * a.Hq)};
-  flashForwardKernel<false><<<grid, kThreads, 0, stream>>>(a, qb, kb, vb, o, nullptr, nullptr,
-                                                           nullptr, s.tpad);
+size_t flashScratchBytes(const FlashShape &a, bool backward, unsigned bf16Inputs) {
+  return flashScratch(a, backward, bf16Inputs).bytes;
 }
 
-void launchFlashBackward(const FlashShape &a, const float *q, const float *k, const float *v,
-                         const float *dy, float *dq, float *dk, float *dv, void *scratch,
+void launchFlashForward(const FlashShape &a, FlashIn q, FlashIn k, FlashIn v, FlashOut o,
+                        void *scratch, cudaStream_t stream) {
+  if (a.B * a.Hq * a.T == 0) return;
+  FlashScratch s = flashScratch(a, false, bf16Mask({q, k, v}));
+  const bf16 *qb = bf16Operand(q, a.B * a.Hq * a.T * D, scratch, s.q, stream);
+  const bf16 *kb = bf16Operand(k, a.B * a.Hkv * a.S * D, scratch, s.k, stream);
+  const bf16 *vb = bf16Operand(v, a.B * a.Hkv * a.S * D, scratch, s.v, stream);
+  dim3 grid{unsigned((a.T + kTile - 1) / kTile), unsigned(a.B * a.Hq)};
+  flashForwardKernel<false><<<grid, kBlockThreads, 0, stream>>>(a, qb, kb, vb, o, FlashIn{},
+                                                                nullptr, nullptr, s.tpad);
+}
+
+void launchFlashBackward(const FlashShape &a, FlashIn q, FlashIn k, FlashIn v, FlashIn dy,
+                         FlashOut dq, FlashOut dk, FlashOut dv, void *scratch,
                          cudaStream_t stream) {
   int64_t rows = a.B * a.Hq * a.T, krows = a.B * a.Hkv * a.S;
-  FlashScratch s = flashScratch(a, true);
+  FlashScratch s = flashScratch(a, true, bf16Mask({q, k, v, dy}));
   auto *base = static_cast<char *>(scratch);
   auto *lse = reinterpret_cast<float *>(base + s.lse), *delta = reinterpret_cast<float *>(base + s.delta);
-  const bf16 *qb = roundCopy(q, rows * D, scratch, s.q, stream);
-  const bf16 *dyb = roundCopy(dy, rows * D, scratch, s.dy, stream);
-  const bf16 *kb = roundCopy(k, krows * D, scratch, s.k, stream);
-  const bf16 *vb = roundCopy(v, krows * D, scratch, s.v, stream);
+  const bf16 *qb = bf16Operand(q, rows * D, scratch, s.q, stream);
+  const bf16 *dyb = bf16Operand(dy, rows * D, scratch, s.dy, stream);
+  const bf16 *kb = bf16Operand(k, krows * D, scratch, s.k, stream);
+  const bf16 *vb = bf16Operand(v, krows * D, scratch, s.v, stream);
   if (rows > 0) {
     dim3 grid{unsigned((a.T + kTile - 1) / kTile), unsigned(a.B * a.Hq)};
-    flashForwardKernel<true><<<grid, kThreads, 0, stream>>>(a, qb, kb, vb, nullptr, dy, lse, delta, s.tpad);
-    flashQueryGradKernel<<<grid, kThreads, 0, stream>>>(a, qb, kb, vb, dyb, lse, delta, s.tpad, dq);
+    // delta = <dy, o> reads dy as stored (f32 or bf16), unrounded.
+    flashForwardKernel<true><<<grid, kBlockThreads, 0, stream>>>(a, qb, kb, vb, FlashOut{}, dy, lse,
+                                                                 delta, s.tpad);
+    flashQueryGradKernel<<<grid, kBlockThreads, 0, stream>>>(a, qb, kb, vb, dyb, lse, delta, s.tpad, dq);
   }
   if (krows > 0) {
     dim3 grid{unsigned((a.S + kTile - 1) / kTile), unsigned(a.B * a.Hkv)};
-    flashKeyGradKernel<<<grid, kThreads, 0, stream>>>(a, qb, kb, vb, dyb, lse, delta, s.tpad, dk, dv);
+    flashKeyGradKernel<<<grid, kBlockThreads, 0, stream>>>(a, qb, kb, vb, dyb, lse, delta, s.tpad,
+                                                           dk, dv);
   }
 }
 

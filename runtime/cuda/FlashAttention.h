@@ -27,18 +27,34 @@ struct FlashShape {
   float scale;
 };
 
-/// Bytes of device scratch a forward (or backward) call needs: bf16 copies
-/// of the operands and, for the backward, per query row the log2-domain
-/// logsumexp and delta = <dy, o>.
-size_t flashScratchBytes(const FlashShape &a, bool backward);
+/// An input: f32 data holding bf16 values (rounded into a bf16 scratch copy
+/// first, which is exact), or bf16 storage (Program.h), read in place.
+struct FlashIn {
+  const void *data = nullptr;
+  bool bf16 = false;
+};
 
-/// o = softmax(scale q k^T, masked) v. `scratch` is 256-byte aligned.
-void launchFlashForward(const FlashShape &a, const float *q, const float *k, const float *v,
-                        float *o, void *scratch, cudaStream_t stream);
+/// An output: f32, or bf16 storage of the f32 result, rounded to nearest
+/// even as Cast rounds.
+struct FlashOut {
+  void *data = nullptr;
+  bool bf16 = false;
+};
+
+/// Bytes of device scratch a forward (or backward) call needs: bf16 copies
+/// of the f32 inputs and, for the backward, per query row the log2-domain
+/// logsumexp and delta = <dy, o>. Bit k of `bf16Inputs` set says input k
+/// (0 q, 1 k, 2 v, 3 dy) is bf16 storage, which needs no copy.
+size_t flashScratchBytes(const FlashShape &a, bool backward, unsigned bf16Inputs);
+
+/// o = softmax(scale q k^T, masked) v. `scratch` is 256-byte aligned; every
+/// operand 16-byte aligned.
+void launchFlashForward(const FlashShape &a, FlashIn q, FlashIn k, FlashIn v, FlashOut o,
+                        void *scratch, cudaStream_t stream);
 
 /// dq, dk, dv of the same attention for the output gradient dy.
-void launchFlashBackward(const FlashShape &a, const float *q, const float *k, const float *v,
-                         const float *dy, float *dq, float *dk, float *dv, void *scratch,
+void launchFlashBackward(const FlashShape &a, FlashIn q, FlashIn k, FlashIn v, FlashIn dy,
+                         FlashOut dq, FlashOut dk, FlashOut dv, void *scratch,
                          cudaStream_t stream);
 
 } // namespace loom::rt::cuda

@@ -629,6 +629,8 @@ bool bf16StorageAllowed(OpCode op, bool output, size_t slot) {
   case OpCode::RmsNormGrad: return output ? slot == 0 : slot == 2;
   case OpCode::SumSquares: return !output && slot == 0;
   case OpCode::AdamW: return !output && slot == 1; // the gradient
+  case OpCode::Attention: return output ? slot == 0 : slot < 3; // q, k, v -> o
+  case OpCode::AttentionGrad: return output ? slot < 3 : slot < 4; // q, k, v, dy -> dq, dk, dv
   default: return false;
   }
 }

@@ -99,4 +99,47 @@ TEST(Attention, LongSequenceAcrossThreads) {
   checkAttention({1, 4, 2, 128, 128, 32, 32, true}, rng);
 }
 
+/// bf16 bits (the top half) of f32 values, and the f32 value of bf16 bits.
+uint16_t bf16Bits(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  return uint16_t(u >> 16);
+}
+float bf16Value(uint16_t h) {
+  uint32_t u = uint32_t(h) << 16;
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+
+TEST(Attention, Bf16StorageMatchesTheReference) {
+  // q, k, v and the output in bf16 storage (autocast's casts folded in):
+  // the inputs widen exactly and the f32 result is rounded once, so the
+  // output is the reference on the widened inputs within one bf16 rounding.
+  Rng rng;
+  AttentionCase c{2, 4, 2, 19, 19, 16, 16, true};
+  Shape qs = {c.B, c.Hq, c.T, c.D}, ks = {c.B, c.Hkv, c.S, c.D};
+  std::vector<uint16_t> bits[3];
+  std::vector<float> widened[3];
+  for (int k = 0; k < 3; ++k)
+    for (float x : rng.uniform(numel(k == 0 ? qs : ks), -2, 2)) {
+      bits[k].push_back(bf16Bits(x));
+      widened[k].push_back(bf16Value(bits[k].back()));
+    }
+  double scale = 1 / std::sqrt(double(c.D));
+  ProgramBuilder pb;
+  uint32_t q = pb.input(DType::BF16, qs), k = pb.input(DType::BF16, ks),
+           v = pb.input(DType::BF16, ks), o = pb.output(DType::BF16, qs);
+  pb.instr(OpCode::Attention, {q, k, v}, {o}, {c.causal, 1}, {scale});
+  ASSERT_EQ(pb.p.validate(), "");
+  RunResult r = runProgram(pb.p, {toBytes(bits[0]), toBytes(bits[1]), toBytes(bits[2])});
+  ASSERT_TRUE(r.ok) << r.err;
+  std::vector<float> got;
+  for (uint16_t h : r.out<uint16_t>()) got.push_back(bf16Value(h));
+  // Rounding to nearest bf16 (8 significant bits) moves a value by at most
+  // 2^-8 of itself.
+  EXPECT_TRUE(allClose(got, naiveAttention(c, widened[0], widened[1], widened[2], scale),
+                       1.0 / 256 + 1e-6, 1e-7));
+}
+
 } // namespace

@@ -9,7 +9,8 @@
 // both programs from one description, so a test can run them and demand the
 // same bits: the "fused" one (bf16 buffers in the instruction's slots) and
 // the "unfused" one (Cast, f32 instruction, Cast). Inputs are fresh random
-// values every run; bf16 inputs are random bf16 values.
+// values every run; bf16 inputs are random bf16 values (and so are f32
+// ones where the case says so).
 //===----------------------------------------------------------------------===//
 #ifndef LOOM_UNITTESTS_RUNTIME_MIXEDDTYPECASES_H
 #define LOOM_UNITTESTS_RUNTIME_MIXEDDTYPECASES_H
@@ -30,6 +31,10 @@ struct MixedCase {
   std::vector<Operand> in, out;
   std::vector<int64_t> ints;
   std::vector<double> floats;
+  // The CUDA results' distance from the CPU reference (CudaMixedDtypeTest).
+  double rtol = 1e-5, atol = 1e-6;
+  // The f32 inputs hold bf16 values too (attention's bf16_operands promise).
+  bool bf16Values = false;
 };
 
 /// bf16 bits of f32 values, truncated: any bf16 pattern is a valid input.
@@ -41,6 +46,17 @@ inline std::vector<uint16_t> toBf16Bits(const std::vector<float> &v) {
     h[i] = uint16_t(u >> 16);
   }
   return h;
+}
+
+/// f32 values truncated to bf16 values (still f32).
+inline std::vector<float> toBf16Values(std::vector<float> v) {
+  for (float &x : v) {
+    uint32_t u;
+    std::memcpy(&u, &x, 4);
+    u &= 0xffff0000u;
+    std::memcpy(&x, &u, 4);
+  }
+  return v;
 }
 
 /// The two programs of a case and their (shared) inputs.
@@ -56,6 +72,7 @@ inline MixedPrograms buildMixed(const MixedCase &c, Rng &rng) {
   for (const Operand &o : c.in) {
     DType t = o.bf16 ? DType::BF16 : DType::F32;
     std::vector<float> v = rng.uniform(numel(o.shape), o.lo, o.hi);
+    if (c.bf16Values) v = toBf16Values(std::move(v));
     m.inputs.push_back(o.bf16 ? toBytes(toBf16Bits(v)) : toBytes(v));
     fin.push_back(f.input(t, o.shape));
     uint32_t x = u.input(t, o.shape);
@@ -86,8 +103,55 @@ inline MixedPrograms buildMixed(const MixedCase &c, Rng &rng) {
   return m;
 }
 
-/// Every slot Program.h lets hold bf16 storage, in a few combinations.
-/// Shapes are odd to reach the kernels' edges; broadcasting and more than
+/// Attention and its gradient on bf16 storage, every slot in some case:
+/// grouped-query (4 query heads on 2 kv heads), causal and not, S > T (the
+/// offset mask). Head dim 64 with bf16_operands is what the CUDA flash
+/// kernels take (T = 130 and 40 leave partial 64-row tiles); head dim 16
+/// with exact products takes the f32 kernels, staged.
+inline std::vector<MixedCase> attentionMixedCases() {
+  struct Dims {
+    int64_t B, Hq, Hkv, T, S, D;
+    bool causal, bf16Operands;
+  };
+  const Dims dims[] = {{1, 4, 2, 130, 130, 64, true, true},
+                       {2, 4, 2, 40, 100, 64, true, true},
+                       {2, 4, 2, 37, 37, 16, true, false},
+                       {1, 4, 2, 21, 29, 16, false, false}};
+  std::vector<MixedCase> cases;
+  for (const Dims &d : dims) {
+    Shape q = {d.B, d.Hq, d.T, d.D}, kv = {d.B, d.Hkv, d.S, d.D};
+    std::string n = " (T " + std::to_string(d.T) + ", S " + std::to_string(d.S) + ", D " +
+                    std::to_string(d.D) + (d.causal ? ", causal" : "") +
+                    (d.bf16Operands ? ", bf16 operands)" : ")");
+    std::vector<int64_t> ints = {d.causal, d.bf16Operands};
+    std::vector<double> scale = {1 / std::sqrt(double(d.D))};
+    // bf16 products round P and dS as FlashAttention does: the GPU stays
+    // within bf16 precision of the CPU's exact products (CudaBackendTest).
+    double rtol = d.bf16Operands ? 2e-2 : 1e-4, atol = d.bf16Operands ? 1e-2 : 1e-5;
+    auto add = [&](const std::string &name, OpCode op, std::vector<Operand> in,
+                   std::vector<Operand> out) {
+      cases.push_back({name + n, op, std::move(in), std::move(out), ints, scale, rtol, atol,
+                       d.bf16Operands});
+    };
+    add("attention bf16 -> bf16", OpCode::Attention, {{q, true}, {kv, true}, {kv, true}},
+        {{q, true}});
+    add("attention q f32, k v bf16 -> f32", OpCode::Attention,
+        {{q, false}, {kv, true}, {kv, true}}, {{q, false}});
+    add("attention f32 -> bf16", OpCode::Attention, {{q, false}, {kv, false}, {kv, false}},
+        {{q, true}});
+    add("attention_grad bf16 -> bf16", OpCode::AttentionGrad,
+        {{q, true}, {kv, true}, {kv, true}, {q, true}}, {{q, true}, {kv, true}, {kv, true}});
+    add("attention_grad dy bf16 -> dq bf16, dk f32, dv bf16", OpCode::AttentionGrad,
+        {{q, false}, {kv, false}, {kv, false}, {q, true}}, {{q, true}, {kv, false}, {kv, true}});
+    add("attention_grad q k bf16 -> dq f32, dk bf16, dv f32", OpCode::AttentionGrad,
+        {{q, true}, {kv, true}, {kv, false}, {q, false}}, {{q, false}, {kv, true}, {kv, false}});
+  }
+  return cases;
+}
+
+/// Every slot Program.h lets hold bf16 storage, in a few combinations
+/// (attention's in attentionMixedCases, tested on their own: the CUDA tests
+/// run them through each attention implementation). Shapes are odd to reach the kernels' edges; broadcasting and more than
 /// 64 rows (the norms' column chunks) included.
 inline std::vector<MixedCase> mixedCases() {
   std::vector<MixedCase> cases;
@@ -156,7 +220,7 @@ inline std::vector<MixedCase> mixedCases() {
   adam.push_back({{}, false, 0.2, 1});
   cases.push_back({"adamw g bf16, grad scale", OpCode::AdamW, adam,
                    {{w, false}, {w, false}, {w, false}}, {}, {0.9, 0.95, 1e-8, 0.1}});
-  return cases;
+  return cases; // attention's: attentionMixedCases()
 }
 
 } // namespace loom::rt::test

@@ -12,18 +12,27 @@
 namespace loom::rt::test {
 namespace {
 
+void expectFusedEqualsUnfused(const MixedCase &c, Rng &rng) {
+  SCOPED_TRACE(c.name);
+  MixedPrograms m = buildMixed(c, rng);
+  ASSERT_EQ(m.fused.validate(), "");
+  ASSERT_EQ(m.unfused.validate(), "");
+  RunResult fused = runProgram(m.fused, m.inputs), unfused = runProgram(m.unfused, m.inputs);
+  ASSERT_TRUE(fused.ok) << fused.err;
+  ASSERT_TRUE(unfused.ok) << unfused.err;
+  for (size_t k = 0; k < fused.outputs.size(); ++k) EXPECT_EQ(fused.outputs[k], unfused.outputs[k]);
+}
+
 TEST(MixedDtype, FusedEqualsUnfusedBitForBit) {
   Rng rng;
-  for (const MixedCase &c : mixedCases()) {
-    SCOPED_TRACE(c.name);
-    MixedPrograms m = buildMixed(c, rng);
-    ASSERT_EQ(m.fused.validate(), "");
-    ASSERT_EQ(m.unfused.validate(), "");
-    RunResult fused = runProgram(m.fused, m.inputs), unfused = runProgram(m.unfused, m.inputs);
-    ASSERT_TRUE(fused.ok) << fused.err;
-    ASSERT_TRUE(unfused.ok) << unfused.err;
-    for (size_t k = 0; k < fused.outputs.size(); ++k) EXPECT_EQ(fused.outputs[k], unfused.outputs[k]);
-  }
+  for (const MixedCase &c : mixedCases()) expectFusedEqualsUnfused(c, rng);
+}
+
+TEST(MixedDtype, AttentionFusedEqualsUnfusedBitForBit) {
+  // Grouped-query, causal and not, head dims 64 and 16; the forward and the
+  // gradient with every slot in bf16 in some case (MixedDtypeCases.h).
+  Rng rng;
+  for (const MixedCase &c : attentionMixedCases()) expectFusedEqualsUnfused(c, rng);
 }
 
 TEST(MixedDtype, Bf16OutputsRoundLikeCast) {
@@ -79,6 +88,17 @@ TEST(MixedDtype, ValidateRefusesBf16OutsideTheAllowedSlots) {
   EXPECT_NE(verdict(OpCode::Slice, {{H, x}}, {{F, x}}, {0, 1, 0, 1}), "");
   EXPECT_EQ(verdict(OpCode::Transpose, {{H, x}}, {{F, {8, 4}}}, {1, 0}), "");
   EXPECT_NE(verdict(OpCode::Transpose, {{H, x}}, {{D, {8, 4}}}, {1, 0}), "");
+  // Attention: every operand, beside f32 ones only.
+  Shape q = {1, 4, 5, 8}, kv = {1, 2, 5, 8};
+  EXPECT_EQ(verdict(OpCode::Attention, {{H, q}, {H, kv}, {F, kv}}, {{H, q}}, {1, 1}, {0.3}), "");
+  EXPECT_EQ(verdict(OpCode::Attention, {{F, q}, {F, kv}, {F, kv}}, {{H, q}}, {1}, {0.3}), "");
+  EXPECT_NE(verdict(OpCode::Attention, {{H, q}, {D, kv}, {D, kv}}, {{D, q}}, {1}, {0.3}), "");
+  EXPECT_EQ(verdict(OpCode::AttentionGrad, {{F, q}, {F, kv}, {F, kv}, {H, q}},
+                    {{H, q}, {F, kv}, {H, kv}}, {1, 1}, {0.3}),
+            "");
+  EXPECT_NE(verdict(OpCode::AttentionGrad, {{D, q}, {D, kv}, {D, kv}, {D, q}},
+                    {{D, q}, {D, kv}, {H, kv}}, {1}, {0.3}),
+            ""); // bf16 beside f64
 }
 
 } // namespace
