@@ -629,6 +629,8 @@ bool bf16StorageAllowed(OpCode op, bool output, size_t slot) {
   case OpCode::RmsNormGrad: return output ? slot == 0 : slot == 2;
   case OpCode::SumSquares: return !output && slot == 0;
   case OpCode::AdamW: return !output && slot == 1; // the gradient
+  case OpCode::CrossEntropy: return !output && slot == 0;   // the logits
+  case OpCode::CrossEntropyGrad: return slot == 0;          // logits; their gradient
   default: return false;
   }
 }

@@ -101,6 +101,8 @@ enum class OpCode : uint16_t {
   // hold bf16-representable values (autocast's rounding): a backend may then
   // run the products on bf16 tensor cores, rounding the probabilities to
   // bf16 for P V as FlashAttention does. AttentionGrad takes the same ints.
+  // q, k, v and the output may be bf16 storage (bf16StorageAllowed below):
+  // the computation stays f32, so bf16_operands still says what q, k, v hold.
   Attention = 55,
   // in: x -> out[] (rank 0, x's dtype): the sum over every element of
   // x * x, each square rounded to x's dtype before it is added (the same
@@ -136,7 +138,9 @@ enum class OpCode : uint16_t {
   // dx = r (g - mean(g) - xhat mean(g xhat)); dw = sum dy xhat; db = sum dy.
   LayerNormGrad = 82,
   // in: q[B,Hq,T,D], k[B,Hkv,S,D], v[B,Hkv,S,D], dy[B,Hq,T,D]
-  // -> dq, dk, dv (shapes of q, k, v). ints: [causal]; floats: [scale].
+  // -> dq, dk, dv (shapes of q, k, v). ints: [causal] or [causal,
+  // bf16_operands] as for Attention; floats: [scale]. Every operand may be
+  // bf16 storage of the f32 computation.
   // Recomputes P = softmax(scale q k^T + mask); dv = P^T dy;
   // dP = dy v^T; dS = P (dP - rowsum(dP P)); dq = scale dS k;
   // dk = scale dS^T q. Query heads sharing a kv head sum into its dk, dv.
@@ -207,7 +211,9 @@ struct Instr;
 ///   RmsNorm: x and y (the weight stays f32);
 ///   RmsNormGrad: dy (input 2) and dx (output 0); x, w and dw stay f32;
 ///   SumSquares: x (the sum stays f32);
-///   AdamW: g (input 1; parameters, moments and scalars stay f32).
+///   AdamW: g (input 1; parameters, moments and scalars stay f32);
+///   Attention: q, k, v and the output;
+///   AttentionGrad: q, k, v, dy and dq, dk, dv.
 /// MatMul's bf16 operands and Cast follow their own rules above.
 bool bf16StorageAllowed(OpCode op, bool output, size_t slot);
 /// True when some slot of `I` that bf16StorageAllowed names holds bf16:
@@ -239,6 +245,16 @@ struct InPlaceUpdate {
   uint32_t input = 0;  // buffer id of the Input it updates
 };
 
+/// A buffer that names another buffer's bytes under its own shape (a
+/// reshape that costs nothing): same dtype, byte count and arena offset as
+/// its base. No instruction writes a view; reading it reads the base, so
+/// the base must stay live while the view is read. Both are Temp buffers,
+/// and a base is never itself a view.
+struct BufferView {
+  uint32_t view = 0; // buffer id of the view
+  uint32_t base = 0; // buffer id whose bytes it names
+};
+
 struct Program {
   std::vector<BufferDesc> buffers;
   std::vector<uint8_t> constants; // blob for Constant buffers, 64-byte aligned
@@ -247,6 +263,7 @@ struct Program {
   std::vector<uint32_t> inputs;   // buffer ids of inputs, in calling order
   std::vector<uint32_t> outputs;  // buffer ids of outputs, in calling order
   std::vector<InPlaceUpdate> updates; // outputs that overwrite their input
+  std::vector<BufferView> views;      // reshaped names of temporaries
 
   /// Checks internal consistency (ids in range, sizes, offsets inside the
   /// arena or constant blob, arity of each opcode). Returns an empty string
