@@ -51,6 +51,14 @@ bool isConvertingCast(const rt::Program &p, const rt::Instr &I, DType from, DTyp
          p.buffers[I.out[0]].dtype == to;
 }
 
+/// A Cast neighbour absorbs the fold when the merged cast (from `a` to
+/// `b`) changes the dtype or the shape but not both: a pure conversion may
+/// fold further, a pure reshape becomes a view (ReshapeViews.h). Merging a
+/// conversion into a reshape would leave a copy that is neither.
+bool mergesCleanly(const rt::Program &p, uint32_t a, uint32_t b) {
+  return p.buffers[a].dtype == p.buffers[b].dtype || p.buffers[a].shape == p.buffers[b].shape;
+}
+
 /// One fold of instruction i, if any applies; true when the program changed.
 bool foldOne(rt::Program &p, size_t i, const Uses &u, std::vector<bool> &removed) {
   const rt::Instr &C = p.instrs[i];
@@ -61,7 +69,8 @@ bool foldOne(rt::Program &p, size_t i, const Uses &u, std::vector<bool> &removed
       return false;
     for (Slot r : u.readers[y]) {
       const rt::Instr &R = p.instrs[r.instr];
-      if (R.op != OpCode::Cast && !(sameShape && rt::bf16StorageAllowed(R.op, false, r.k)))
+      if (R.op == OpCode::Cast ? !mergesCleanly(p, x, R.out[0])
+                               : !(sameShape && rt::bf16StorageAllowed(R.op, false, r.k)))
         return false;
     }
     for (Slot r : u.readers[y]) p.instrs[r.instr].in[r.k] = x;
@@ -73,7 +82,8 @@ bool foldOne(rt::Program &p, size_t i, const Uses &u, std::vector<bool> &removed
       return false;
     Slot w = u.writer[x];
     rt::Instr &P = p.instrs[w.instr];
-    if (P.op != OpCode::Cast && !(sameShape && rt::bf16StorageAllowed(P.op, true, w.k)))
+    if (P.op == OpCode::Cast ? !mergesCleanly(p, P.in[0], y)
+                             : !(sameShape && rt::bf16StorageAllowed(P.op, true, w.k)))
       return false;
     P.out[w.k] = y;
     removed[i] = true;
@@ -111,6 +121,10 @@ void dropUnusedBuffers(rt::Program &p) {
   for (rt::InPlaceUpdate &u : p.updates) {
     u.output = newId[u.output];
     u.input = newId[u.input];
+  }
+  for (rt::BufferView &v : p.views) {
+    v.view = newId[v.view];
+    v.base = newId[v.base];
   }
 }
 

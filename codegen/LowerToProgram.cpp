@@ -6,6 +6,7 @@
 #include "codegen/LowerToProgram.h"
 #include "codegen/ArenaPlanner.h"
 #include "codegen/FoldCasts.h"
+#include "codegen/ReshapeViews.h"
 #include "ir/LoomOps.h"
 #include "ir/Sharding.h"
 
@@ -397,21 +398,29 @@ bool ProgramBuilder::build(func::FuncOp func, std::string &err) {
   planInPlaceUpdates(func, ret);
   // LOOM_FOLD_CASTS=0 keeps every cast instruction: an A/B switch for
   // timing the fold and checking that it changes no bits.
-  if (const char *fold = std::getenv("LOOM_FOLD_CASTS"); !fold || std::string(fold) != "0")
+  if (const char *fold = std::getenv("LOOM_FOLD_CASTS"); !fold || std::string(fold) != "0") {
+    splitConvertingReshapes(p);
     foldBf16Casts(p);
+    makeReshapeViews(p);
+  }
   // Lifetimes: inputs live from the start, outputs to the end; everything
   // else from its defining instruction to its last reader. An output that
   // updates an input in place takes the input's bytes instead.
   int64_t end = int64_t(p.instrs.size());
   std::vector<int64_t> first(p.buffers.size(), -1), last(p.buffers.size(), -1);
+  // A view is not placed: its base stays live until the view's last read.
+  std::vector<uint32_t> base(p.buffers.size());
+  for (uint32_t id = 0; id < base.size(); ++id) base[id] = id;
+  for (const rt::BufferView &v : p.views) base[v.view] = v.base;
   for (int64_t i = 0; i < end; ++i) {
     for (uint32_t id : p.instrs[i].out) first[id] = i;
-    for (uint32_t id : p.instrs[i].in) last[id] = i;
+    for (uint32_t id : p.instrs[i].in) last[id] = last[base[id]] = i;
   }
   std::vector<Lifetime> lifetimes;
   std::vector<uint32_t> placed;
   std::vector<bool> aliased(p.buffers.size(), false);
   for (const rt::InPlaceUpdate &u : p.updates) aliased[u.output] = true;
+  for (const rt::BufferView &v : p.views) aliased[v.view] = true;
   for (uint32_t id = 0; id < p.buffers.size(); ++id) {
     rt::BufferDesc &d = p.buffers[id];
     if (d.kind == rt::BufferKind::Constant || aliased[id])
@@ -426,6 +435,7 @@ bool ProgramBuilder::build(func::FuncOp func, std::string &err) {
   std::vector<uint64_t> offsets = planArena(lifetimes, kAlignment, p.arenaBytes);
   for (size_t k = 0; k < placed.size(); ++k) p.buffers[placed[k]].offset = offsets[k];
   for (const rt::InPlaceUpdate &u : p.updates) p.buffers[u.output].offset = p.buffers[u.input].offset;
+  for (const rt::BufferView &v : p.views) p.buffers[v.view].offset = p.buffers[v.base].offset;
   std::string invalid = p.validate();
   if (!invalid.empty()) {
     err = "generated program is invalid: " + invalid;

@@ -57,13 +57,18 @@ bool bufferPlanMemory(const rt::Program &p, MemoryBreakdown &out, std::string &e
 
   int64_t end = int64_t(p.instrs.size());
   std::vector<int64_t> first(n, -1), last(n, -1);
+  // A view (a reshape without a copy) holds no bytes of its own: reading it
+  // keeps its base live, as the arena planner does.
+  std::vector<uint32_t> base(n);
+  for (uint32_t id = 0; id < n; ++id) base[id] = id;
+  for (const rt::BufferView &v : p.views) base[v.view] = v.base;
   for (int64_t i = 0; i < end; ++i) {
     for (uint32_t id : p.instrs[i].out) first[id] = i;
-    for (uint32_t id : p.instrs[i].in) last[id] = i;
+    for (uint32_t id : p.instrs[i].in) last[id] = last[base[id]] = i;
   }
   auto liveAt = [&](size_t id, int64_t t) {
     const rt::BufferDesc &d = p.buffers[id];
-    if (d.kind == BufferKind::Constant)
+    if (d.kind == BufferKind::Constant || base[id] != id)
       return false;
     int64_t from = d.kind == BufferKind::Input ? -1 : first[id];
     int64_t to = d.kind == BufferKind::Input || d.kind == BufferKind::Output

@@ -72,7 +72,21 @@ __global__ void binaryMixedKernel(int op, FloatIn a, FloatIn b, FloatOut y, int6
   }
 }
 
+__global__ void binaryPackedKernel(int op, FloatIn a, FloatIn b, FloatOut y, int64_t n) {
+  LOOM_PACK_STRIDE(i, n) {
+    Pack x = load8(a, i), z = load8(b, i);
+    for (int k = 0; k < kPack; ++k) x.v[k] = applyBinary<float>(op, x.v[k], z.v[k]);
+    store8(y, i, x);
+  }
+}
+
 void binaryMixed(const CudaCall &c, CudaContext &ctx) {
+  int64_t count = c.out[0].numel();
+  if (count > 0 && packable(count, {&c.in[0], &c.in[1], &c.out[0]})) {
+    binaryPackedKernel<<<packGrid(count), kThreads, 0, ctx.stream>>>(
+        int(c.instr->op), floatIn(c.in[0]), floatIn(c.in[1]), floatOut(c.out[0]), count);
+    return;
+  }
   const Shape &shape = c.out[0].shape();
   auto map = makeStridedMap<3>(shape, {contiguousStrides(shape),
                                        broadcastStrides(c.in[0].shape(), shape),
@@ -118,6 +132,14 @@ __device__ double unaryValue(int op, double x) {
 
 __global__ void unaryKernel(int op, FloatIn x, FloatOut y, int64_t n) {
   LOOM_GRID_STRIDE(i, n) y.store(i, float(unaryValue(op, double(x[i]))));
+}
+
+__global__ void unaryPackedKernel(int op, FloatIn x, FloatOut y, int64_t n) {
+  LOOM_PACK_STRIDE(i, n) {
+    Pack p = load8(x, i);
+    for (int k = 0; k < kPack; ++k) p.v[k] = float(unaryValue(op, double(p.v[k])));
+    store8(y, i, p);
+  }
 }
 
 //===--- Where ------------------------------------------------------------===//
@@ -194,6 +216,11 @@ __global__ void castBf16ToF32Kernel(const uint16_t *x, float *y, int64_t n) {
   LOOM_GRID_STRIDE(i, n) y[i] = bf16ToFloat(x[i]);
 }
 
+/// Either of the two, 8 elements at a time (f32 FloatIn/FloatOut on one side).
+__global__ void castPackedKernel(FloatIn x, FloatOut y, int64_t n) {
+  LOOM_PACK_STRIDE(i, n) store8(y, i, load8(x, i));
+}
+
 //===--- ActivationGrad ---------------------------------------------------===//
 
 // dx = f'(x) dy with (see TrainingKernels.cpp for the derivations)
@@ -201,21 +228,32 @@ __global__ void castBf16ToF32Kernel(const uint16_t *x, float *y, int64_t n) {
 //   gelu erf:  Phi(x) + x phi(x)
 //   gelu tanh: (1 + t) / 2 + x (1 - t^2) sqrt(2/pi) (1 + 3 0.044715 x^2) / 2,
 //              t = tanh(sqrt(2/pi) (x + 0.044715 x^3))
-__global__ void activationGradKernel(int kind, FloatIn x, FloatIn dy, FloatOut dx, int64_t n) {
+__device__ float activationGrad(int kind, float xf, float dyf) {
   constexpr double kSqrt2OverPi = 0.7978845608028654;
   constexpr double kInvSqrt2Pi = 0.3989422804014327;
-  LOOM_GRID_STRIDE(i, n) {
-    double v = x[i], d;
-    if (kind == 0) {
-      double s = 1.0 / (1.0 + exp(-v));
-      d = s * (1.0 + v * (1.0 - s));
-    } else if (kind == 1) {
-      d = 0.5 * (1.0 + erf(v * 0.7071067811865476)) + v * kInvSqrt2Pi * exp(-0.5 * v * v);
-    } else {
-      double t = tanh(kSqrt2OverPi * (v + 0.044715 * v * v * v));
-      d = 0.5 * (1.0 + t) + 0.5 * v * (1.0 - t * t) * kSqrt2OverPi * (1.0 + 3.0 * 0.044715 * v * v);
-    }
-    dx.store(i, float(d * double(dy[i])));
+  double v = xf, d;
+  if (kind == 0) {
+    double s = 1.0 / (1.0 + exp(-v));
+    d = s * (1.0 + v * (1.0 - s));
+  } else if (kind == 1) {
+    d = 0.5 * (1.0 + erf(v * 0.7071067811865476)) + v * kInvSqrt2Pi * exp(-0.5 * v * v);
+  } else {
+    double t = tanh(kSqrt2OverPi * (v + 0.044715 * v * v * v));
+    d = 0.5 * (1.0 + t) + 0.5 * v * (1.0 - t * t) * kSqrt2OverPi * (1.0 + 3.0 * 0.044715 * v * v);
+  }
+  return float(d * double(dyf));
+}
+
+__global__ void activationGradKernel(int kind, FloatIn x, FloatIn dy, FloatOut dx, int64_t n) {
+  LOOM_GRID_STRIDE(i, n) dx.store(i, activationGrad(kind, x[i], dy[i]));
+}
+
+__global__ void activationGradPackedKernel(int kind, FloatIn x, FloatIn dy, FloatOut dx,
+                                           int64_t n) {
+  LOOM_PACK_STRIDE(i, n) {
+    Pack v = load8(x, i), d = load8(dy, i);
+    for (int k = 0; k < kPack; ++k) v.v[k] = activationGrad(kind, v.v[k], d.v[k]);
+    store8(dx, i, v);
   }
 }
 
@@ -229,22 +267,57 @@ __global__ void activationGradKernel(int kind, FloatIn x, FloatIn dy, FloatOut d
 // g * scale, rounded as the Mul in front of AdamW would have stored it
 // (__fmul_rn: never contracted into anything else). g may be bf16 storage
 // (a gradient a bf16 GEMM wrote), widened as it is read.
+/// The step's scalars, from device memory (see above).
+struct AdamWStep {
+  double stepSize, bc2Sqrt, decay;
+  float scale;
+  bool scaled;
+};
+
+__device__ AdamWStep adamwStep(const float *lrPtr, const float *stepPtr, const float *scalePtr,
+                               double b1, double b2, double wd) {
+  double lr = *lrPtr, t = double(*stepPtr) + 1.0;
+  return {lr / (1.0 - pow(b1, t)), sqrt(1.0 - pow(b2, t)), 1.0 - lr * wd,
+          scalePtr ? *scalePtr : 1.0f, scalePtr != nullptr};
+}
+
+/// One element's update: p, m, v in place.
+__device__ inline void adamwUpdate(const AdamWStep &s, float gf, float &p, float &m, float &v,
+                                   double b1, double b2, double eps) {
+  double gi = s.scaled ? __fmul_rn(gf, s.scale) : gf;
+  double mi = b1 * m + (1.0 - b1) * gi;
+  double vi = b2 * v + (1.0 - b2) * gi * gi;
+  p = float(p * s.decay - s.stepSize * mi / (sqrt(vi) / s.bc2Sqrt + eps));
+  m = float(mi);
+  v = float(vi);
+}
+
 __global__ void adamwKernel(const float *p, FloatIn g, const float *m, const float *v,
                             const float *lrPtr, const float *stepPtr, const float *scalePtr,
                             float *po, float *mo, float *vo, int64_t n, double b1, double b2,
                             double eps, double wd) {
-  double lr = *lrPtr, t = double(*stepPtr) + 1.0;
-  double stepSize = lr / (1.0 - pow(b1, t));
-  double bc2Sqrt = sqrt(1.0 - pow(b2, t));
-  double decay = 1.0 - lr * wd;
-  float scale = scalePtr ? *scalePtr : 1.0f;
+  AdamWStep s = adamwStep(lrPtr, stepPtr, scalePtr, b1, b2, wd);
   LOOM_GRID_STRIDE(i, n) {
-    double gi = scalePtr ? __fmul_rn(g[i], scale) : g[i];
-    double mi = b1 * m[i] + (1.0 - b1) * gi;
-    double vi = b2 * v[i] + (1.0 - b2) * gi * gi;
-    po[i] = float(p[i] * decay - stepSize * mi / (sqrt(vi) / bc2Sqrt + eps));
-    mo[i] = float(mi);
-    vo[i] = float(vi);
+    float pi = p[i], mi = m[i], vi = v[i];
+    adamwUpdate(s, g[i], pi, mi, vi, b1, b2, eps);
+    po[i] = pi;
+    mo[i] = mi;
+    vo[i] = vi;
+  }
+}
+
+__global__ void adamwPackedKernel(const float *p, FloatIn g, const float *m, const float *v,
+                                  const float *lrPtr, const float *stepPtr,
+                                  const float *scalePtr, float *po, float *mo, float *vo,
+                                  int64_t n, double b1, double b2, double eps, double wd) {
+  AdamWStep s = adamwStep(lrPtr, stepPtr, scalePtr, b1, b2, wd);
+  LOOM_PACK_STRIDE(i, n) {
+    Pack pp = load8({p, false}, i), gp = load8(g, i), mp = load8({m, false}, i),
+         vp = load8({v, false}, i);
+    for (int k = 0; k < kPack; ++k) adamwUpdate(s, gp.v[k], pp.v[k], mp.v[k], vp.v[k], b1, b2, eps);
+    store8({po, false}, i, pp);
+    store8({mo, false}, i, mp);
+    store8({vo, false}, i, vp);
   }
 }
 
@@ -257,7 +330,7 @@ void launchBinary(const CudaCall &c, CudaContext &ctx) {
       return;
     }
   switch (c.out[0].dtype()) {
-  case DType::F32: binaryTyped<float>(c, ctx); break;
+  case DType::F32: binaryMixed(c, ctx); break; // f32 FloatIn/FloatOut: the same float math
   case DType::F64: binaryTyped<double>(c, ctx); break;
   case DType::I64: binaryTyped<int64_t>(c, ctx); break;
   case DType::I32: binaryTyped<int32_t>(c, ctx); break;
@@ -268,8 +341,12 @@ void launchBinary(const CudaCall &c, CudaContext &ctx) {
 void launchUnary(const CudaCall &c, CudaContext &ctx) {
   int64_t n = c.out[0].numel();
   if (n == 0) return;
-  unaryKernel<<<gridFor(n), kThreads, 0, ctx.stream>>>(int(c.instr->op), floatIn(c.in[0]),
-                                                        floatOut(c.out[0]), n);
+  if (packable(n, {&c.in[0], &c.out[0]}))
+    unaryPackedKernel<<<packGrid(n), kThreads, 0, ctx.stream>>>(int(c.instr->op), floatIn(c.in[0]),
+                                                                floatOut(c.out[0]), n);
+  else
+    unaryKernel<<<gridFor(n), kThreads, 0, ctx.stream>>>(int(c.instr->op), floatIn(c.in[0]),
+                                                          floatOut(c.out[0]), n);
 }
 
 void launchWhere(const CudaCall &c, CudaContext &ctx) {
@@ -287,6 +364,10 @@ void launchCast(const CudaCall &c, CudaContext &ctx) {
   if (n == 0) return;
   if (x.dtype() == y.dtype()) { // a reshape or a copy
     cudaMemcpyAsync(y.data, x.data, x.desc->bytes, cudaMemcpyDeviceToDevice, ctx.stream);
+  } else if (((x.dtype() == DType::F32 && y.dtype() == DType::BF16) ||
+              (x.dtype() == DType::BF16 && y.dtype() == DType::F32)) &&
+             packable(n, {&x, &y})) {
+    castPackedKernel<<<packGrid(n), kThreads, 0, ctx.stream>>>(floatIn(x), floatOut(y), n);
   } else if (x.dtype() == DType::F32 && y.dtype() == DType::BF16) {
     castF32ToBf16Kernel<<<gridFor(n), kThreads, 0, ctx.stream>>>(x.as<float>(), y.as<uint16_t>(), n);
   } else if (x.dtype() == DType::BF16 && y.dtype() == DType::F32) {
@@ -299,8 +380,12 @@ void launchCast(const CudaCall &c, CudaContext &ctx) {
 void launchActivationGrad(const CudaCall &c, CudaContext &ctx) {
   int64_t n = c.out[0].numel();
   if (n == 0) return;
-  activationGradKernel<<<gridFor(n), kThreads, 0, ctx.stream>>>(
-      int(c.instr->ints[0]), floatIn(c.in[0]), floatIn(c.in[1]), floatOut(c.out[0]), n);
+  if (packable(n, {&c.in[0], &c.in[1], &c.out[0]}))
+    activationGradPackedKernel<<<packGrid(n), kThreads, 0, ctx.stream>>>(
+        int(c.instr->ints[0]), floatIn(c.in[0]), floatIn(c.in[1]), floatOut(c.out[0]), n);
+  else
+    activationGradKernel<<<gridFor(n), kThreads, 0, ctx.stream>>>(
+        int(c.instr->ints[0]), floatIn(c.in[0]), floatIn(c.in[1]), floatOut(c.out[0]), n);
 }
 
 void launchAdamW(const CudaCall &c, CudaContext &ctx) {
@@ -308,7 +393,13 @@ void launchAdamW(const CudaCall &c, CudaContext &ctx) {
   if (n == 0) return;
   const std::vector<double> &f = c.instr->floats;
   const float *scale = c.in.size() > 6 ? c.in[6].as<float>() : nullptr;
-  adamwKernel<<<gridFor(n), kThreads, 0, ctx.stream>>>(
+  // In place (the outputs share the inputs' bytes) is fine either way: each
+  // thread reads its elements before it writes them.
+  auto kernel = packable(n, {&c.in[0], &c.in[1], &c.in[2], &c.in[3], &c.out[0], &c.out[1],
+                             &c.out[2]})
+                    ? adamwPackedKernel
+                    : adamwKernel;
+  kernel<<<kernel == adamwPackedKernel ? packGrid(n) : gridFor(n), kThreads, 0, ctx.stream>>>(
       c.in[0].as<float>(), floatIn(c.in[1]), c.in[2].as<float>(), c.in[3].as<float>(),
       c.in[4].as<float>(), c.in[5].as<float>(), scale, c.out[0].as<float>(),
       c.out[1].as<float>(), c.out[2].as<float>(), n, f[0], f[1], f[2], f[3]);

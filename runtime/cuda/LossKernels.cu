@@ -6,7 +6,9 @@
 // per row computes its term (max-shifted, in double) into scratch, then one
 // block sums the N terms in a fixed order, so the loss is reproducible.
 // CrossEntropyGrad, dx[n, v] = (softmax(x_n)[v] - [v == t_n]) dloss / N,
-// reads dloss from device memory (it is a graph value).
+// reads dloss from device memory (it is a graph value). The logits and their
+// gradient may be bf16 storage (autocast's bf16 lm-head output): read
+// widened, the gradient rounded once as it is stored.
 //
 // EmbeddingGrad, dtable[v, :] = sum over positions n with ids[n] == v of
 // dy[n, :], must not add rows with float atomics (their order would change
@@ -43,10 +45,11 @@ __device__ inline MaxSum combine(MaxSum a, MaxSum b) {
 /// both) in one pass over the row (online softmax: a thread rescales its
 /// sum when its max grows). exp in fp32, the sum in fp64: one read of the
 /// logits instead of two, and no fp64 exp per element.
-__device__ void rowMaxAndSum(const float *row, int64_t V, double *red, double &mx, double &sum) {
+__device__ void rowMaxAndSum(FloatIn xs, int64_t row, int64_t V, double *red, double &mx,
+                             double &sum) {
   MaxSum t{-INFINITY, 0.0};
   for (int64_t v = threadIdx.x; v < V; v += blockDim.x) {
-    float x = row[v];
+    float x = xs[row * V + v];
     if (x > t.m) {
       t.s = t.s * double(expf(t.m - x)) + 1.0;
       t.m = x;
@@ -80,20 +83,19 @@ __device__ void rowMaxAndSum(const float *row, int64_t V, double *red, double &m
   __syncthreads(); // red and maxes are free for the caller
 }
 
-__global__ void crossEntropyRowKernel(const float *x, const void *targets, bool t64,
+__global__ void crossEntropyRowKernel(FloatIn x, const void *targets, bool t64,
                                       double *rowLoss, int64_t V, DeviceError *err, int instr) {
   __shared__ double red[32];
   int64_t n = blockIdx.x;
-  const float *row = x + n * V;
   int64_t t = indexAt(targets, t64, n);
   double mx, sum;
-  rowMaxAndSum(row, V, red, mx, sum);
+  rowMaxAndSum(x, n, V, red, mx, sum);
   if (threadIdx.x == 0) {
     if (t < 0 || t >= V) {
       reportError(err, instr, 1, t, n, V);
       rowLoss[n] = 0;
     } else {
-      rowLoss[n] = mx + log(sum) - row[t];
+      rowLoss[n] = mx + log(sum) - x[n * V + t];
     }
   }
 }
@@ -106,23 +108,22 @@ __global__ void meanKernel(const double *terms, int64_t n, float *out) {
   if (threadIdx.x == 0) *out = float(n ? acc / double(n) : nan(""));
 }
 
-__global__ void crossEntropyGradKernel(const float *x, const void *targets, bool t64,
-                                       const float *dloss, float *dx, int64_t N, int64_t V,
+__global__ void crossEntropyGradKernel(FloatIn x, const void *targets, bool t64,
+                                       const float *dloss, FloatOut dx, int64_t N, int64_t V,
                                        DeviceError *err, int instr) {
   __shared__ double red[32];
   int64_t n = blockIdx.x;
-  const float *row = x + n * V;
   int64_t t = indexAt(targets, t64, n);
   if (t < 0 || t >= V) {
     if (threadIdx.x == 0) reportError(err, instr, 1, t, n, V);
     return;
   }
   double mx, sum;
-  rowMaxAndSum(row, V, red, mx, sum);
+  rowMaxAndSum(x, n, V, red, mx, sum);
   // dx = (softmax - onehot) dloss / N, the softmax as exp(x - max) / sum.
   float factor = float(double(*dloss) / double(N)), inv = float(1.0 / sum), m = float(mx);
   for (int64_t v = threadIdx.x; v < V; v += blockDim.x)
-    dx[n * V + v] = (expf(row[v] - m) * inv - (v == t ? 1.f : 0.f)) * factor;
+    dx.store(n * V + v, (expf(x[n * V + v] - m) * inv - (v == t ? 1.f : 0.f)) * factor);
 }
 
 // Keys are ids (bad ones moved past the vocabulary, so no row reads them);
@@ -198,7 +199,7 @@ void launchCrossEntropy(const CudaCall &c, CudaContext &ctx) {
   auto *rowLoss = static_cast<double *>(ctx.scratch);
   if (N > 0)
     crossEntropyRowKernel<<<unsigned(N), kLossThreads, 0, ctx.stream>>>(
-        c.in[0].as<float>(), c.in[1].data, c.in[1].dtype() == DType::I64, rowLoss, V, ctx.error,
+        floatIn(c.in[0]), c.in[1].data, c.in[1].dtype() == DType::I64, rowLoss, V, ctx.error,
         c.index);
   meanKernel<<<1, 1024, 0, ctx.stream>>>(rowLoss, N, c.out[0].as<float>());
 }
@@ -207,8 +208,8 @@ void launchCrossEntropyGrad(const CudaCall &c, CudaContext &ctx) {
   int64_t N = c.in[0].shape()[0], V = c.in[0].shape()[1];
   if (N == 0) return;
   crossEntropyGradKernel<<<unsigned(N), kLossThreads, 0, ctx.stream>>>(
-      c.in[0].as<float>(), c.in[1].data, c.in[1].dtype() == DType::I64, c.in[2].as<float>(),
-      c.out[0].as<float>(), N, V, ctx.error, c.index);
+      floatIn(c.in[0]), c.in[1].data, c.in[1].dtype() == DType::I64, c.in[2].as<float>(),
+      floatOut(c.out[0]), N, V, ctx.error, c.index);
 }
 
 void launchEmbeddingGrad(const CudaCall &c, CudaContext &ctx) {

@@ -37,6 +37,56 @@ __global__ void stridedConvertKernel(FloatIn x, FloatOut y, int64_t n, StridedMa
   }
 }
 
+/// A transpose that keeps the last dim in place (the head split and merge
+/// [B, T, H, D] <-> [B, H, T, D]) moves whole rows of D elements: when D %
+/// 8 == 0 it walks packs of 8 (one StridedMap lookup per pack, 16-byte
+/// accesses) instead of single elements. `map` walks the packs; offsets
+/// come back in elements. Same-dtype packs move raw 16-byte words.
+template <int kWords> // 16-byte words per pack: 1 for 2-byte dtypes, 2 for 4-byte
+__global__ void packedCopyKernel(const uint4 *x, uint4 *y, int64_t packs, StridedMap<2> map) {
+  LOOM_GRID_STRIDE(j, packs) {
+    int64_t off[2];
+    map.offsets(j, off);
+    for (int w = 0; w < kWords; ++w) y[off[0] / kPack * kWords + w] = x[off[1] / kPack * kWords + w];
+  }
+}
+
+__global__ void packedConvertKernel(FloatIn x, FloatOut y, int64_t packs, StridedMap<2> map) {
+  LOOM_GRID_STRIDE(j, packs) {
+    int64_t off[2];
+    map.offsets(j, off);
+    store8(y, off[0], load8(x, off[1]));
+  }
+}
+
+/// The packed walk of a transpose, if it applies: the input's last dim is
+/// the output's, contiguous, a multiple of 8 long, and both buffers are
+/// 16-byte aligned.
+bool packedTranspose(const CudaCall &c, const Shape &strides, CudaContext &ctx) {
+  const Shape &shape = c.out[0].shape();
+  size_t width = dtypeSize(c.in[0].dtype()), outWidth = dtypeSize(c.out[0].dtype());
+  if (shape.empty() || strides.back() != 1 || shape.back() % kPack ||
+      !packable(c.out[0].numel(), {&c.in[0], &c.out[0]}) || (width != 2 && width != 4) ||
+      (outWidth != 2 && outWidth != 4))
+    return false;
+  Shape packShape = shape, outStrides = contiguousStrides(shape), inStrides = strides;
+  packShape.back() /= kPack;
+  outStrides.back() = inStrides.back() = kPack;
+  int64_t packs = c.out[0].numel() / kPack;
+  if (packs == 0) return true;
+  auto map = makeStridedMap<2>(packShape, {outStrides, inStrides});
+  const auto *x = static_cast<const uint4 *>(c.in[0].data);
+  auto *y = static_cast<uint4 *>(c.out[0].data);
+  if (c.in[0].dtype() != c.out[0].dtype())
+    packedConvertKernel<<<gridFor(packs), kThreads, 0, ctx.stream>>>(floatIn(c.in[0]),
+                                                                     floatOut(c.out[0]), packs, map);
+  else if (width == 2)
+    packedCopyKernel<1><<<gridFor(packs), kThreads, 0, ctx.stream>>>(x, y, packs, map);
+  else
+    packedCopyKernel<2><<<gridFor(packs), kThreads, 0, ctx.stream>>>(x, y, packs, map);
+  return true;
+}
+
 /// dst[dstStrides . idx] = src[srcStrides . idx] over `shape`.
 void stridedCopy(const void *src, const Shape &srcStrides, void *dst, const Shape &dstStrides,
                  const Shape &shape, DType t, cudaStream_t stream) {
@@ -168,6 +218,8 @@ void launchTranspose(const CudaCall &c, CudaContext &ctx) {
   Shape own = contiguousStrides(c.in[0].shape()), strides;
   for (int64_t d : c.instr->ints) strides.push_back(own[size_t(d)]);
   const Shape &shape = c.out[0].shape();
+  if (packedTranspose(c, strides, ctx))
+    return;
   if (c.in[0].dtype() == c.out[0].dtype()) {
     stridedCopy(c.in[0].data, strides, c.out[0].data, contiguousStrides(shape), shape,
                 c.out[0].dtype(), ctx.stream);

@@ -631,6 +631,8 @@ bool bf16StorageAllowed(OpCode op, bool output, size_t slot) {
   case OpCode::AdamW: return !output && slot == 1; // the gradient
   case OpCode::Attention: return output ? slot == 0 : slot < 3; // q, k, v -> o
   case OpCode::AttentionGrad: return output ? slot < 3 : slot < 4; // q, k, v, dy -> dq, dk, dv
+  case OpCode::CrossEntropy: return !output && slot == 0;   // the logits
+  case OpCode::CrossEntropyGrad: return slot == 0;          // logits; their gradient
   default: return false;
   }
 }

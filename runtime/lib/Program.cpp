@@ -9,6 +9,7 @@
 //      byte ranges inside the arena or the constant blob;
 //   2. the calling lists and each instruction: ids in range, arity, shapes
 //      and dtypes per opcode (OpShapes.cpp), outputs disjoint from inputs;
+//      views that name exactly their base's bytes and are never written;
 //   3. data flow in program order: nothing is read before it is written, and
 //      nothing is read after another buffer sharing its arena bytes has
 //      overwritten them (the arena planner's reuse must respect liveness).
@@ -212,13 +213,47 @@ std::string checkInstrIds(const Program &p, const Instr &I) {
   return "";
 }
 
+/// Stage 2c: each view names exactly its base's bytes, one level deep, and
+/// nothing writes it or hands it to the caller.
+std::string checkViews(const Program &p) {
+  std::vector<bool> isView(p.buffers.size(), false);
+  for (const BufferView &v : p.views) {
+    if (v.view >= p.buffers.size() || v.base >= p.buffers.size())
+      return cat("view names buffer ", std::max(v.view, v.base), ", out of range");
+    const BufferDesc &vb = p.buffers[v.view], &bb = p.buffers[v.base];
+    if (v.view == v.base || vb.kind != BufferKind::Temp || bb.kind != BufferKind::Temp)
+      return cat("view ", bufferLabel(p, v.view), " of ", bufferLabel(p, v.base),
+                 ": needs two distinct temps");
+    if (vb.dtype != bb.dtype || vb.bytes != bb.bytes || vb.offset != bb.offset)
+      return cat("view ", bufferLabel(p, v.view), " does not occupy exactly the bytes of ",
+                 bufferLabel(p, v.base));
+    if (isView[v.view])
+      return cat("views name ", bufferLabel(p, v.view), " twice");
+    isView[v.view] = true;
+  }
+  for (const BufferView &v : p.views)
+    if (isView[v.base])
+      return cat("view ", bufferLabel(p, v.view), " has a view as its base");
+  for (size_t i = 0; i < p.instrs.size(); ++i)
+    for (uint32_t id : p.instrs[i].out)
+      if (id < isView.size() && isView[id])
+        return cat("instr ", i, " (", opcodeName(p.instrs[i].op), "): writes ",
+                   bufferLabel(p, id), ", which is a view");
+  return "";
+}
+
 /// Stage 3: replays the program's writes. `writer[id]` is the instruction
 /// that last wrote buffer id (-1: set before the run, kNever: not yet);
 /// `clobberedBy[id]` is a later instruction that overwrote some of its bytes.
+/// A view's reads are its base's (checkViews ran first: one level, ids in
+/// range), so the replay tracks bases only.
 class DataFlow {
 public:
   explicit DataFlow(const Program &p)
-      : p_(p), writer(p_.buffers.size(), kNever), clobberedBy(p_.buffers.size(), kNever) {
+      : p_(p), writer(p_.buffers.size(), kNever), clobberedBy(p_.buffers.size(), kNever),
+        base(p_.buffers.size()) {
+    for (uint32_t id = 0; id < base.size(); ++id) base[id] = id;
+    for (const BufferView &v : p_.views) base[v.view] = v.base;
     for (uint32_t id = 0; id < p_.buffers.size(); ++id) {
       BufferKind k = p_.buffers[id].kind;
       if (k == BufferKind::Input || k == BufferKind::Constant)
@@ -232,12 +267,15 @@ public:
     });
   }
 
-  std::string read(uint32_t id) const {
+  std::string read(uint32_t viewOrId) const {
+    uint32_t id = base[viewOrId];
+    std::string label = bufferLabel(p_, viewOrId);
+    if (id != viewOrId)
+      label += cat(" (a view of ", bufferLabel(p_, id), ")");
     if (writer[id] == kNever)
-      return cat("reads ", bufferLabel(p_, id), " before anything writes it");
+      return cat("reads ", label, " before anything writes it");
     if (clobberedBy[id] != kNever)
-      return cat("reads ", bufferLabel(p_, id), " after instr ", clobberedBy[id],
-                 " overwrote its arena bytes");
+      return cat("reads ", label, " after instr ", clobberedBy[id], " overwrote its arena bytes");
     return "";
   }
 
@@ -250,7 +288,7 @@ public:
     auto it = std::lower_bound(byOffset.begin(), byOffset.end(), lo,
                                [&](uint32_t b, uint64_t off) { return p_.buffers[b].offset < off; });
     for (; it != byOffset.end() && p_.buffers[*it].offset < w.offset + w.bytes; ++it)
-      if (*it != id && writer[*it] != kNever && overlap(w, p_.buffers[*it]))
+      if (*it != id && base[*it] == *it && writer[*it] != kNever && overlap(w, p_.buffers[*it]))
         clobberedBy[*it] = instr;
   }
 
@@ -258,6 +296,7 @@ private:
   static constexpr int64_t kNever = INT64_MIN;
   const Program &p_;
   std::vector<int64_t> writer, clobberedBy;
+  std::vector<uint32_t> base;     // a view's base; every other id itself
   std::vector<uint32_t> byOffset; // arena buffers sorted by offset
   uint64_t maxBytes = 0;
 };
@@ -290,6 +329,8 @@ std::string Program::validate() const {
     updated[u.output] = updated[u.input] = true;
   }
 
+  if (std::string e = checkViews(*this); !e.empty())
+    return e;
   DataFlow flow(*this);
   for (size_t i = 0; i < instrs.size(); ++i) {
     const Instr &I = instrs[i];

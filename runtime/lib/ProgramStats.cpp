@@ -15,6 +15,7 @@ namespace loom::rt {
 ProgramStats programStats(const Program &p) {
   ProgramStats s;
   s.instrs = int64_t(p.instrs.size());
+  s.views = int64_t(p.views.size());
   std::vector<int64_t> writer(p.buffers.size(), -1);
   std::vector<std::vector<int64_t>> readers(p.buffers.size());
   for (size_t i = 0; i < p.instrs.size(); ++i) {
@@ -60,7 +61,7 @@ void appendSorted(std::string &out, const std::map<std::string, int64_t> &m, con
 
 std::string formatProgramStats(const ProgramStats &s) {
   std::string out = cat("program: ", s.instrs, " instructions, ", s.converting,
-                        " converting casts\n");
+                        " converting casts, ", s.views, " reshape views\n");
   out += "instructions per opcode:\n";
   appendSorted(out, s.perOpcode, "  ");
   out += "casts by dtype:\n";

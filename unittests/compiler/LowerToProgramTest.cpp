@@ -201,4 +201,68 @@ TEST(LowerToProgram, AutocastCastsFoldIntoKernels) {
   EXPECT_EQ(got, want);
 }
 
+// Reshapes around bf16 GEMMs as autocast and the exporters spell them:
+// reshape then cast (%5 -> %6, %11 -> %16), cast then reshape (%8 -> %9),
+// and a reshape of a reshape (%2 -> %12).
+constexpr const char *kReshapes = R"mlir(
+func.func @f(%x: tensor<4x8xf32>, %w: tensor<8x8xf32>, %r: tensor<8xf32>)
+    -> (tensor<2x16xf32>, tensor<4x8xf32>, tensor<8x4xf32>, tensor<32xf32>) {
+  %0 = loom.rms_norm %x, %r {epsilon = 1.0E-5 : f64} : tensor<4x8xf32>, tensor<8xf32>
+  %1 = loom.cast %0 : tensor<4x8xf32> -> tensor<4x8xbf16>
+  %2 = loom.reshape %1 : tensor<4x8xbf16> -> tensor<2x2x8xbf16>
+  %3 = loom.cast %w : tensor<8x8xf32> -> tensor<8x8xbf16>
+  %4 = loom.matmul %2, %3 : tensor<2x2x8xbf16>, tensor<8x8xbf16>
+  %5 = loom.reshape %4 : tensor<2x2x8xbf16> -> tensor<2x16xbf16>
+  %6 = loom.cast %5 : tensor<2x16xbf16> -> tensor<2x16xf32>
+  %7 = loom.silu %6 : tensor<2x16xf32>
+  %8 = loom.cast %4 : tensor<2x2x8xbf16> -> tensor<2x2x8xf32>
+  %9 = loom.reshape %8 : tensor<2x2x8xf32> -> tensor<4x8xf32>
+  %10 = loom.neg %9 : tensor<4x8xf32>
+  %11 = loom.reshape %4 : tensor<2x2x8xbf16> -> tensor<8x4xbf16>
+  %16 = loom.cast %11 : tensor<8x4xbf16> -> tensor<8x4xf32>
+  %13 = loom.exp %16 : tensor<8x4xf32>
+  %12 = loom.reshape %2 : tensor<2x2x8xbf16> -> tensor<32xbf16>
+  %14 = loom.cast %12 : tensor<32xbf16> -> tensor<32xf32>
+  %15 = loom.tanh %14 : tensor<32xf32>
+  return %7, %10, %13, %15 : tensor<2x16xf32>, tensor<4x8xf32>, tensor<8x4xf32>, tensor<32xf32>
+}
+)mlir";
+
+TEST(LowerToProgram, ReshapesOfTemporariesAreViews) {
+  setenv("LOOM_FOLD_CASTS", "0", 1);
+  Lowered plain(kReshapes);
+  unsetenv("LOOM_FOLD_CASTS");
+  Lowered viewed(kReshapes);
+  ASSERT_TRUE(plain.module && viewed.module);
+  ASSERT_EQ(plain.err, "");
+  ASSERT_EQ(viewed.err, "");
+  EXPECT_TRUE(plain.program.views.empty());
+  // Every reshape is a view; the one cast left rounds the weight (an
+  // argument: no kernel writes it). silu, neg, exp and tanh widen as they
+  // read, the rms_norm stores bf16.
+  const loom::rt::Program &p = viewed.program;
+  CastCounts c = countCasts(p);
+  EXPECT_EQ(c.casts, 1);
+  EXPECT_EQ(c.converting, 1);
+  EXPECT_EQ(p.views.size(), 5u); // %2, %5, %11, %12 and the [4, 8] half of %8 -> %9
+  EXPECT_EQ(p.instrs.size(), 7u); // rms_norm, cast, matmul, silu, neg, exp, tanh
+  for (const loom::rt::BufferView &v : p.views) {
+    EXPECT_EQ(p.buffers[v.view].offset, p.buffers[v.base].offset);
+    EXPECT_EQ(p.buffers[v.view].bytes, p.buffers[v.base].bytes);
+  }
+  std::mt19937 gen(std::random_device{}());
+  std::uniform_real_distribution<float> u(-2, 2);
+  std::vector<std::vector<float>> inputs = {std::vector<float>(32), std::vector<float>(64),
+                                            std::vector<float>(8)};
+  for (auto &v : inputs)
+    for (float &x : v) x = u(gen);
+  std::string err;
+  auto want = runOnCpu(plain.program, inputs, err);
+  ASSERT_EQ(err, "");
+  auto got = runOnCpu(p, inputs, err);
+  ASSERT_EQ(err, "");
+  ASSERT_EQ(got.size(), 4u);
+  EXPECT_EQ(got, want);
+}
+
 } // namespace

@@ -86,6 +86,66 @@ void expectSamePrograms(const Program &a, const Program &b) {
   }
   EXPECT_EQ(a.inputs, b.inputs);
   EXPECT_EQ(a.outputs, b.outputs);
+  ASSERT_EQ(a.views.size(), b.views.size());
+  for (size_t i = 0; i < a.views.size(); ++i) {
+    EXPECT_EQ(a.views[i].view, b.views[i].view);
+    EXPECT_EQ(a.views[i].base, b.views[i].base);
+  }
+}
+
+/// neg(x) viewed as [3, 4], then exp: a program with one reshape view.
+Program viewProgram() {
+  ProgramBuilder b;
+  uint32_t x = b.input(DType::F32, {2, 6}), t = b.temp(DType::F32, {2, 6});
+  uint32_t v = b.temp(DType::F32, {3, 4}), o = b.output(DType::F32, {3, 4});
+  b.p.buffers[v].offset = b.p.buffers[t].offset;
+  b.p.views.push_back({v, t});
+  b.instr(OpCode::Neg, {x}, {t});
+  b.instr(OpCode::Exp, {v}, {o});
+  return b.p;
+}
+
+TEST_F(Artifact, ViewsRoundTripAndVersion2FilesStillRead) {
+  Rng rng;
+  Program p = viewProgram();
+  std::string file = path("view.loom"), err;
+  ASSERT_TRUE(writeArtifact(p, file, err)) << err;
+  Program q;
+  ASSERT_TRUE(readArtifact(file, q, err)) << err;
+  expectSamePrograms(p, q);
+  std::vector<float> x = rng.uniform(12);
+  RunResult a = runProgram(q, {toBytes(x)});
+  ASSERT_TRUE(a.ok) << a.err;
+  std::vector<float> got = fromBytes<float>(a.outputs[0]);
+  for (size_t i = 0; i < x.size(); ++i) EXPECT_EQ(got[i], std::exp(-x[i]));
+
+  // A version 2 file is the same tables without the view count, the u32
+  // right before the u64 constant-blob size (which is followed by zero
+  // padding to the 64-aligned blob).
+  Program noViews = tinyLanguageModel(rng);
+  ASSERT_TRUE(writeArtifact(noViews, file, err)) << err;
+  Bytes b = slurp(file);
+  uint64_t nConstants = noViews.constants.size();
+  size_t blobStart = b.size() - 8 - nConstants, pad = 0;
+  auto u64At = [&](size_t at) {
+    uint64_t v = 0;
+    for (int i = 0; i < 8; ++i) v |= uint64_t(b[at + size_t(i)]) << (8 * i);
+    return v;
+  };
+  while (pad < 64 && u64At(blobStart - pad - 8) != nConstants) ++pad;
+  ASSERT_LT(pad, 64u);
+  size_t sizeField = blobStart - pad - 8, countField = sizeField - 4;
+  ASSERT_EQ(u64At(countField) & 0xffffffffu, 0u); // no views
+  Bytes v2(b.begin(), b.begin() + long(countField));
+  v2.insert(v2.end(), b.begin() + long(sizeField), b.begin() + long(sizeField + 8));
+  v2.insert(v2.end(), (64 - v2.size() % 64) % 64, 0);
+  v2.insert(v2.end(), b.begin() + long(blobStart), b.end()); // blob, then the old checksum
+  v2[8] = 2;
+  for (int i = 0; i < 8; ++i) v2[12 + size_t(i)] = uint8_t(uint64_t(v2.size()) >> (8 * i));
+  reseal(v2);
+  spit(file, v2);
+  ASSERT_TRUE(readArtifact(file, q, err)) << err;
+  expectSamePrograms(noViews, q);
 }
 
 TEST_F(Artifact, RoundTripKeepsEveryFieldAndResult) {
@@ -151,9 +211,9 @@ TEST_F(Artifact, UnknownVersionIsRefusedByNumber) {
   Rng rng;
   std::string file = path("m.loom");
   Bytes b = written(file, rng);
-  b[8] = 3; // u32 version, little-endian, right after the magic
+  b[8] = 4; // u32 version, little-endian, right after the magic
   spit(file, b);
-  expectRefused(file, "unsupported artifact version 3 (this loom reads 2)");
+  expectRefused(file, "unsupported artifact version 4 (this loom reads 2 to 3)");
 }
 
 TEST_F(Artifact, BadMagicAndTrailingDataAreRefused) {

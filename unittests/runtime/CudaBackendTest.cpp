@@ -281,6 +281,59 @@ TEST(CudaBackend, AdamWGradScaleEqualsClippingFirst) {
   EXPECT_EQ(fused.outputs, unfused.outputs);
 }
 
+/// Element-wise kernels over bf16 and f32 storage, AdamW included, for n
+/// elements (ElementwiseKernels.cu packs 8 per thread when n % 8 == 0).
+Program elementwiseMix(int64_t n) {
+  ProgramBuilder b;
+  Shape s = {n};
+  uint32_t a = b.input(DType::F32, s, "a"), x = b.input(DType::F32, s, "b");
+  uint32_t p = b.input(DType::F32, s, "p"), m = b.input(DType::F32, s, "m");
+  uint32_t v = b.input(DType::F32, s, "v"), lr = b.input(DType::F32, {}, "lr");
+  uint32_t step = b.input(DType::F32, {}, "step");
+  uint32_t abf = b.temp(DType::BF16, s), xbf = b.temp(DType::BF16, s);
+  b.instr(OpCode::Cast, {a}, {abf});
+  b.instr(OpCode::Cast, {x}, {xbf});
+  b.instr(OpCode::Mul, {abf, xbf}, {b.output(DType::BF16, s, "mul")});
+  b.instr(OpCode::Add, {a, xbf}, {b.output(DType::F32, s, "add")});
+  b.instr(OpCode::Sub, {a, x}, {b.output(DType::F32, s, "sub")});
+  b.instr(OpCode::Silu, {abf}, {b.output(DType::BF16, s, "silu")});
+  b.instr(OpCode::Exp, {a}, {b.output(DType::F32, s, "exp")});
+  b.instr(OpCode::ActivationGrad, {abf, xbf}, {b.output(DType::BF16, s, "silu_grad")}, {0});
+  b.instr(OpCode::Cast, {abf}, {b.output(DType::F32, s, "widened")});
+  b.instr(OpCode::AdamW, {p, xbf, m, v, lr, step},
+          {b.output(DType::F32, s, "p'"), b.output(DType::F32, s, "m'"),
+           b.output(DType::F32, s, "v'")},
+          {}, {0.9, 0.95, 1e-8, 0.1});
+  return b.p;
+}
+
+TEST(CudaBackend, PackedElementwiseMatchesScalarPath) {
+  REQUIRE_GPU();
+  Rng rng;
+  const int64_t n = 4096; // packed; n + 1 takes the one-element loops
+  std::vector<F> vals = {rng.uniform(n + 1, -4, 4), rng.uniform(n + 1, -4, 4),
+                         rng.uniform(n + 1), rng.uniform(n + 1, -1e-2, 1e-2),
+                         rng.uniform(n + 1, 0, 1e-3)};
+  auto inputs = [&](int64_t count) {
+    std::vector<Bytes> in;
+    for (const F &v : vals) in.push_back(toBytes(F(v.begin(), v.begin() + count)));
+    in.push_back(toBytes(F{3e-3f}));
+    in.push_back(toBytes(F{4.f}));
+    return in;
+  };
+  Program packed = elementwiseMix(n), scalar = elementwiseMix(n + 1);
+  ASSERT_EQ(packed.validate(), "");
+  expectSameOnGpu(packed, inputs(n), 1e-6, 1e-7);
+  RunResult a = runProgram(packed, inputs(n), 0, "cuda");
+  RunResult b = runProgram(scalar, inputs(n + 1), 0, "cuda");
+  ASSERT_TRUE(a.ok && b.ok) << a.err << b.err;
+  for (size_t k = 0; k < a.outputs.size(); ++k) {
+    SCOPED_TRACE(packed.buffers[packed.outputs[k]].name);
+    ASSERT_EQ(b.outputs[k].size() * size_t(n), a.outputs[k].size() * size_t(n + 1));
+    EXPECT_TRUE(std::equal(a.outputs[k].begin(), a.outputs[k].end(), b.outputs[k].begin()));
+  }
+}
+
 TEST(CudaBackend, MovementOps) {
   REQUIRE_GPU();
   Rng rng;
@@ -301,6 +354,23 @@ TEST(CudaBackend, MovementOps) {
   t.b.instr(OpCode::Rotary, {q, cs, sn}, {t.b.output(DType::F32, {2, 3, 5, 8})});
   ASSERT_EQ(t.b.p.validate(), "");
   expectSameOnGpu(t.b.p, t.inputs, 0, 1e-6);
+}
+
+TEST(CudaBackend, TransposesOfWholeRowsMovePacks) {
+  // The head split and merge keep the last dim (16 here: two packs of 8),
+  // in f32, in bf16, and converting either way (MovementKernels.cu).
+  REQUIRE_GPU();
+  Rng rng;
+  OneOp t;
+  uint32_t x = t.f32(rng, {2, 5, 3, 16}, -3, 3);
+  uint32_t xb = t.b.temp(DType::BF16, {2, 5, 3, 16});
+  t.b.instr(OpCode::Cast, {x}, {xb});
+  t.b.instr(OpCode::Transpose, {x}, {t.b.output(DType::F32, {2, 3, 5, 16})}, {0, 2, 1, 3});
+  t.b.instr(OpCode::Transpose, {xb}, {t.b.output(DType::BF16, {2, 3, 5, 16})}, {0, 2, 1, 3});
+  t.b.instr(OpCode::Transpose, {x}, {t.b.output(DType::BF16, {3, 2, 5, 16})}, {2, 0, 1, 3});
+  t.b.instr(OpCode::Transpose, {xb}, {t.b.output(DType::F32, {5, 3, 2, 16})}, {1, 2, 0, 3});
+  ASSERT_EQ(t.b.p.validate(), "");
+  expectSameOnGpu(t.b.p, t.inputs, 0, 0);
 }
 
 struct AttnCase {

@@ -16,8 +16,10 @@
 namespace loom::rt {
 
 /// Current artifact format version. Bump on any layout change; readers refuse
-/// versions they do not know.
-constexpr uint32_t kArtifactVersion = 2;
+/// versions they do not know. Version 3 added the view table; this reader
+/// also reads version 2 files (no views).
+constexpr uint32_t kArtifactVersion = 3;
+constexpr uint32_t kOldestArtifactVersion = 2;
 
 /// Serializes `p` to `path` atomically (temp file in the same directory, then
 /// rename). Returns false and sets `err` (one line) on failure; on failure no

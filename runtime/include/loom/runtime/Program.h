@@ -245,6 +245,16 @@ struct InPlaceUpdate {
   uint32_t input = 0;  // buffer id of the Input it updates
 };
 
+/// A buffer that names another buffer's bytes under its own shape (a
+/// reshape that costs nothing): same dtype, byte count and arena offset as
+/// its base. No instruction writes a view; reading it reads the base, so
+/// the base must stay live while the view is read. Both are Temp buffers,
+/// and a base is never itself a view.
+struct BufferView {
+  uint32_t view = 0; // buffer id of the view
+  uint32_t base = 0; // buffer id whose bytes it names
+};
+
 struct Program {
   std::vector<BufferDesc> buffers;
   std::vector<uint8_t> constants; // blob for Constant buffers, 64-byte aligned
@@ -253,6 +263,7 @@ struct Program {
   std::vector<uint32_t> inputs;   // buffer ids of inputs, in calling order
   std::vector<uint32_t> outputs;  // buffer ids of outputs, in calling order
   std::vector<InPlaceUpdate> updates; // outputs that overwrite their input
+  std::vector<BufferView> views;      // reshaped names of temporaries
 
   /// Checks internal consistency (ids in range, sizes, offsets inside the
   /// arena or constant blob, arity of each opcode). Returns an empty string

@@ -28,6 +28,7 @@ struct ProgramStats {
   std::map<std::string, int64_t> castSites;
   int64_t instrs = 0;
   int64_t converting = 0; // casts whose dtypes differ
+  int64_t views = 0;      // reshapes that name their source's bytes (no copy)
 };
 
 ProgramStats programStats(const Program &p);
