@@ -356,6 +356,44 @@ TEST(CudaBackend, MovementOps) {
   expectSameOnGpu(t.b.p, t.inputs, 0, 1e-6);
 }
 
+TEST(CudaBackend, CrossEntropyOnBf16LogitsEqualsCastsAround) {
+  // The lm head's bf16 logits read in place and a bf16 gradient stored
+  // directly (LossKernels.cu) give the bits of the widen / f32 loss /
+  // round sequence they replace.
+  REQUIRE_GPU();
+  Rng rng;
+  const int64_t N = 7, V = 3001;
+  auto build = [&](bool folded) {
+    ProgramBuilder b;
+    uint32_t x = b.input(DType::F32, {N, V}), t = b.input(DType::I64, {N});
+    uint32_t dl = b.input(DType::F32, {});
+    uint32_t xb = b.temp(DType::BF16, {N, V});
+    b.instr(OpCode::Cast, {x}, {xb});
+    uint32_t logits = xb, grad = b.output(DType::BF16, {N, V}, "dlogits");
+    uint32_t gradOut = grad;
+    if (!folded) {
+      logits = b.temp(DType::F32, {N, V});
+      b.instr(OpCode::Cast, {xb}, {logits});
+      gradOut = b.temp(DType::F32, {N, V});
+    }
+    b.instr(OpCode::CrossEntropy, {logits, t}, {b.output(DType::F32, {}, "loss")});
+    b.instr(OpCode::CrossEntropyGrad, {logits, t, dl}, {gradOut});
+    if (!folded) b.instr(OpCode::Cast, {gradOut}, {grad});
+    return b.p;
+  };
+  std::vector<Bytes> in = {toBytes(rng.uniform(N * V, -20, 20)), toBytes(rng.ints(N, 0, V - 1)),
+                           toBytes(F{1.f})};
+  Program folded = build(true), unfolded = build(false);
+  ASSERT_EQ(folded.validate(), "");
+  ASSERT_EQ(unfolded.validate(), "");
+  RunResult a = runProgram(folded, in, 0, "cuda"), b = runProgram(unfolded, in, 0, "cuda");
+  ASSERT_TRUE(a.ok && b.ok) << a.err << b.err;
+  EXPECT_EQ(a.outputs, b.outputs);
+  RunResult cpu = runProgram(folded, in, 2, "cpu");
+  ASSERT_TRUE(cpu.ok) << cpu.err;
+  EXPECT_TRUE(allClose(a.out<float>(1), toDouble(cpu.out<float>(1)), 1e-6, 1e-6));
+}
+
 TEST(CudaBackend, TransposesOfWholeRowsMovePacks) {
   // The head split and merge keep the last dim (16 here: two packs of 8),
   // in f32, in bf16, and converting either way (MovementKernels.cu).
