@@ -330,7 +330,9 @@ TEST(CudaBackend, PackedElementwiseMatchesScalarPath) {
   for (size_t k = 0; k < a.outputs.size(); ++k) {
     SCOPED_TRACE(packed.buffers[packed.outputs[k]].name);
     ASSERT_EQ(b.outputs[k].size() * size_t(n), a.outputs[k].size() * size_t(n + 1));
-    EXPECT_TRUE(std::equal(a.outputs[k].begin(), a.outputs[k].end(), b.outputs[k].begin()));
+    EXPECT_TRUE(std::equal(a.outputs[k].begin(), a.outputs[k].end(), b.outputs[k].begin()))
+        << "packed and one-element kernels differ in output "
+        << packed.buffers[packed.outputs[k]].name;
   }
 }
 
