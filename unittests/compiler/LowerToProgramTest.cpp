@@ -159,6 +159,26 @@ std::vector<std::vector<uint8_t>> runOnCpu(const loom::rt::Program &p,
   return outs;
 }
 
+/// Runs both programs on the same fresh inputs in [-2, 2) (one vector per
+/// argument, of the given sizes) and expects the same output bits.
+void expectSameBits(const loom::rt::Program &a, const loom::rt::Program &b,
+                    const std::vector<size_t> &sizes) {
+  std::mt19937 gen(std::random_device{}());
+  std::uniform_real_distribution<float> u(-2, 2);
+  std::vector<std::vector<float>> inputs;
+  for (size_t n : sizes) {
+    inputs.emplace_back(n);
+    for (float &x : inputs.back()) x = u(gen);
+  }
+  std::string err;
+  auto want = runOnCpu(a, inputs, err);
+  ASSERT_EQ(err, "");
+  auto got = runOnCpu(b, inputs, err);
+  ASSERT_EQ(err, "");
+  ASSERT_EQ(got.size(), a.outputs.size());
+  EXPECT_EQ(got, want);
+}
+
 TEST(LowerToProgram, AutocastCastsFoldIntoKernels) {
   setenv("LOOM_FOLD_CASTS", "0", 1);
   Lowered plain(kAutocast);
@@ -186,19 +206,7 @@ TEST(LowerToProgram, AutocastCastsFoldIntoKernels) {
     }
   }
   // Fewer instructions, the same bits.
-  std::mt19937 gen(std::random_device{}());
-  std::uniform_real_distribution<float> u(-2, 2);
-  std::vector<std::vector<float>> inputs = {std::vector<float>(32), std::vector<float>(8),
-                                            std::vector<float>(64)};
-  for (auto &v : inputs)
-    for (float &x : v) x = u(gen);
-  std::string err;
-  auto want = runOnCpu(plain.program, inputs, err);
-  ASSERT_EQ(err, "");
-  auto got = runOnCpu(p, inputs, err);
-  ASSERT_EQ(err, "");
-  ASSERT_EQ(got.size(), 3u);
-  EXPECT_EQ(got, want);
+  expectSameBits(plain.program, p, {32, 8, 64});
 }
 
 // Reshapes around bf16 GEMMs as autocast and the exporters spell them:
@@ -250,19 +258,7 @@ TEST(LowerToProgram, ReshapesOfTemporariesAreViews) {
     EXPECT_EQ(p.buffers[v.view].offset, p.buffers[v.base].offset);
     EXPECT_EQ(p.buffers[v.view].bytes, p.buffers[v.base].bytes);
   }
-  std::mt19937 gen(std::random_device{}());
-  std::uniform_real_distribution<float> u(-2, 2);
-  std::vector<std::vector<float>> inputs = {std::vector<float>(32), std::vector<float>(64),
-                                            std::vector<float>(8)};
-  for (auto &v : inputs)
-    for (float &x : v) x = u(gen);
-  std::string err;
-  auto want = runOnCpu(plain.program, inputs, err);
-  ASSERT_EQ(err, "");
-  auto got = runOnCpu(p, inputs, err);
-  ASSERT_EQ(err, "");
-  ASSERT_EQ(got.size(), 4u);
-  EXPECT_EQ(got, want);
+  expectSameBits(plain.program, p, {32, 64, 8});
 }
 
 } // namespace

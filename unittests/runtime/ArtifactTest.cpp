@@ -93,18 +93,6 @@ void expectSamePrograms(const Program &a, const Program &b) {
   }
 }
 
-/// neg(x) viewed as [3, 4], then exp: a program with one reshape view.
-Program viewProgram() {
-  ProgramBuilder b;
-  uint32_t x = b.input(DType::F32, {2, 6}), t = b.temp(DType::F32, {2, 6});
-  uint32_t v = b.temp(DType::F32, {3, 4}), o = b.output(DType::F32, {3, 4});
-  b.p.buffers[v].offset = b.p.buffers[t].offset;
-  b.p.views.push_back({v, t});
-  b.instr(OpCode::Neg, {x}, {t});
-  b.instr(OpCode::Exp, {v}, {o});
-  return b.p;
-}
-
 TEST_F(Artifact, ViewsRoundTripAndVersion2FilesStillRead) {
   Rng rng;
   Program p = viewProgram();

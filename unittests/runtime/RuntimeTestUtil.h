@@ -146,6 +146,19 @@ private:
   }
 };
 
+/// neg(x) viewed as [3, 4], then exp: a program with one reshape view
+/// (Program::views) of the [2, 6] temporary.
+inline Program viewProgram() {
+  ProgramBuilder b;
+  uint32_t x = b.input(DType::F32, {2, 6}), t = b.temp(DType::F32, {2, 6});
+  uint32_t v = b.temp(DType::F32, {3, 4}), o = b.output(DType::F32, {3, 4});
+  b.p.buffers[v].offset = b.p.buffers[t].offset;
+  b.p.views.push_back({v, t});
+  b.instr(OpCode::Neg, {x}, {t});
+  b.instr(OpCode::Exp, {v}, {o});
+  return b.p;
+}
+
 /// A small decoder-like program: ids -> embedding -> rms_norm -> matmul ->
 /// gelu -> logits, and cross-entropy against targets. Weights are random
 /// constants. Inputs: ids[N] (i64), targets[N] (i64); outputs: logits[N, V],
