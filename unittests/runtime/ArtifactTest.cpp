@@ -105,7 +105,8 @@ TEST_F(Artifact, ViewsRoundTripAndVersion2FilesStillRead) {
   RunResult a = runProgram(q, {toBytes(x)});
   ASSERT_TRUE(a.ok) << a.err;
   std::vector<float> got = fromBytes<float>(a.outputs[0]);
-  for (size_t i = 0; i < x.size(); ++i) EXPECT_EQ(got[i], std::exp(-x[i]));
+  // The CPU kernels evaluate exp in double and round once.
+  for (size_t i = 0; i < x.size(); ++i) EXPECT_EQ(got[i], float(std::exp(-double(x[i]))));
 
   // A version 2 file is the same tables without the view count, the u32
   // right before the u64 constant-blob size (which is followed by zero
