@@ -409,9 +409,7 @@ bool ProgramBuilder::build(func::FuncOp func, std::string &err) {
   int64_t end = int64_t(p.instrs.size());
   std::vector<int64_t> first(p.buffers.size(), -1), last(p.buffers.size(), -1);
   // A view is not placed: its base stays live until the view's last read.
-  std::vector<uint32_t> base(p.buffers.size());
-  for (uint32_t id = 0; id < base.size(); ++id) base[id] = id;
-  for (const rt::BufferView &v : p.views) base[v.view] = v.base;
+  std::vector<uint32_t> base = rt::viewBases(p);
   for (int64_t i = 0; i < end; ++i) {
     for (uint32_t id : p.instrs[i].out) first[id] = i;
     for (uint32_t id : p.instrs[i].in) last[id] = last[base[id]] = i;

@@ -39,8 +39,6 @@ rt::Instr castOf(uint32_t in, uint32_t out) {
   return c;
 }
 
-} // namespace
-
 /// A conversion next to a reshape, with nothing else reading the value
 /// between them, is first merged into one converting reshape, which the
 /// split below then orders with the conversion outermost: the IR may spell
@@ -81,6 +79,8 @@ void mergeConversionsWithReshapes(rt::Program &p) {
   p.instrs = std::move(live);
 }
 
+} // namespace
+
 int64_t splitConvertingReshapes(rt::Program &p) {
   mergeConversionsWithReshapes(p);
   int64_t split = 0;
@@ -113,9 +113,7 @@ int64_t splitConvertingReshapes(rt::Program &p) {
 }
 
 int64_t makeReshapeViews(rt::Program &p) {
-  std::vector<uint32_t> base(p.buffers.size());
-  for (uint32_t id = 0; id < base.size(); ++id) base[id] = id;
-  for (const rt::BufferView &v : p.views) base[v.view] = v.base;
+  std::vector<uint32_t> base = rt::viewBases(p);
   std::vector<int> writers(p.buffers.size(), 0);
   for (const rt::Instr &I : p.instrs)
     for (uint32_t id : I.out) ++writers[id];

@@ -59,9 +59,7 @@ bool bufferPlanMemory(const rt::Program &p, MemoryBreakdown &out, std::string &e
   std::vector<int64_t> first(n, -1), last(n, -1);
   // A view (a reshape without a copy) holds no bytes of its own: reading it
   // keeps its base live, as the arena planner does.
-  std::vector<uint32_t> base(n);
-  for (uint32_t id = 0; id < n; ++id) base[id] = id;
-  for (const rt::BufferView &v : p.views) base[v.view] = v.base;
+  std::vector<uint32_t> base = rt::viewBases(p);
   for (int64_t i = 0; i < end; ++i) {
     for (uint32_t id : p.instrs[i].out) first[id] = i;
     for (uint32_t id : p.instrs[i].in) last[id] = last[base[id]] = i;

@@ -495,9 +495,6 @@ bool flashAligned(const CudaCall &c) {
   return true;
 }
 
-FlashIn flashIn(const DevTensor &t) { return {t.data, t.dtype() == DType::BF16}; }
-FlashOut flashOut(const DevTensor &t) { return {t.data, t.dtype() == DType::BF16}; }
-
 /// flashScratchBytes' mask: bit k for a bf16 input k.
 unsigned bf16Inputs(const Program &p, const Instr &I) {
   unsigned mask = 0;
@@ -507,8 +504,6 @@ unsigned bf16Inputs(const Program &p, const Instr &I) {
 }
 
 //===--- bf16 storage on the f32 implementations --------------------------===//
-
-size_t align256(size_t n) { return (n + 255) / 256 * 256; }
 
 /// Scratch an f32 implementation uses from offset 0: the score matrices
 /// (GEMMs) or the backward's row statistics (chunked and plain kernels).
@@ -790,8 +785,8 @@ void launchAttention(const CudaCall &c, CudaContext &ctx) {
   AttnShape a = attnShape(c);
   if (a.B * a.Hq * a.T == 0) return;
   if (flashFits(a) && attnPathOfCall(c) == AttnPath::Flash && flashAligned(c)) {
-    launchFlashForward(flashShape(a), flashIn(c.in[0]), flashIn(c.in[1]), flashIn(c.in[2]),
-                       flashOut(c.out[0]), ctx.scratch, ctx.stream);
+    launchFlashForward(flashShape(a), floatIn(c.in[0]), floatIn(c.in[1]), floatIn(c.in[2]),
+                       floatOut(c.out[0]), ctx.scratch, ctx.stream);
     return;
   }
   F32Staging staged(c, ctx, stagingOffset(c, ctx, a));
@@ -802,9 +797,9 @@ void launchAttention(const CudaCall &c, CudaContext &ctx) {
 void launchAttentionGrad(const CudaCall &c, CudaContext &ctx) {
   AttnShape a = attnShape(c);
   if (flashFits(a) && attnPathOfCall(c) == AttnPath::Flash && flashAligned(c)) {
-    launchFlashBackward(flashShape(a), flashIn(c.in[0]), flashIn(c.in[1]), flashIn(c.in[2]),
-                        flashIn(c.in[3]), flashOut(c.out[0]), flashOut(c.out[1]),
-                        flashOut(c.out[2]), ctx.scratch, ctx.stream);
+    launchFlashBackward(flashShape(a), floatIn(c.in[0]), floatIn(c.in[1]), floatIn(c.in[2]),
+                        floatIn(c.in[3]), floatOut(c.out[0]), floatOut(c.out[1]),
+                        floatOut(c.out[2]), ctx.scratch, ctx.stream);
     return;
   }
   F32Staging staged(c, ctx, stagingOffset(c, ctx, a));

@@ -395,11 +395,9 @@ void launchAdamW(const CudaCall &c, CudaContext &ctx) {
   const float *scale = c.in.size() > 6 ? c.in[6].as<float>() : nullptr;
   // In place (the outputs share the inputs' bytes) is fine either way: each
   // thread reads its elements before it writes them.
-  auto kernel = packable(n, {&c.in[0], &c.in[1], &c.in[2], &c.in[3], &c.out[0], &c.out[1],
-                             &c.out[2]})
-                    ? adamwPackedKernel
-                    : adamwKernel;
-  kernel<<<kernel == adamwPackedKernel ? packGrid(n) : gridFor(n), kThreads, 0, ctx.stream>>>(
+  bool packed = packable(n, {&c.in[0], &c.in[1], &c.in[2], &c.in[3], &c.out[0], &c.out[1], &c.out[2]});
+  auto kernel = packed ? adamwPackedKernel : adamwKernel;
+  kernel<<<packed ? packGrid(n) : gridFor(n), kThreads, 0, ctx.stream>>>(
       c.in[0].as<float>(), floatIn(c.in[1]), c.in[2].as<float>(), c.in[3].as<float>(),
       c.in[4].as<float>(), c.in[5].as<float>(), scale, c.out[0].as<float>(),
       c.out[1].as<float>(), c.out[2].as<float>(), n, f[0], f[1], f[2], f[3]);

@@ -45,7 +45,6 @@
 // runs along the tile's rows), so no tile is stored transposed.
 //===----------------------------------------------------------------------===//
 #include "cuda/FlashAttention.h"
-#include "cuda/CudaCommon.cuh"
 
 #include <algorithm>
 #include <cuda_bf16.h>
@@ -73,20 +72,20 @@ __device__ inline uint32_t ld32(const bf16 *p) { return *reinterpret_cast<const 
 
 /// Elements i and i + 1 (i even) of an f32 operand stored as f32 or as bf16
 /// storage (widened exactly).
-__device__ inline float2 loadPair(FlashIn x, int64_t i) {
-  if (!x.bf16) return *reinterpret_cast<const float2 *>(static_cast<const float *>(x.data) + i);
-  uint32_t u = *reinterpret_cast<const uint32_t *>(static_cast<const uint16_t *>(x.data) + i);
+__device__ inline float2 loadPair(FloatIn x, int64_t i) {
+  if (!x.bf16) return *reinterpret_cast<const float2 *>(static_cast<const float *>(x.p) + i);
+  uint32_t u = *reinterpret_cast<const uint32_t *>(static_cast<const uint16_t *>(x.p) + i);
   return make_float2(bf16ToFloat(uint16_t(u)), bf16ToFloat(uint16_t(u >> 16)));
 }
 
 /// Stores results lo, hi at i and i + 1 (i even): as f32, or rounded to bf16
 /// storage exactly as Cast rounds (not pack2's intrinsic: NaNs must match).
-__device__ inline void storePair(FlashOut x, int64_t i, float lo, float hi) {
+__device__ inline void storePair(FloatOut x, int64_t i, float lo, float hi) {
   if (!x.bf16) {
-    *reinterpret_cast<float2 *>(static_cast<float *>(x.data) + i) = make_float2(lo, hi);
+    *reinterpret_cast<float2 *>(static_cast<float *>(x.p) + i) = make_float2(lo, hi);
     return;
   }
-  *reinterpret_cast<uint32_t *>(static_cast<uint16_t *>(x.data) + i) =
+  *reinterpret_cast<uint32_t *>(static_cast<uint16_t *>(x.p) + i) =
       uint32_t(floatToBf16(lo)) | uint32_t(floatToBf16(hi)) << 16;
 }
 
@@ -227,8 +226,8 @@ __device__ inline int fragCol(int n, int e) { return n * 8 + 2 * (threadIdx.x & 
 /// through Ks[1] into registers before the loop.
 template <bool kStats>
 __global__ void __launch_bounds__(kBlockThreads)
-flashForwardKernel(FlashShape a, const bf16 *q, const bf16 *k, const bf16 *v, FlashOut o,
-                   FlashIn dy, float *lse, float *delta, int64_t tpad) {
+flashForwardKernel(FlashShape a, const bf16 *q, const bf16 *k, const bf16 *v, FloatOut o,
+                   FloatIn dy, float *lse, float *delta, int64_t tpad) {
   __shared__ __align__(16) bf16 Ks[2][kTile * kStride];
   __shared__ __align__(16) bf16 Vs[2][kTile * kStride];
   int64_t tiles = (a.T + kTile - 1) / kTile;
@@ -335,7 +334,7 @@ flashForwardKernel(FlashShape a, const bf16 *q, const bf16 *k, const bf16 *v, Fl
 /// into the other buffer half while pair n is multiplied.
 __global__ void __launch_bounds__(kBlockThreads)
 flashKeyGradKernel(FlashShape a, const bf16 *q, const bf16 *k, const bf16 *v, const bf16 *dy,
-                   const float *lse, const float *delta, int64_t tpad, FlashOut dk, FlashOut dv) {
+                   const float *lse, const float *delta, int64_t tpad, FloatOut dk, FloatOut dv) {
   __shared__ __align__(16) bf16 Qs[2][kTile * kStride];
   __shared__ __align__(16) bf16 Ds[2][kTile * kStride];
   __shared__ __align__(16) float lseS[2][kTile], deltaS[2][kTile];
@@ -422,7 +421,7 @@ flashKeyGradKernel(FlashShape a, const bf16 *q, const bf16 *k, const bf16 *v, co
 /// the forward's double-buffered key/value pipeline.
 __global__ void __launch_bounds__(kBlockThreads)
 flashQueryGradKernel(FlashShape a, const bf16 *q, const bf16 *k, const bf16 *v, const bf16 *dy,
-                     const float *lse, const float *delta, int64_t tpad, FlashOut dq) {
+                     const float *lse, const float *delta, int64_t tpad, FloatOut dq) {
   __shared__ __align__(16) bf16 Ks[2][kTile * kStride];
   __shared__ __align__(16) bf16 Vs[2][kTile * kStride];
   int64_t tiles = (a.T + kTile - 1) / kTile;
@@ -506,8 +505,6 @@ struct FlashScratch {
   int64_t tpad = 0;
 };
 
-size_t align256(size_t n) { return (n + 255) / 256 * 256; }
-
 FlashScratch flashScratch(const FlashShape &a, bool backward, unsigned bf16Inputs) {
   FlashScratch s;
   s.tpad = (a.T + kTile - 1) / kTile * kTile;
@@ -528,9 +525,9 @@ FlashScratch flashScratch(const FlashShape &a, bool backward, unsigned bf16Input
   return s;
 }
 
-unsigned bf16Mask(std::initializer_list<FlashIn> inputs) {
+unsigned bf16Mask(std::initializer_list<FloatIn> inputs) {
   unsigned mask = 0, bit = 1;
-  for (const FlashIn &x : inputs) {
+  for (const FloatIn &x : inputs) {
     if (x.bf16) mask |= bit;
     bit <<= 1;
   }
@@ -539,13 +536,13 @@ unsigned bf16Mask(std::initializer_list<FlashIn> inputs) {
 
 /// The bf16 values of input x (n elements): the input itself when it is
 /// bf16 storage, else its copy at `offset` of scratch, rounded now.
-const bf16 *bf16Operand(FlashIn x, int64_t n, void *scratch, size_t offset, cudaStream_t stream) {
-  if (x.bf16) return static_cast<const bf16 *>(x.data);
+const bf16 *bf16Operand(FloatIn x, int64_t n, void *scratch, size_t offset, cudaStream_t stream) {
+  if (x.bf16) return static_cast<const bf16 *>(x.p);
   auto *dst = reinterpret_cast<bf16 *>(static_cast<char *>(scratch) + offset);
   int64_t n4 = n / 4; // n is a multiple of D
   if (n4 > 0) {
     unsigned blocks = unsigned(std::min<int64_t>((n4 + 255) / 256, 132 * 16));
-    roundToBf16Kernel<<<blocks, 256, 0, stream>>>(static_cast<const float4 *>(x.data),
+    roundToBf16Kernel<<<blocks, 256, 0, stream>>>(static_cast<const float4 *>(x.p),
                                                   reinterpret_cast<uint2 *>(dst), n4);
   }
   return dst;
@@ -557,7 +554,7 @@ size_t flashScratchBytes(const FlashShape &a, bool backward, unsigned bf16Inputs
   return flashScratch(a, backward, bf16Inputs).bytes;
 }
 
-void launchFlashForward(const FlashShape &a, FlashIn q, FlashIn k, FlashIn v, FlashOut o,
+void launchFlashForward(const FlashShape &a, FloatIn q, FloatIn k, FloatIn v, FloatOut o,
                         void *scratch, cudaStream_t stream) {
   if (a.B * a.Hq * a.T == 0) return;
   FlashScratch s = flashScratch(a, false, bf16Mask({q, k, v}));
@@ -565,12 +562,12 @@ void launchFlashForward(const FlashShape &a, FlashIn q, FlashIn k, FlashIn v, Fl
   const bf16 *kb = bf16Operand(k, a.B * a.Hkv * a.S * D, scratch, s.k, stream);
   const bf16 *vb = bf16Operand(v, a.B * a.Hkv * a.S * D, scratch, s.v, stream);
   dim3 grid{unsigned((a.T + kTile - 1) / kTile), unsigned(a.B * a.Hq)};
-  flashForwardKernel<false><<<grid, kBlockThreads, 0, stream>>>(a, qb, kb, vb, o, FlashIn{},
+  flashForwardKernel<false><<<grid, kBlockThreads, 0, stream>>>(a, qb, kb, vb, o, FloatIn{},
                                                                 nullptr, nullptr, s.tpad);
 }
 
-void launchFlashBackward(const FlashShape &a, FlashIn q, FlashIn k, FlashIn v, FlashIn dy,
-                         FlashOut dq, FlashOut dk, FlashOut dv, void *scratch,
+void launchFlashBackward(const FlashShape &a, FloatIn q, FloatIn k, FloatIn v, FloatIn dy,
+                         FloatOut dq, FloatOut dk, FloatOut dv, void *scratch,
                          cudaStream_t stream) {
   int64_t rows = a.B * a.Hq * a.T, krows = a.B * a.Hkv * a.S;
   FlashScratch s = flashScratch(a, true, bf16Mask({q, k, v, dy}));
@@ -583,7 +580,7 @@ void launchFlashBackward(const FlashShape &a, FlashIn q, FlashIn k, FlashIn v, F
   if (rows > 0) {
     dim3 grid{unsigned((a.T + kTile - 1) / kTile), unsigned(a.B * a.Hq)};
     // delta = <dy, o> reads dy as stored (f32 or bf16), unrounded.
-    flashForwardKernel<true><<<grid, kBlockThreads, 0, stream>>>(a, qb, kb, vb, FlashOut{}, dy, lse,
+    flashForwardKernel<true><<<grid, kBlockThreads, 0, stream>>>(a, qb, kb, vb, FloatOut{}, dy, lse,
                                                                  delta, s.tpad);
     flashQueryGradKernel<<<grid, kBlockThreads, 0, stream>>>(a, qb, kb, vb, dyb, lse, delta, s.tpad, dq);
   }

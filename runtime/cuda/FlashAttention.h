@@ -11,9 +11,10 @@
 #ifndef LOOM_RUNTIME_CUDA_FLASHATTENTION_H
 #define LOOM_RUNTIME_CUDA_FLASHATTENTION_H
 
+#include "cuda/CudaCommon.cuh"
+
 #include <cstddef>
 #include <cstdint>
-#include <cuda_runtime_api.h>
 
 namespace loom::rt::cuda {
 
@@ -27,19 +28,10 @@ struct FlashShape {
   float scale;
 };
 
-/// An input: f32 data holding bf16 values (rounded into a bf16 scratch copy
-/// first, which is exact), or bf16 storage (Program.h), read in place.
-struct FlashIn {
-  const void *data = nullptr;
-  bool bf16 = false;
-};
-
-/// An output: f32, or bf16 storage of the f32 result, rounded to nearest
-/// even as Cast rounds.
-struct FlashOut {
-  void *data = nullptr;
-  bool bf16 = false;
-};
+// Operands are FloatIn / FloatOut (CudaCommon.cuh): an f32 input holding
+// bf16 values is rounded into a bf16 scratch copy first (exact), a bf16
+// storage input is read in place; an output is f32 or bf16 storage of the
+// f32 result, rounded to nearest even as Cast rounds.
 
 /// Bytes of device scratch a forward (or backward) call needs: bf16 copies
 /// of the f32 inputs and, for the backward, per query row the log2-domain
@@ -49,12 +41,12 @@ size_t flashScratchBytes(const FlashShape &a, bool backward, unsigned bf16Inputs
 
 /// o = softmax(scale q k^T, masked) v. `scratch` is 256-byte aligned; every
 /// operand 16-byte aligned.
-void launchFlashForward(const FlashShape &a, FlashIn q, FlashIn k, FlashIn v, FlashOut o,
+void launchFlashForward(const FlashShape &a, FloatIn q, FloatIn k, FloatIn v, FloatOut o,
                         void *scratch, cudaStream_t stream);
 
 /// dq, dk, dv of the same attention for the output gradient dy.
-void launchFlashBackward(const FlashShape &a, FlashIn q, FlashIn k, FlashIn v, FlashIn dy,
-                         FlashOut dq, FlashOut dk, FlashOut dv, void *scratch,
+void launchFlashBackward(const FlashShape &a, FloatIn q, FloatIn k, FloatIn v, FloatIn dy,
+                         FloatOut dq, FloatOut dk, FloatOut dv, void *scratch,
                          cudaStream_t stream);
 
 } // namespace loom::rt::cuda

@@ -26,8 +26,6 @@ namespace {
 
 constexpr int kLossThreads = 256;
 
-size_t align256(size_t n) { return (n + 255) / 256 * 256; }
-
 /// (m, s): a running max and the sum of exp(x - m) over what was seen.
 struct MaxSum {
   float m;

@@ -251,9 +251,7 @@ class DataFlow {
 public:
   explicit DataFlow(const Program &p)
       : p_(p), writer(p_.buffers.size(), kNever), clobberedBy(p_.buffers.size(), kNever),
-        base(p_.buffers.size()) {
-    for (uint32_t id = 0; id < base.size(); ++id) base[id] = id;
-    for (const BufferView &v : p_.views) base[v.view] = v.base;
+        base(viewBases(p_)) {
     for (uint32_t id = 0; id < p_.buffers.size(); ++id) {
       BufferKind k = p_.buffers[id].kind;
       if (k == BufferKind::Input || k == BufferKind::Constant)
@@ -302,6 +300,13 @@ private:
 };
 
 } // namespace
+
+std::vector<uint32_t> viewBases(const Program &p) {
+  std::vector<uint32_t> base(p.buffers.size());
+  for (uint32_t id = 0; id < base.size(); ++id) base[id] = id;
+  for (const BufferView &v : p.views) base[v.view] = v.base;
+  return base;
+}
 
 std::string Program::validate() const {
   for (uint32_t id = 0; id < buffers.size(); ++id)

@@ -226,14 +226,8 @@ TEST(CudaBackend, SumSquaresEqualsSquareThenReduce) {
     f.instr(OpCode::SumSquares, {f.input(DType::F32, s)}, {f.output(DType::F32, {})});
     ASSERT_EQ(f.p.validate(), "");
     expectSameOnGpu(f.p, {x}, 1e-6, 1e-6);
-    ProgramBuilder u;
-    uint32_t ux = u.input(DType::F32, s), sq = u.temp(DType::F32, s);
-    u.instr(OpCode::Mul, {ux, ux}, {sq});
-    std::vector<int64_t> ints = {0};
-    for (int64_t d = 0; d < int64_t(s.size()); ++d) ints.push_back(d);
-    u.instr(OpCode::Reduce, {sq}, {u.output(DType::F32, {})}, ints);
     RunResult fused = runProgram(f.p, {x}, 0, "cuda"), again = runProgram(f.p, {x}, 0, "cuda");
-    RunResult unfused = runProgram(u.p, {x}, 0, "cuda");
+    RunResult unfused = runProgram(sumSquaresUnfused(s), {x}, 0, "cuda");
     ASSERT_TRUE(fused.ok && again.ok && unfused.ok) << fused.err << again.err << unfused.err;
     EXPECT_EQ(fused.outputs, unfused.outputs);
     EXPECT_EQ(fused.outputs, again.outputs);
@@ -458,16 +452,7 @@ TEST(CudaBackend, AttentionOnBf16TensorCores) {
   // of 64), S > T (the offset mask), and no mask.
   REQUIRE_GPU();
   Rng rng;
-  auto bf16Values = [&](int64_t n) {
-    F v = rng.uniform(n);
-    for (float &x : v) {
-      uint32_t u;
-      std::memcpy(&u, &x, 4);
-      u &= 0xffff0000u;
-      std::memcpy(&x, &u, 4);
-    }
-    return v;
-  };
+  auto bf16Values = [&](int64_t n) { return toBf16Values(rng.uniform(n)); };
   const AttnCase cases[] = {{2, 8, 2, 70, 70, 64, true},
                             {1, 4, 1, 130, 130, 64, true},
                             {1, 2, 2, 40, 100, 64, true},

@@ -48,17 +48,6 @@ inline std::vector<uint16_t> toBf16Bits(const std::vector<float> &v) {
   return h;
 }
 
-/// f32 values truncated to bf16 values (still f32).
-inline std::vector<float> toBf16Values(std::vector<float> v) {
-  for (float &x : v) {
-    uint32_t u;
-    std::memcpy(&u, &x, 4);
-    u &= 0xffff0000u;
-    std::memcpy(&x, &u, 4);
-  }
-  return v;
-}
-
 /// The two programs of a case and their (shared) inputs.
 struct MixedPrograms {
   Program fused, unfused;

@@ -177,15 +177,9 @@ TEST(Norm, SumSquaresIsTheSumOfRoundedSquares) {
     for (float v : xv) want += double(v * v);
     EXPECT_TRUE(allClose(r.out<float>(), {want}, kTight));
 
-    // The unfused form: a squared copy, then a sum over every axis.
-    ProgramBuilder u;
-    uint32_t ux = u.input(DType::F32, s), sq = u.temp(DType::F32, s);
-    u.instr(OpCode::Mul, {ux, ux}, {sq});
-    std::vector<int64_t> ints = {0};
-    for (int64_t d = 0; d < int64_t(s.size()); ++d) ints.push_back(d);
-    u.instr(OpCode::Reduce, {sq}, {u.output(DType::F32, {})}, ints);
-    ASSERT_EQ(u.p.validate(), "");
-    RunResult ur = runProgram(u.p, {toBytes(xv)});
+    Program unfused = sumSquaresUnfused(s);
+    ASSERT_EQ(unfused.validate(), "");
+    RunResult ur = runProgram(unfused, {toBytes(xv)});
     ASSERT_TRUE(ur.ok) << ur.err;
     EXPECT_EQ(r.outputs, ur.outputs);
   }

@@ -146,6 +146,29 @@ private:
   }
 };
 
+/// f32 values truncated to bf16 values (still f32).
+inline std::vector<float> toBf16Values(std::vector<float> v) {
+  for (float &x : v) {
+    uint32_t u;
+    std::memcpy(&u, &x, 4);
+    u &= 0xffff0000u;
+    std::memcpy(&x, &u, 4);
+  }
+  return v;
+}
+
+/// The unfused form of SumSquares over x of `shape`: a squared copy, then a
+/// sum over every axis.
+inline Program sumSquaresUnfused(const Shape &shape) {
+  ProgramBuilder u;
+  uint32_t x = u.input(DType::F32, shape), sq = u.temp(DType::F32, shape);
+  u.instr(OpCode::Mul, {x, x}, {sq});
+  std::vector<int64_t> ints = {0};
+  for (int64_t d = 0; d < int64_t(shape.size()); ++d) ints.push_back(d);
+  u.instr(OpCode::Reduce, {sq}, {u.output(DType::F32, {})}, ints);
+  return u.p;
+}
+
 /// neg(x) viewed as [3, 4], then exp: a program with one reshape view
 /// (Program::views) of the [2, 6] temporary.
 inline Program viewProgram() {

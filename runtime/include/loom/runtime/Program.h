@@ -271,6 +271,11 @@ struct Program {
   std::string validate() const;
 };
 
+/// Per buffer id, the buffer whose bytes it names: the base for a view
+/// (Program::views), the id itself otherwise. The views' ids must be in
+/// range (validate() checks them first).
+std::vector<uint32_t> viewBases(const Program &p);
+
 } // namespace loom::rt
 
 #endif // LOOM_RUNTIME_PROGRAM_H
