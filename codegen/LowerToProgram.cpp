@@ -187,6 +187,7 @@ bool ProgramBuilder::lowerOp(Operation *op, std::string &err) {
       .Case<TanhOp>([&](auto) { emit(OpCode::Tanh, op); })
       .Case<SigmoidOp>([&](auto) { emit(OpCode::Sigmoid, op); })
       .Case<SiluOp>([&](auto) { emit(OpCode::Silu, op); })
+      .Case<SwiGluOp>([&](auto) { emit(OpCode::SwiGlu, op); })
       .Case<CosOp>([&](auto) { emit(OpCode::Cos, op); })
       .Case<SinOp>([&](auto) { emit(OpCode::Sin, op); })
       .Case<GeluOp>([&](GeluOp g) {
@@ -243,6 +244,7 @@ bool ProgramBuilder::lowerOp(Operation *op, std::string &err) {
              {a.getScale().convertToDouble()});
       })
       .Case<RotaryGradOp>([&](auto) { emit(OpCode::RotaryGrad, op); })
+      .Case<SwiGluGradOp>([&](auto) { emit(OpCode::SwiGluGrad, op); })
       .Case<ActivationGradOp>([&](ActivationGradOp a) {
         // The opcode's kind numbering is the enum's (0 silu, 1 gelu erf,
         // 2 gelu tanh); spelled out so a reordered enum cannot slip by.

@@ -192,6 +192,13 @@ LogicalResult SiluOp::buildGradients(OpBuilder &b, ArrayRef<Value> dys, SmallVec
   return success();
 }
 
+LogicalResult SwiGluOp::buildGradients(OpBuilder &b, ArrayRef<Value> dys,
+                                       SmallVectorImpl<Value> &dx) {
+  auto grad = b.create<SwiGluGradOp>(getLoc(), getGate(), getUp(), dys[0]);
+  dx.assign({grad.getGateGrad(), grad.getUpGrad()});
+  return success();
+}
+
 LogicalResult GeluOp::buildGradients(OpBuilder &b, ArrayRef<Value> dys, SmallVectorImpl<Value> &dx) {
   ActivationKind kind = getApproximation() == GeluApproximation::tanh ? ActivationKind::gelu_tanh
                                                                       : ActivationKind::gelu_erf;

@@ -78,6 +78,21 @@ def Loom_LogOp : Loom_UnaryOp<"log"> { let summary = "ln(x)"; }
 def Loom_TanhOp : Loom_UnaryOp<"tanh"> { let summary = "tanh(x)"; }
 def Loom_SigmoidOp : Loom_UnaryOp<"sigmoid"> { let summary = "1 / (1 + e^-x)"; }
 def Loom_SiluOp : Loom_UnaryOp<"silu"> { let summary = "x * sigmoid(x)"; }
+def Loom_SwiGluOp : Loom_Op<"swiglu", [Pure, AllTypesMatch<["gate", "up", "result"]>,
+    DeclareOpInterfaceMethods<Loom_DifferentiableOpInterface>]> {
+  let summary = "silu(gate) * up: the gated feed-forward of Llama and Qwen2";
+  let description = [{
+    The fused form of mul(silu(gate), up) (passes/FuseActivations.cpp):
+    silu(gate) stays in registers, so it is neither written, read back, nor
+    kept for the backward. Under autocast only the result is rounded to
+    bf16, as torch.compile's fused kernel does; eager PyTorch would also
+    round silu(gate) (at most half a bf16 ulp of it).
+  }];
+  let arguments = (ins Loom_FloatTensor:$gate, Loom_FloatTensor:$up);
+  let results = (outs Loom_FloatTensor:$result);
+  let assemblyFormat = "$gate `,` $up attr-dict `:` type($gate)";
+}
+
 def Loom_CosOp : Loom_UnaryOp<"cos"> { let summary = "cos(x)"; }
 def Loom_SinOp : Loom_UnaryOp<"sin"> { let summary = "sin(x)"; }
 
@@ -387,6 +402,20 @@ def Loom_ActivationGradOp : Loom_Op<"activation_grad", [Pure, InferTypeOpAdaptor
                        Loom_ActivationKindAttr:$kind);
   let results = (outs Loom_FloatTensor:$result);
   let assemblyFormat = "$kind $input `,` $output_grad attr-dict `:` type($input)";
+}
+
+def Loom_SwiGluGradOp : Loom_Op<"swiglu_grad", [Pure, InferTypeOpAdaptor,
+    AllTypesMatch<["gate", "up", "output_grad"]>]> {
+  let summary = "(dgate, dup) of swiglu given gate, up and dy";
+  let description = [{
+    dup = dy silu(gate) and dgate = dy up silu'(gate), with
+    silu'(x) = sigmoid(x) (1 + x (1 - sigmoid(x))): one pass over gate, up
+    and dy where the unfused backward takes three.
+  }];
+  let arguments = (ins Loom_FloatTensor:$gate, Loom_FloatTensor:$up,
+                       Loom_FloatTensor:$output_grad);
+  let results = (outs Loom_FloatTensor:$gate_grad, Loom_FloatTensor:$up_grad);
+  let assemblyFormat = "$gate `,` $up `,` $output_grad attr-dict `:` type($gate)";
 }
 
 def Loom_SoftmaxGradOp : Loom_Op<"softmax_grad", [Pure, InferTypeOpAdaptor,

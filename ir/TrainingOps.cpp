@@ -63,6 +63,13 @@ LOOM_SAME_AS(SoftmaxGradOp, getOutput)
 LOOM_SAME_AS(CrossEntropyGradOp, getLogits)
 #undef LOOM_SAME_AS
 
+LogicalResult SwiGluGradOp::inferReturnTypes(MLIRContext *, std::optional<Location>,
+                                             SwiGluGradOp::Adaptor a,
+                                             SmallVectorImpl<Type> &types) {
+  types.append(2, a.getGate().getType());
+  return success();
+}
+
 LogicalResult SliceGradOp::inferReturnTypes(MLIRContext *, std::optional<Location>,
                                             SliceGradOp::Adaptor a, SmallVectorImpl<Type> &types) {
   types.push_back(RankedTensorType::get(a.getInputShape(),

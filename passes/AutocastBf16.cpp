@@ -71,7 +71,7 @@ bool movesData(Operation *op) {
 /// Elementwise and other value-computing ops whose result dtype follows
 /// PyTorch's promotion of their inputs.
 bool promotes(Operation *op) {
-  return isa<NegOp, SqrtOp, TanhOp, SigmoidOp, SiluOp, CosOp, SinOp, GeluOp,
+  return isa<NegOp, SqrtOp, TanhOp, SigmoidOp, SiluOp, SwiGluOp, CosOp, SinOp, GeluOp,
              AddOp, SubOp, MulOp, DivOp, MaxOp, MinOp, WhereOp, RotaryOp,
              ReduceOp>(op);
 }

@@ -1,4 +1,4 @@
-//===- FuseActivations.cpp - silu and tanh-gelu fusion --------------------===//
+//===- FuseActivations.cpp - silu, swiglu and tanh-gelu fusion ------------===//
 //
 // Part of loom, under the Apache License v2.0.
 //
@@ -91,10 +91,31 @@ struct FuseGeluTanh : OpRewritePattern<MulOp> {
   }
 };
 
+/// silu(gate) * up -> swiglu(gate, up), where the silu has no other user
+/// (else its values must stay in memory anyway) and nothing broadcasts.
+struct FuseSwiGlu : OpRewritePattern<MulOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(MulOp op, PatternRewriter &rewriter) const override {
+    Value gate, up;
+    bool matched = matchEitherOrder(op, [&](Value a, Value b) {
+      auto silu = a.getDefiningOp<SiluOp>();
+      if (!silu || !silu->hasOneUse() || a == b)
+        return false;
+      gate = silu.getInput();
+      up = b;
+      return true;
+    });
+    if (!matched || gate.getType() != op.getType() || up.getType() != op.getType())
+      return failure();
+    rewriter.replaceOpWithNewOp<SwiGluOp>(op, gate, up);
+    return success();
+  }
+};
+
 struct FuseActivationsPass : impl::FuseActivationsBase<FuseActivationsPass> {
   void runOnOperation() override {
     RewritePatternSet patterns(&getContext());
-    patterns.add<FuseSilu, FuseGeluTanh>(&getContext());
+    patterns.add<FuseSilu, FuseGeluTanh, FuseSwiGlu>(&getContext());
     if (failed(applyPatternsGreedily(getOperation(), std::move(patterns), rewriteConfig())))
       signalPassFailure();
   }

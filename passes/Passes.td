@@ -9,9 +9,10 @@
 include "mlir/Pass/PassBase.td"
 
 def FuseActivations : Pass<"loom-fuse-activations", "mlir::func::FuncOp"> {
-  let summary = "Turn decomposed silu and tanh-gelu into loom.silu and loom.gelu";
+  let summary = "Turn decomposed silu, swiglu and tanh-gelu into loom ops";
   let description = [{
-    x * sigmoid(x) becomes silu(x); GPT-2's
+    x * sigmoid(x) becomes silu(x), and silu(gate) * up (Llama's gated
+    feed-forward) swiglu(gate, up) when nothing else reads the silu; GPT-2's
     0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) becomes
     gelu(x, tanh).
   }];

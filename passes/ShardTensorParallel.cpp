@@ -262,6 +262,10 @@ private:
     }
     if (isa<SiluOp, GeluOp, TanhOp, SigmoidOp, NegOp, ExpOp, CastOp>(op))
       return mark(g, op->getResult(0), d);
+    if (isa<SwiGluOp>(op)) { // gate and up split alike (both column-parallel)
+      waiting.insert(op);
+      return mark(g, op->getResult(0), d);
+    }
     if (isa<MulOp, AddOp, SubOp>(op)) {
       Value other = op->getOperand(1 - use.getOperandNumber());
       SmallVector<Value> views;

@@ -266,7 +266,9 @@ void Walker::assignParamLayersAndRules() {
     }
     return false;
   };
-  auto isNonlinear = [](Operation *op) { return isa<AttentionOp, SiluOp, GeluOp, RotaryOp>(op); };
+  auto isNonlinear = [](Operation *op) {
+    return isa<AttentionOp, SiluOp, SwiGluOp, GeluOp, RotaryOp>(op);
+  };
   for (size_t pass = 0; pass < 2; ++pass) // weights first, then biases that follow them
     for (auto [v, i] : paramOf) {
       ParamInfo &p = out.params[i];
@@ -280,7 +282,7 @@ void Walker::assignParamLayersAndRules() {
         Operation *lhsDef = rootOf(m.getLhs()).getDefiningOp();
         if (reaches(m.getResult(), isNonlinear))
           p.rule = TpRule::Column;
-        else if (lhsDef && isa<AttentionOp, MulOp, SiluOp, GeluOp>(lhsDef))
+        else if (lhsDef && isa<AttentionOp, MulOp, SiluOp, SwiGluOp, GeluOp>(lhsDef))
           p.rule = TpRule::Row;
         p.ruleFromDataflow = true;
       } else if (bias) {

@@ -72,6 +72,7 @@ std::string cpuSupports(const Program &p, const Instr &I) {
   case OpCode::LayerNorm: case OpCode::Rotary: case OpCode::Attention: case OpCode::SumSquares:
   case OpCode::RmsNormGrad: case OpCode::LayerNormGrad: case OpCode::AttentionGrad:
   case OpCode::RotaryGrad: case OpCode::ActivationGrad: case OpCode::SoftmaxGrad:
+  case OpCode::SwiGlu: case OpCode::SwiGluGrad:
     return need(I.in[0], {DType::F32, DType::F64}, "operands");
   case OpCode::CrossEntropy:
     return need(I.in[0], {DType::F32, DType::F64}, "logits");
@@ -129,6 +130,8 @@ bool dispatch(const KernelCall &c, ThreadPool &pool, std::string &err) {
   case OpCode::AttentionGrad: return runAttentionGrad(c, pool, err);
   case OpCode::RotaryGrad: return runRotaryGrad(c, pool, err);
   case OpCode::ActivationGrad: return runActivationGrad(c, pool, err);
+  case OpCode::SwiGlu: return runSwiGlu(c, pool, err);
+  case OpCode::SwiGluGrad: return runSwiGluGrad(c, pool, err);
   case OpCode::SoftmaxGrad: return runSoftmaxGrad(c, pool, err);
   case OpCode::CrossEntropyGrad: return runCrossEntropyGrad(c, pool, err);
   case OpCode::SliceGrad: return runSliceGrad(c, pool, err);

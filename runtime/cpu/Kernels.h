@@ -68,6 +68,8 @@ bool runLayerNormGrad(const KernelCall &c, ThreadPool &pool, std::string &err);
 bool runAttentionGrad(const KernelCall &c, ThreadPool &pool, std::string &err);
 bool runRotaryGrad(const KernelCall &c, ThreadPool &pool, std::string &err);
 bool runActivationGrad(const KernelCall &c, ThreadPool &pool, std::string &err);
+bool runSwiGlu(const KernelCall &c, ThreadPool &pool, std::string &err);
+bool runSwiGluGrad(const KernelCall &c, ThreadPool &pool, std::string &err);
 bool runSoftmaxGrad(const KernelCall &c, ThreadPool &pool, std::string &err);
 bool runCrossEntropyGrad(const KernelCall &c, ThreadPool &pool, std::string &err);
 bool runSliceGrad(const KernelCall &c, ThreadPool &pool, std::string &err);

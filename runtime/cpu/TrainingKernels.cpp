@@ -326,6 +326,32 @@ bool activationGradTyped(const KernelCall &c, ThreadPool &pool, std::string &) {
   return true;
 }
 
+// SwiGlu and its gradient, elementwise in double, rounded once per output:
+//   y = silu(g) u,  silu(g) = g s,  s = sigmoid(g)
+//   du = dy silu(g);  dg = dy u silu'(g),  silu'(g) = s (1 + g (1 - s))
+template <typename T> void swiGluTyped(const KernelCall &c, ThreadPool &pool) {
+  const T *g = c.in[0].as<T>(), *u = c.in[1].as<T>();
+  T *y = c.out[0].as<T>();
+  pool.parallelFor(c.out[0].numel(), 1 << 12, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) {
+      double v = g[i];
+      y[i] = T(v / (1.0 + std::exp(-v)) * double(u[i]));
+    }
+  });
+}
+
+template <typename T> void swiGluGradTyped(const KernelCall &c, ThreadPool &pool) {
+  const T *g = c.in[0].as<T>(), *u = c.in[1].as<T>(), *dy = c.in[2].as<T>();
+  T *dg = c.out[0].as<T>(), *du = c.out[1].as<T>();
+  pool.parallelFor(c.out[0].numel(), 1 << 12, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) {
+      double v = g[i], s = 1.0 / (1.0 + std::exp(-v)), d = dy[i];
+      du[i] = T(d * (v * s));
+      dg[i] = T(d * double(u[i]) * (s * (1.0 + v * (1.0 - s))));
+    }
+  });
+}
+
 // SoftmaxGrad along one axis, given the forward output y:
 //   dx_i = y_i (dy_i - sum_j dy_j y_j)
 // The tensor is viewed as [outer, len, inner] lines as in runSoftmax.
@@ -423,6 +449,22 @@ bool runActivationGrad(const KernelCall &c, ThreadPool &pool, std::string &err) 
   if (c.out[0].dtype() == DType::F64)
     return activationGradTyped<double>(c, pool, err);
   return activationGradTyped<float>(c, pool, err);
+}
+
+bool runSwiGlu(const KernelCall &c, ThreadPool &pool, std::string &) {
+  if (c.out[0].dtype() == DType::F64)
+    swiGluTyped<double>(c, pool);
+  else
+    swiGluTyped<float>(c, pool);
+  return true;
+}
+
+bool runSwiGluGrad(const KernelCall &c, ThreadPool &pool, std::string &) {
+  if (c.out[0].dtype() == DType::F64)
+    swiGluGradTyped<double>(c, pool);
+  else
+    swiGluGradTyped<float>(c, pool);
+  return true;
 }
 
 bool runSoftmaxGrad(const KernelCall &c, ThreadPool &pool, std::string &err) {

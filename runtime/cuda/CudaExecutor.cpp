@@ -91,6 +91,8 @@ void launch(const CudaCall &c, CudaContext &ctx, void *gemmWorkspace) {
   case OpCode::AttentionGrad: return launchAttentionGrad(c, ctx);
   case OpCode::RotaryGrad: return launchRotaryGrad(c, ctx);
   case OpCode::ActivationGrad: return launchActivationGrad(c, ctx);
+  case OpCode::SwiGlu: return launchSwiGlu(c, ctx);
+  case OpCode::SwiGluGrad: return launchSwiGluGrad(c, ctx);
   case OpCode::SoftmaxGrad: return launchSoftmaxGrad(c, ctx);
   case OpCode::CrossEntropyGrad: return launchCrossEntropyGrad(c, ctx);
   case OpCode::SliceGrad: return launchSliceGrad(c, ctx);
@@ -397,6 +399,7 @@ std::string cuda::cudaSupports(const Program &p, const Instr &I) {
   case OpCode::RmsNorm: case OpCode::LayerNorm: case OpCode::Rotary: case OpCode::RmsNormGrad:
   case OpCode::LayerNormGrad: case OpCode::RotaryGrad: case OpCode::ActivationGrad:
   case OpCode::SoftmaxGrad: case OpCode::AdamW: case OpCode::EmbeddingGrad:
+  case OpCode::SwiGlu: case OpCode::SwiGluGrad:
     return need(I.in[0], {DType::F32}, "operands");
   case OpCode::CrossEntropy:
     if (std::string e = need(I.in[0], {DType::F32}, "logits"); !e.empty()) return e;

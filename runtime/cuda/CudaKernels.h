@@ -74,6 +74,8 @@ void launchUnary(const CudaCall &c, CudaContext &ctx);
 void launchWhere(const CudaCall &c, CudaContext &ctx);
 void launchCast(const CudaCall &c, CudaContext &ctx);
 void launchActivationGrad(const CudaCall &c, CudaContext &ctx);
+void launchSwiGlu(const CudaCall &c, CudaContext &ctx);
+void launchSwiGluGrad(const CudaCall &c, CudaContext &ctx);
 void launchAdamW(const CudaCall &c, CudaContext &ctx);
 // MovementKernels.cu
 void launchTranspose(const CudaCall &c, CudaContext &ctx);

@@ -257,6 +257,55 @@ __global__ void activationGradPackedKernel(int kind, FloatIn x, FloatIn dy, Floa
   }
 }
 
+//===--- SwiGlu -----------------------------------------------------------===//
+
+// As cpu/TrainingKernels.cpp, in double and rounded once per output:
+//   y = silu(g) u;  du = dy silu(g);  dg = dy u s (1 + g (1 - s)), s = sigmoid(g)
+// One pass over gate and up (forward) or gate, up and dy (backward): the
+// silu values never reach memory.
+__device__ inline float swiGlu(float g, float u) {
+  double v = g;
+  return float(v / (1.0 + exp(-v)) * double(u));
+}
+
+__device__ inline void swiGluGrad(float g, float u, float dy, float &dg, float &du) {
+  double v = g, s = 1.0 / (1.0 + exp(-v)), d = dy;
+  du = float(d * (v * s));
+  dg = float(d * double(u) * (s * (1.0 + v * (1.0 - s))));
+}
+
+__global__ void swiGluKernel(FloatIn g, FloatIn u, FloatOut y, int64_t n) {
+  LOOM_GRID_STRIDE(i, n) y.store(i, swiGlu(g[i], u[i]));
+}
+
+__global__ void swiGluPackedKernel(FloatIn g, FloatIn u, FloatOut y, int64_t n) {
+  LOOM_PACK_STRIDE(i, n) {
+    Pack a = load8(g, i), b = load8(u, i);
+    for (int k = 0; k < kPack; ++k) a.v[k] = swiGlu(a.v[k], b.v[k]);
+    store8(y, i, a);
+  }
+}
+
+__global__ void swiGluGradKernel(FloatIn g, FloatIn u, FloatIn dy, FloatOut dg, FloatOut du,
+                                 int64_t n) {
+  LOOM_GRID_STRIDE(i, n) {
+    float a, b;
+    swiGluGrad(g[i], u[i], dy[i], a, b);
+    dg.store(i, a);
+    du.store(i, b);
+  }
+}
+
+__global__ void swiGluGradPackedKernel(FloatIn g, FloatIn u, FloatIn dy, FloatOut dg,
+                                       FloatOut du, int64_t n) {
+  LOOM_PACK_STRIDE(i, n) {
+    Pack a = load8(g, i), b = load8(u, i), d = load8(dy, i);
+    for (int k = 0; k < kPack; ++k) swiGluGrad(a.v[k], b.v[k], d.v[k], a.v[k], b.v[k]);
+    store8(dg, i, a);
+    store8(du, i, b);
+  }
+}
+
 //===--- AdamW ------------------------------------------------------------===//
 
 // PyTorch AdamW, t = step + 1, lr and step read from device scalars so the
@@ -386,6 +435,30 @@ void launchActivationGrad(const CudaCall &c, CudaContext &ctx) {
   else
     activationGradKernel<<<gridFor(n), kThreads, 0, ctx.stream>>>(
         int(c.instr->ints[0]), floatIn(c.in[0]), floatIn(c.in[1]), floatOut(c.out[0]), n);
+}
+
+void launchSwiGlu(const CudaCall &c, CudaContext &ctx) {
+  int64_t n = c.out[0].numel();
+  if (n == 0) return;
+  if (packable(n, {&c.in[0], &c.in[1], &c.out[0]}))
+    swiGluPackedKernel<<<packGrid(n), kThreads, 0, ctx.stream>>>(
+        floatIn(c.in[0]), floatIn(c.in[1]), floatOut(c.out[0]), n);
+  else
+    swiGluKernel<<<gridFor(n), kThreads, 0, ctx.stream>>>(floatIn(c.in[0]), floatIn(c.in[1]),
+                                                          floatOut(c.out[0]), n);
+}
+
+void launchSwiGluGrad(const CudaCall &c, CudaContext &ctx) {
+  int64_t n = c.out[0].numel();
+  if (n == 0) return;
+  if (packable(n, {&c.in[0], &c.in[1], &c.in[2], &c.out[0], &c.out[1]}))
+    swiGluGradPackedKernel<<<packGrid(n), kThreads, 0, ctx.stream>>>(
+        floatIn(c.in[0]), floatIn(c.in[1]), floatIn(c.in[2]), floatOut(c.out[0]),
+        floatOut(c.out[1]), n);
+  else
+    swiGluGradKernel<<<gridFor(n), kThreads, 0, ctx.stream>>>(
+        floatIn(c.in[0]), floatIn(c.in[1]), floatIn(c.in[2]), floatOut(c.out[0]),
+        floatOut(c.out[1]), n);
 }
 
 void launchAdamW(const CudaCall &c, CudaContext &ctx) {

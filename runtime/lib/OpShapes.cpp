@@ -522,6 +522,26 @@ std::string checkActivationGrad(const OpView &v, const Instr &I) {
                [&] { return v.outShape(v.in(0).shape); });
 }
 
+/// SwiGlu (2 -> 1) and SwiGluGrad (3 -> 2): operands of one shape and dtype.
+std::string checkSwiGlu(const OpView &v, size_t inputs, size_t outputs) {
+  if (std::string e = v.arity(inputs, inputs, outputs, outputs, 0, 0); !e.empty())
+    return e;
+  DType t = v.in(0).dtype;
+  for (size_t k = 1; k < inputs; ++k) {
+    if (std::string e = hasShape(v.in(k), v.in(0).shape, k == 1 ? "up" : "gradient"); !e.empty())
+      return e;
+    if (v.in(k).dtype != t)
+      return cat("dtypes differ: ", dtypeName(t), " and ", dtypeName(v.in(k).dtype));
+  }
+  for (size_t k = 0; k < outputs; ++k) {
+    if (std::string e = v.outShape(v.in(0).shape, k); !e.empty())
+      return e;
+    if (v.out(k).dtype != t)
+      return cat("dtypes differ: ", dtypeName(t), " and ", dtypeName(v.out(k).dtype));
+  }
+  return v.floatDType(v.in(0), "operands");
+}
+
 std::string checkSoftmaxGrad(const OpView &v, const Instr &I) {
   return first([&] { return v.arity(2, 2, 1, 1, 1, 0); },
                [&] { return v.axisInRange(I.ints[0], v.in(0).shape.size()); },
@@ -626,6 +646,7 @@ bool bf16StorageAllowed(OpCode op, bool output, size_t slot) {
   case OpCode::RmsNorm:
     return slot == 0;
   case OpCode::ActivationGrad: return output ? slot == 0 : slot < 2;
+  case OpCode::SwiGlu: case OpCode::SwiGluGrad: return true;
   case OpCode::RmsNormGrad: return output ? slot == 0 : slot == 2;
   case OpCode::SumSquares: return !output && slot == 0;
   case OpCode::AdamW: return !output && slot == 1; // the gradient
@@ -682,6 +703,8 @@ std::string checkOpShapes(const Program &p, const Instr &I) {
   case OpCode::AttentionGrad: return checkAttentionGrad(v);
   case OpCode::RotaryGrad: return checkRotary(v); // same operands as Rotary
   case OpCode::ActivationGrad: return checkActivationGrad(v, I);
+  case OpCode::SwiGlu: return checkSwiGlu(v, 2, 1);
+  case OpCode::SwiGluGrad: return checkSwiGlu(v, 3, 2);
   case OpCode::SoftmaxGrad: return checkSoftmaxGrad(v, I);
   case OpCode::CrossEntropyGrad: return checkCrossEntropyGrad(v);
   case OpCode::SliceGrad: return checkSliceGrad(v, I);

@@ -95,6 +95,8 @@ const char *opcodeName(OpCode op) {
   case OpCode::CrossEntropyGrad: return "cross_entropy_grad";
   case OpCode::SliceGrad: return "slice_grad";
   case OpCode::AdamW: return "adamw";
+  case OpCode::SwiGlu: return "swiglu";
+  case OpCode::SwiGluGrad: return "swiglu_grad";
   case OpCode::AllReduce: return "all_reduce";
   case OpCode::AllGather: return "all_gather";
   case OpCode::ReduceScatter: return "reduce_scatter";

@@ -59,3 +59,35 @@ func.func @not_gelu(%x: tensor<2x8xf32>) -> tensor<2x8xf32> {
   %y = loom.mul %a, %t1 : tensor<2x8xf32>, tensor<2x8xf32>
   return %y : tensor<2x8xf32>
 }
+
+// Llama's gated feed-forward as exported: silu spelled out, then the up
+// projection's product.
+// CHECK-LABEL: func.func @swiglu
+// CHECK-NEXT: %[[R:.*]] = loom.swiglu %arg0, %arg1 : tensor<2x8xf32>
+// CHECK-NEXT: return %[[R]]
+func.func @swiglu(%gate: tensor<2x8xf32>, %up: tensor<2x8xf32>) -> tensor<2x8xf32> {
+  %s = loom.sigmoid %gate : tensor<2x8xf32>
+  %a = loom.mul %gate, %s : tensor<2x8xf32>, tensor<2x8xf32>
+  %y = loom.mul %up, %a : tensor<2x8xf32>, tensor<2x8xf32>
+  return %y : tensor<2x8xf32>
+}
+
+// A silu that is also read elsewhere stays: its values are in memory anyway.
+// CHECK-LABEL: func.func @silu_read_twice
+// CHECK: loom.silu
+// CHECK: loom.mul
+// CHECK-NOT: loom.swiglu
+func.func @silu_read_twice(%gate: tensor<2x8xf32>, %up: tensor<2x8xf32>) -> (tensor<2x8xf32>, tensor<2x8xf32>) {
+  %a = loom.silu %gate : tensor<2x8xf32>
+  %y = loom.mul %a, %up : tensor<2x8xf32>, tensor<2x8xf32>
+  return %y, %a : tensor<2x8xf32>, tensor<2x8xf32>
+}
+
+// A broadcast factor is not a gate.
+// CHECK-LABEL: func.func @silu_times_broadcast
+// CHECK-NOT: loom.swiglu
+func.func @silu_times_broadcast(%gate: tensor<2x8xf32>, %w: tensor<8xf32>) -> tensor<2x8xf32> {
+  %a = loom.silu %gate : tensor<2x8xf32>
+  %y = loom.mul %a, %w : tensor<2x8xf32>, tensor<8xf32>
+  return %y : tensor<2x8xf32>
+}

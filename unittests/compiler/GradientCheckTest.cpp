@@ -196,6 +196,13 @@ TEST(GradientCheck, Unary) {
            -2, 2});
 }
 
+TEST(GradientCheck, SwiGlu) {
+  const std::string t = "tensor<3x4xf64>";
+  check({"swiglu", fn("%g: " + t + ", %u: " + t, t,
+                      "%y = loom.swiglu %g, %u : " + t + "\nreturn %y : " + t),
+         -3, 3});
+}
+
 TEST(GradientCheck, BinaryWithBroadcasting) {
   // [2,3,4] op [3,1]: both operands' gradients are sums over stretched dims.
   // max and min have no gradient rule yet (no exported model uses them on

@@ -293,6 +293,9 @@ Program elementwiseMix(int64_t n) {
   b.instr(OpCode::Silu, {abf}, {b.output(DType::BF16, s, "silu")});
   b.instr(OpCode::Exp, {a}, {b.output(DType::F32, s, "exp")});
   b.instr(OpCode::ActivationGrad, {abf, xbf}, {b.output(DType::BF16, s, "silu_grad")}, {0});
+  b.instr(OpCode::SwiGlu, {abf, xbf}, {b.output(DType::BF16, s, "swiglu")});
+  b.instr(OpCode::SwiGluGrad, {abf, x, xbf},
+          {b.output(DType::BF16, s, "swiglu_dgate"), b.output(DType::F32, s, "swiglu_dup")});
   b.instr(OpCode::Cast, {abf}, {b.output(DType::F32, s, "widened")});
   b.instr(OpCode::AdamW, {p, xbf, m, v, lr, step},
           {b.output(DType::F32, s, "p'"), b.output(DType::F32, s, "m'"),
@@ -507,12 +510,14 @@ TEST(CudaBackend, LossAndBackwardKernels) {
   // Repeated ids: rows of dtable sum several positions.
   uint32_t dy = t.f32(rng, {N, D}), ids = t.ids(rng, {N}, 0, 9);
   t.b.instr(OpCode::EmbeddingGrad, {dy, ids}, {t.b.output(DType::F32, {12, D})});
-  uint32_t x = t.f32(rng, {N, D}), w = t.f32(rng, {D}, 0.5, 1.5);
+  uint32_t x = t.f32(rng, {N, D}), w = t.f32(rng, {D}, 0.5, 1.5), w2 = t.f32(rng, {N, D});
   t.b.instr(OpCode::RmsNormGrad, {x, w, dy}, {t.b.output(DType::F32, {N, D}), t.b.output(DType::F32, {D})}, {}, {1e-6});
   t.b.instr(OpCode::LayerNormGrad, {x, w, dy},
             {t.b.output(DType::F32, {N, D}), t.b.output(DType::F32, {D}), t.b.output(DType::F32, {D})}, {}, {1e-5});
   for (int64_t kind : {0, 1, 2})
     t.b.instr(OpCode::ActivationGrad, {x, dy}, {t.b.output(DType::F32, {N, D})}, {kind});
+  t.b.instr(OpCode::SwiGlu, {x, dy}, {t.b.output(DType::F32, {N, D})});
+  t.b.instr(OpCode::SwiGluGrad, {x, w2, dy}, {t.b.output(DType::F32, {N, D}), t.b.output(DType::F32, {N, D})});
   t.b.instr(OpCode::SoftmaxGrad, {x, dy}, {t.b.output(DType::F32, {N, D})}, {1});
   uint32_t dq = t.f32(rng, {2, 3, 5, 8}), cs = t.f32(rng, {5, 8}), sn = t.f32(rng, {5, 8});
   t.b.instr(OpCode::RotaryGrad, {dq, cs, sn}, {t.b.output(DType::F32, {2, 3, 5, 8})});

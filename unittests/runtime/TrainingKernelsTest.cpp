@@ -427,6 +427,42 @@ TEST(TrainingKernels, ActivationGradForEveryKind) {
   }
 }
 
+TEST(TrainingKernels, SwiGluAndItsGradient) {
+  Rng rng;
+  Shape s = {3, 40};
+  auto gv = rng.uniform(numel(s), -4, 4), uv = rng.uniform(numel(s), -2, 2),
+       r = rng.uniform(numel(s));
+  Vec g = toDouble(gv), u = toDouble(uv);
+  auto silu = [](double x) { return x / (1.0 + std::exp(-x)); };
+  auto swiglu = [&](const Vec &gate, const Vec &up) {
+    Vec y;
+    for (size_t i = 0; i < gate.size(); ++i) y.push_back(silu(gate[i]) * up[i]);
+    return y;
+  };
+  Vec fdGate = numericGrad([&](const Vec &t) { return swiglu(t, u); }, g, toDouble(r));
+  Vec fdUp = numericGrad([&](const Vec &t) { return swiglu(g, t); }, u, toDouble(r));
+  for (DType dt : kFloatTypes) {
+    SCOPED_TRACE(dtypeName(dt));
+    ProgramBuilder b;
+    uint32_t gate = b.input(dt, s), up = b.input(dt, s), dy = b.input(dt, s);
+    b.instr(OpCode::SwiGlu, {gate, up}, {b.output(dt, s)});
+    b.instr(OpCode::SwiGluGrad, {gate, up, dy}, {b.output(dt, s), b.output(dt, s)});
+    ASSERT_EQ(b.p.validate(), "");
+    RunResult res = runProgram(b.p, {asBytes(dt, gv), asBytes(dt, uv), asBytes(dt, r)});
+    ASSERT_TRUE(res.ok) << res.err;
+    Vec y = outVec(res, 0, dt), want = swiglu(g, u);
+    for (size_t i = 0; i < y.size(); ++i)
+      EXPECT_NEAR(y[i], want[i], (dt == DType::F64 ? 1e-14 : 1e-6) * (1 + std::abs(want[i])));
+    expectGradient("swiglu_grad dgate", dt, outVec(res, 1, dt), fdGate);
+    expectGradient("swiglu_grad dup", dt, outVec(res, 2, dt), fdUp);
+  }
+  // Operands of different shapes are refused by name.
+  ProgramBuilder bad;
+  bad.instr(OpCode::SwiGlu, {bad.input(DType::F32, {3, 4}), bad.input(DType::F32, {3, 5})},
+            {bad.output(DType::F32, {3, 4})});
+  EXPECT_NE(bad.p.validate().find("up"), std::string::npos) << bad.p.validate();
+}
+
 TEST(TrainingKernels, SoftmaxGradAlongEveryAxis) {
   Rng rng;
   Shape s = {3, 5, 7};

@@ -110,6 +110,9 @@ enum class OpCode : uint16_t {
   // pass over x). The sum accumulates in double; the CPU adds in flat
   // element order, the CUDA backend in Reduce's fixed order.
   SumSquares = 56,
+  // in: gate, up (same shape) -> out = silu(gate) up, silu(x) = x / (1 + e^-x)
+  // (Llama's gated feed-forward; silu(gate) is not rounded on the way).
+  SwiGlu = 57,
   // in: x -> out. ints: perm (out dim i is x dim perm[i]).
   Transpose = 60,
   // in: x -> out. ints: [start_0, step_0, start_1, step_1, ...] for every
@@ -169,6 +172,10 @@ enum class OpCode : uint16_t {
   // p' = p (1 - lr wd); m' = b1 m + (1-b1) g; v' = b2 v + (1-b2) g^2;
   // p' -= lr / (1 - b1^t) * m' / (sqrt(v') / sqrt(1 - b2^t) + eps).
   AdamW = 89,
+  // in: gate, up, dy (same shape) -> dgate, dup of SwiGlu:
+  // dup = dy silu(gate); dgate = dy up silu'(gate),
+  // silu'(x) = s (1 + x (1 - s)), s = 1 / (1 + e^-x).
+  SwiGluGrad = 90,
 
   // --- Collectives (SPMD; issue 5) ----------------------------------------
   // All three take ints: [kind, dim, pp, dp_replicate, dp_shard, cp, tp,
@@ -206,6 +213,7 @@ struct Instr;
 ///   Add Sub Mul Div Pow Max Min: inputs 0, 1 and the output;
 ///   the unary ops (Neg ... Log): input and output;
 ///   ActivationGrad: x, dy and dx;
+///   SwiGlu, SwiGluGrad: every operand;
 ///   Transpose: input and output (a transposing cast);
 ///   Rotary, RotaryGrad: x (dy) and the output (the tables stay f32);
 ///   RmsNorm: x and y (the weight stays f32);
