@@ -21,6 +21,7 @@
 //===----------------------------------------------------------------------===//
 #include "cuda/CudaExecutor.h"
 #include "cuda/CudaKernels.h"
+#include "cuda/CudnnAttention.h"
 #include "cuda/NcclCommunicator.h"
 #include "lib/Diagnostics.h"
 
@@ -114,6 +115,7 @@ public:
     if (graphExec_) cudaGraphExecDestroy(graphExec_);
     if (graph_) cudaGraphDestroy(graph_);
     gemms_.reset();
+    cudnn_.reset();
     for (void *ptr : {arena_, constants_, scratch_, workspace_, static_cast<void *>(error_)})
       if (ptr) cudaFree(ptr);
     if (ctx_.stream) cudaStreamDestroy(ctx_.stream);
@@ -135,6 +137,22 @@ public:
       cudaMemcpy(constants_, p.constants.data(), p.constants.size(), cudaMemcpyHostToDevice);
     }
     size_t scratch = scratchBytesOf(p);
+    // Attention on cuDNN's fused engines where it can run: plans (and
+    // their kernels) are built now, so the graph capture only enqueues.
+    cudnnPlans_.assign(p.instrs.size(), -1);
+    bool attention = std::any_of(p.instrs.begin(), p.instrs.end(), [](const Instr &I) {
+      return I.op == OpCode::Attention || I.op == OpCode::AttentionGrad;
+    });
+    std::string noCudnn;
+    if (attention && (cudnn_ = CudnnAttention::create(noCudnn))) {
+      for (size_t i = 0; i < p.instrs.size(); ++i) {
+        size_t bytes = 0;
+        cudnnPlans_[i] = planCudnnAttention(p, int(i), *cudnn_, bytes);
+        scratch = std::max(scratch, bytes);
+      }
+      ctx_.cudnn = cudnn_.get();
+    }
+    ctx_.cudnnPlans = &cudnnPlans_;
     if ((e = cudaMalloc(&scratch_, scratch)) != cudaSuccess)
       return fail(err, cudaErr("cannot allocate GPU scratch", e));
     ctx_.scratch = scratch_;
@@ -349,6 +367,8 @@ private:
   std::vector<std::vector<int>> subGemms_; // per instruction: GEMMs it runs inside
   std::vector<CudaCall> calls_;
   bool useGraph_ = true;
+  std::unique_ptr<CudnnAttention> cudnn_;
+  std::vector<int> cudnnPlans_;
   bool profile_ = false;
   std::vector<cudaEvent_t> events_; // start/stop per instruction (profiling)
   std::vector<double> opMs_;        // summed over profiled runs

@@ -49,6 +49,7 @@ struct DeviceError {
 };
 
 class GemmCache; // MatMul.cpp: cuBLASLt descriptors and algorithms per instruction
+class CudnnAttention; // CudnnAttention.h: cuDNN's fused attention plans
 
 /// What every launcher may use besides its operands.
 struct CudaContext {
@@ -59,6 +60,8 @@ struct CudaContext {
   GemmCache *gemms = nullptr;
   void *workspace = nullptr;                  // cuBLASLt's
   std::vector<std::vector<int>> *subGemms = nullptr; // per instruction: planned GemmCache ids
+  CudnnAttention *cudnn = nullptr;      // null where cuDNN is missing or disabled
+  std::vector<int> *cudnnPlans = nullptr; // per instruction: cuDNN plan id, -1 for loom's kernels
 };
 
 /// One instruction, its operands resolved to device memory.
@@ -112,6 +115,13 @@ size_t attentionScratchBytes(const Program &p, const Instr &I); // AttentionKern
 bool planAttentionGemms(const Program &p, int index, GemmCache &gemms, std::vector<int> &ids,
                         std::string &err);
 size_t normScratchBytes(const Program &p, const Instr &I);      // NormKernels.cu
+/// Plans attention instruction `index` on cuDNN's fused engines where its
+/// shape and storage allow (AttentionKernels.cu). Returns the plan id, with
+/// the scratch bytes its launch needs, or -1: loom's own kernels run it.
+int planCudnnAttention(const Program &p, int index, CudnnAttention &cudnn, size_t &scratchBytes);
+/// Runs attention instruction `c` on its cuDNN plan; false (nothing
+/// enqueued) when it has none, and loom's kernels must run it.
+bool launchCudnnAttention(const CudaCall &c, CudaContext &ctx);
 
 // MatMul.cpp: batched products through cuBLASLt.
 

@@ -443,6 +443,7 @@ public:
   }
 
   size_t version() const override { return api().getVersion(); }
+  size_t workspaceBytes(int id) const override { return plans_.at(size_t(id)).workspaceBytes; }
 
   int plan(const SdpaShape &s, bool backward, size_t &workspaceBytes,
            std::string &why) override {

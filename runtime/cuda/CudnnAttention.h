@@ -48,6 +48,9 @@ public:
   virtual int plan(const SdpaShape &s, bool backward, size_t &workspaceBytes,
                    std::string &why) = 0;
 
+  /// The workspace bytes plan `id` needs (as plan() returned them).
+  virtual size_t workspaceBytes(int id) const = 0;
+
   /// Enqueues forward plan `id`: o and lse from q, k, v.
   virtual bool forward(int id, const void *q, const void *k, const void *v, void *o, float *lse,
                        void *workspace, cudaStream_t stream, std::string &err) = 0;

@@ -1,0 +1,158 @@
+//===- CudnnAttentionLaunch.cu - Attention instructions on cuDNN ----------===//
+//
+// Part of loom, under the Apache License v2.0.
+//
+// Which attention instructions run on cuDNN's fused engines
+// (CudnnAttention.h), and their launches. cuDNN computes in bf16 with f32
+// accumulation, so an instruction qualifies when its operands are bf16
+// values (autocast: bf16 storage, or f32 storage flagged bf16_operands),
+// the mask is causal with as many keys as queries, and the engines accept
+// the shape. Operands in f32 storage are staged: inputs are rounded into
+// bf16 scratch copies (exact: they hold bf16 values), outputs come back as
+// bf16 and are widened into the f32 buffers. lse is f32 either way.
+// Everything else keeps loom's own kernels (AttentionKernels.cu).
+//===----------------------------------------------------------------------===//
+#include "cuda/CudaCommon.cuh"
+#include "cuda/CudaKernels.h"
+#include "cuda/CudnnAttention.h"
+
+#include <cstdio>
+#include <string>
+#include <vector>
+
+namespace loom::rt::cuda {
+namespace {
+
+/// dst = bf16(src), n elements (src holds bf16 values: exact).
+__global__ void roundToBf16(const float *src, uint16_t *dst, int64_t n) {
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+       i += int64_t(gridDim.x) * blockDim.x)
+    dst[i] = floatToBf16(src[i]);
+}
+
+/// dst = float(src), n elements.
+__global__ void widenBf16(const uint16_t *src, float *dst, int64_t n) {
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+       i += int64_t(gridDim.x) * blockDim.x)
+    dst[i] = bf16ToFloat(src[i]);
+}
+
+/// The bf16-sized operands of an attention instruction, in the order the
+/// cuDNN launch binds them: forward q, k, v -> o; backward q, k, v, o, dy ->
+/// dq, dk, dv. (lse, f32, is handled apart.)
+struct Operands {
+  std::vector<uint32_t> in, out;
+};
+
+Operands bf16Operands(const Instr &I) {
+  if (I.op == OpCode::Attention)
+    return {{I.in[0], I.in[1], I.in[2]}, {I.out[0]}};
+  return {{I.in[0], I.in[1], I.in[2], I.in[3], I.in[5]}, {I.out[0], I.out[1], I.out[2]}};
+}
+
+/// The cuDNN shape of attention instruction `I`, or false when it does not
+/// qualify (see the file comment).
+bool cudnnShape(const Program &p, const Instr &I, SdpaShape &s) {
+  // The signatures that carry the forward's lse: Attention -> (o, lse),
+  // AttentionGrad (q, k, v, o, lse, dy) -> (dq, dk, dv).
+  if (I.op == OpCode::Attention ? I.out.size() != 2
+                                : I.op != OpCode::AttentionGrad || I.in.size() != 6)
+    return false;
+  const Shape &qs = p.buffers[I.in[0]].shape, &ks = p.buffers[I.in[1]].shape,
+              &vs = p.buffers[I.in[2]].shape;
+  bool causal = !I.ints.empty() && I.ints[0] != 0;
+  bool bf16Values = I.ints.size() > 1 && I.ints[1] != 0;
+  bool allBf16Storage = true;
+  Operands ops = bf16Operands(I);
+  for (uint32_t id : ops.in) allBf16Storage &= p.buffers[id].dtype == DType::BF16;
+  if (!causal || !(bf16Values || allBf16Storage) || qs.size() != 4 || ks.size() != 4 ||
+      vs != ks || ks[2] != qs[2] || ks[3] != qs[3] || ks[1] == 0 || qs[1] % ks[1] != 0)
+    return false;
+  s = {qs[0], qs[1], ks[1], qs[2], qs[3], float(I.floats[0])};
+  return true;
+}
+
+/// Scratch after cuDNN's workspace: a bf16 copy of each operand in f32 storage.
+size_t stagingBytes(const Program &p, const Instr &I) {
+  Operands ops = bf16Operands(I);
+  size_t bytes = 0;
+  for (const auto *ids : {&ops.in, &ops.out})
+    for (uint32_t id : *ids)
+      if (p.buffers[id].dtype != DType::BF16)
+        bytes += align256(size_t(p.buffers[id].numElements()) * 2);
+  return bytes;
+}
+
+} // namespace
+
+int planCudnnAttention(const Program &p, int index, CudnnAttention &cudnn, size_t &scratchBytes) {
+  const Instr &I = p.instrs[size_t(index)];
+  SdpaShape s;
+  if (!cudnnShape(p, I, s))
+    return -1;
+  size_t workspace = 0;
+  std::string why;
+  int id = cudnn.plan(s, I.op == OpCode::AttentionGrad, workspace, why);
+  if (id < 0) {
+    // Not an error: loom's kernels run it. Said once per shape, so a user
+    // timing attention knows which implementation ran.
+    std::fprintf(stderr, "loom: instr %d (%s) keeps loom's attention kernels: %s\n", index,
+                 opcodeName(I.op), why.c_str());
+    return -1;
+  }
+  scratchBytes = align256(workspace) + stagingBytes(p, I);
+  return id;
+}
+
+bool launchCudnnAttention(const CudaCall &c, CudaContext &ctx) {
+  if (!ctx.cudnn || !ctx.cudnnPlans || (*ctx.cudnnPlans)[size_t(c.index)] < 0)
+    return false;
+  const Instr &I = *c.instr;
+  int plan = (*ctx.cudnnPlans)[size_t(c.index)];
+  bool backward = I.op == OpCode::AttentionGrad;
+  // Scratch: cuDNN's workspace, then the staged copies.
+  void *workspace = ctx.scratch;
+  char *next = static_cast<char *>(ctx.scratch) + align256(ctx.cudnn->workspaceBytes(plan));
+  auto bf16View = [&](const DevTensor &t, bool input) -> void * {
+    if (t.dtype() == DType::BF16)
+      return t.data;
+    void *copy = next;
+    next += align256(size_t(t.numel()) * 2);
+    if (input && t.numel() > 0)
+      roundToBf16<<<gridFor(t.numel()), 256, 0, ctx.stream>>>(t.as<float>(),
+                                                             static_cast<uint16_t *>(copy), t.numel());
+    return copy;
+  };
+  std::vector<const DevTensor *> outs;
+  std::vector<void *> outPtrs;
+  std::string err;
+  bool ok;
+  if (!backward) {
+    void *q = bf16View(c.in[0], true), *k = bf16View(c.in[1], true), *v = bf16View(c.in[2], true);
+    outs = {&c.out[0]};
+    outPtrs = {bf16View(c.out[0], false)};
+    ok = ctx.cudnn->forward(plan, q, k, v, outPtrs[0], c.out[1].as<float>(), workspace, ctx.stream,
+                            err);
+  } else {
+    void *q = bf16View(c.in[0], true), *k = bf16View(c.in[1], true), *v = bf16View(c.in[2], true),
+         *o = bf16View(c.in[3], true), *dy = bf16View(c.in[5], true);
+    outs = {&c.out[0], &c.out[1], &c.out[2]};
+    for (const DevTensor *t : outs) outPtrs.push_back(bf16View(*t, false));
+    ok = ctx.cudnn->backward(plan, q, k, v, o, c.in[4].as<float>(), dy, outPtrs[0], outPtrs[1],
+                             outPtrs[2], workspace, ctx.stream, err);
+  }
+  if (!ok) {
+    // Planned but refused at launch: say so, and let loom's kernels run it.
+    std::fprintf(stderr, "loom: instr %d (%s): cuDNN failed (%s); loom's kernels run it\n",
+                 c.index, opcodeName(I.op), err.c_str());
+    (*ctx.cudnnPlans)[size_t(c.index)] = -1;
+    return false;
+  }
+  for (size_t i = 0; i < outs.size(); ++i)
+    if (outs[i]->dtype() != DType::BF16 && outs[i]->numel() > 0)
+      widenBf16<<<gridFor(outs[i]->numel()), 256, 0, ctx.stream>>>(
+          static_cast<const uint16_t *>(outPtrs[i]), outs[i]->as<float>(), outs[i]->numel());
+  return true;
+}
+
+} // namespace loom::rt::cuda
