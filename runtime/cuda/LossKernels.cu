@@ -13,9 +13,11 @@
 // EmbeddingGrad, dtable[v, :] = sum over positions n with ids[n] == v of
 // dy[n, :], must not add rows with float atomics (their order would change
 // the bits from run to run). Instead the positions are sorted by id with
-// CUB's stable radix sort, and one block per vocab row finds its run of
-// positions by binary search and sums it in position order: the same order
-// as the CPU reference.
+// CUB's stable radix sort; the table is cleared, and one block per run of
+// equal ids (a block per sorted position, of which those that start a run
+// work) sums the run's rows in position order: the same order as the CPU
+// reference. Rows of ids that do not occur are the clear's zeros, so the
+// work follows the N positions, not the V rows of the table.
 //===----------------------------------------------------------------------===//
 #include "cuda/CudaCommon.cuh"
 
@@ -139,23 +141,17 @@ __global__ void embeddingKeysKernel(const void *ids, bool ids64, int32_t *keys, 
   }
 }
 
-__global__ void embeddingGradRowsKernel(const float *dy, const int32_t *sortedKeys,
+__global__ void embeddingGradRunsKernel(const float *dy, const int32_t *sortedKeys,
                                         const int32_t *sortedPos, float *out, int64_t N,
-                                        int64_t D) {
-  int32_t v = int32_t(blockIdx.x);
-  // First k with sortedKeys[k] >= v, and first with > v.
-  int64_t lo = 0, hi = N;
-  while (lo < hi) {
-    int64_t mid = (lo + hi) / 2;
-    if (sortedKeys[mid] < v) lo = mid + 1; else hi = mid;
-  }
-  int64_t begin = lo;
-  hi = N;
-  while (lo < hi) {
-    int64_t mid = (lo + hi) / 2;
-    if (sortedKeys[mid] <= v) lo = mid + 1; else hi = mid;
-  }
-  int64_t end = lo;
+                                        int64_t V, int64_t D) {
+  int64_t begin = blockIdx.x;
+  int32_t v = sortedKeys[begin];
+  // Inside a run (its first position sums it), or the run of bad ids
+  // (key V, reported by embeddingKeysKernel).
+  if ((begin > 0 && sortedKeys[begin - 1] == v) || v >= V)
+    return;
+  int64_t end = begin + 1;
+  while (end < N && sortedKeys[end] == v) ++end;
   for (int64_t col = threadIdx.x; col < D; col += blockDim.x) {
     double acc = 0;
     for (int64_t k = begin; k < end; ++k) acc += dy[int64_t(sortedPos[k]) * D + col];
@@ -229,8 +225,9 @@ void launchEmbeddingGrad(const CudaCall &c, CudaContext &ctx) {
       ids.data, ids.dtype() == DType::I64, keys, pos, N, V, ctx.error, c.index);
   cub::DeviceRadixSort::SortPairs(temp, tempBytes, keys, sortedKeys, pos, sortedPos, int(N), 0,
                                   keyBits(V), ctx.stream);
-  embeddingGradRowsKernel<<<unsigned(V), 128, 0, ctx.stream>>>(
-      dy.as<float>(), sortedKeys, sortedPos, c.out[0].as<float>(), N, D);
+  cudaMemsetAsync(c.out[0].data, 0, c.out[0].desc->bytes, ctx.stream);
+  embeddingGradRunsKernel<<<unsigned(N), 128, 0, ctx.stream>>>(
+      dy.as<float>(), sortedKeys, sortedPos, c.out[0].as<float>(), N, V, D);
 }
 
 } // namespace loom::rt::cuda
