@@ -120,7 +120,18 @@ __global__ void columnPartialKernel(int kind, const float *x, FloatIn dy,
   for (int64_t col = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; col < D;
        col += int64_t(gridDim.x) * blockDim.x) {
     double acc = 0;
-    for (int64_t r = r0; r < r1; ++r) acc += normTerm(kind, x, dy, stats, r, col, D);
+    // The terms of eight rows are loaded before they are added (in row
+    // order): eight loads in flight per thread rather than one.
+    constexpr int kBatch = 8;
+    int64_t r = r0;
+    for (; r + kBatch <= r1; r += kBatch) {
+      double t[kBatch];
+#pragma unroll
+      for (int k = 0; k < kBatch; ++k) t[k] = normTerm(kind, x, dy, stats, r + k, col, D);
+#pragma unroll
+      for (int k = 0; k < kBatch; ++k) acc += t[k];
+    }
+    for (; r < r1; ++r) acc += normTerm(kind, x, dy, stats, r, col, D);
     partial[chunk * D + col] = acc;
   }
 }
@@ -234,9 +245,19 @@ __global__ void sumSquaresKernel(FloatIn x, float *y, double *partial, int64_t c
   __shared__ double sh[32];
   int64_t r0 = int64_t(blockIdx.x) * slice, r1 = min(count, r0 + slice);
   double sum = 0;
-  // Unrolling keeps more loads in flight; the adds stay in order.
-#pragma unroll 8
-  for (int64_t r = r0 + threadIdx.x; r < r1; r += blockDim.x) {
+  // Eight loads are issued before their adds (kept in order), so each
+  // thread has eight in flight instead of waiting out one per add.
+  constexpr int kBatch = 8;
+  const int64_t step = blockDim.x;
+  int64_t r = r0 + threadIdx.x;
+  for (; r + (kBatch - 1) * step < r1; r += kBatch * step) {
+    float v[kBatch];
+#pragma unroll
+    for (int k = 0; k < kBatch; ++k) v[k] = x[r + k * step];
+#pragma unroll
+    for (int k = 0; k < kBatch; ++k) sum += double(__fmul_rn(v[k], v[k]));
+  }
+  for (; r < r1; r += step) {
     float v = x[r];
     sum += double(__fmul_rn(v, v));
   }
