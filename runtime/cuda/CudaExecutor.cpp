@@ -45,7 +45,7 @@ size_t scratchBytesOf(const Program &p) {
   size_t scratch = 256;
   for (const Instr &I : p.instrs)
     scratch = std::max<size_t>({scratch, lossScratchBytes(p, I), attentionScratchBytes(p, I),
-                                normScratchBytes(p, I)});
+                                normScratchBytes(p, I), cudnnAttentionScratchEstimate(p, I)});
   return scratch;
 }
 
@@ -327,6 +327,11 @@ private:
     double runs = double(profiledRuns_);
     std::fprintf(stderr, "loom cuda profile: %d runs, %.3f ms per run in kernels, device memory %.2f GiB\n",
                  profiledRuns_, total / runs, double(allocated_) / double(1ull << 30));
+    int onCudnn = int(std::count_if(cudnnPlans_.begin(), cudnnPlans_.end(),
+                                    [](int id) { return id >= 0; }));
+    if (cudnn_)
+      std::fprintf(stderr, "  attention: %d instructions on cuDNN %zu's fused engines, the rest on loom's\n",
+                   onCudnn, cudnn_->version());
     std::fprintf(stderr, "  %-22s %6s %12s %7s\n", "opcode", "instrs", "ms/run", "share");
     for (const auto &[ms, name] : rows)
       std::fprintf(stderr, "  %-22s %6d %12.3f %6.1f%%\n", name.c_str(), byOp.at(name).second,

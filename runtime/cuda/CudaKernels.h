@@ -119,6 +119,9 @@ size_t normScratchBytes(const Program &p, const Instr &I);      // NormKernels.c
 /// shape and storage allow (AttentionKernels.cu). Returns the plan id, with
 /// the scratch bytes its launch needs, or -1: loom's own kernels run it.
 int planCudnnAttention(const Program &p, int index, CudnnAttention &cudnn, size_t &scratchBytes);
+/// The scratch a cuDNN launch of `I` needs apart from the engine's own
+/// workspace (known only once planned on a GPU): what the planner counts.
+size_t cudnnAttentionScratchEstimate(const Program &p, const Instr &I);
 /// Runs attention instruction `c` on its cuDNN plan; false (nothing
 /// enqueued) when it has none, and loom's kernels must run it.
 bool launchCudnnAttention(const CudaCall &c, CudaContext &ctx);

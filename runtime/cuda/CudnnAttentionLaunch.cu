@@ -85,6 +85,16 @@ size_t stagingBytes(const Program &p, const Instr &I) {
 
 } // namespace
 
+size_t cudnnAttentionScratchEstimate(const Program &p, const Instr &I) {
+  SdpaShape s;
+  if (!cudnnShape(p, I, s))
+    return 0;
+  size_t bytes = stagingBytes(p, I);
+  if (I.op == OpCode::AttentionGrad) // delta and the f32 dQ accumulator (CudnnAttention.cpp)
+    bytes += align256(size_t(s.B * s.Hq * s.T) * 4) + align256(size_t(s.B * s.Hq * s.T * s.D) * 4);
+  return bytes;
+}
+
 int planCudnnAttention(const Program &p, int index, CudnnAttention &cudnn, size_t &scratchBytes) {
   const Instr &I = p.instrs[size_t(index)];
   SdpaShape s;
