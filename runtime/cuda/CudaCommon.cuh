@@ -245,6 +245,18 @@ inline bool packable(int64_t n, std::initializer_list<const DevTensor *> ts) {
   return true;
 }
 
+/// Rows of `len` elements (row-major tensors) that start 16-byte aligned
+/// in every tensor, so a thread may move 8 consecutive ones per access:
+/// len % 8 == 0 and aligned base pointers.
+inline bool rowsPackable(int64_t len, std::initializer_list<const DevTensor *> ts) {
+  if (len % kPack)
+    return false;
+  for (const DevTensor *t : ts)
+    if (reinterpret_cast<uintptr_t>(t->data) % 16)
+      return false;
+  return true;
+}
+
 /// Grid for n / 8 threads' worth of packs.
 inline unsigned packGrid(int64_t n) { return gridFor(n / kPack); }
 

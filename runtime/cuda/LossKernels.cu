@@ -199,17 +199,6 @@ size_t sortTempBytes(int64_t N, int64_t V) {
   return bytes;
 }
 
-/// Rows of V elements can be read (and written) eight at a time: every row
-/// starts 16-byte aligned.
-bool rowsPack(int64_t V, std::initializer_list<const DevTensor *> ts) {
-  if (V % kPack)
-    return false;
-  for (const DevTensor *t : ts)
-    if (reinterpret_cast<uintptr_t>(t->data) % 16)
-      return false;
-  return true;
-}
-
 } // namespace
 
 size_t lossScratchBytes(const Program &p, const Instr &I) {
@@ -228,7 +217,7 @@ void launchCrossEntropy(const CudaCall &c, CudaContext &ctx) {
   if (N > 0)
     crossEntropyRowKernel<<<unsigned(N), kLossThreads, 0, ctx.stream>>>(
         floatIn(c.in[0]), c.in[1].data, c.in[1].dtype() == DType::I64, rowLoss, V,
-        rowsPack(V, {&c.in[0]}), ctx.error, c.index);
+        rowsPackable(V, {&c.in[0]}), ctx.error, c.index);
   meanKernel<<<1, 1024, 0, ctx.stream>>>(rowLoss, N, c.out[0].as<float>());
 }
 
@@ -237,7 +226,7 @@ void launchCrossEntropyGrad(const CudaCall &c, CudaContext &ctx) {
   if (N == 0) return;
   crossEntropyGradKernel<<<unsigned(N), kLossThreads, 0, ctx.stream>>>(
       floatIn(c.in[0]), c.in[1].data, c.in[1].dtype() == DType::I64, c.in[2].as<float>(),
-      floatOut(c.out[0]), N, V, rowsPack(V, {&c.in[0], &c.out[0]}), ctx.error, c.index);
+      floatOut(c.out[0]), N, V, rowsPackable(V, {&c.in[0], &c.out[0]}), ctx.error, c.index);
 }
 
 void launchEmbeddingGrad(const CudaCall &c, CudaContext &ctx) {

@@ -24,16 +24,36 @@ int64_t rowsOf(const DevTensor &x) {
   return d ? x.numel() / d : 0;
 }
 
-// y = x / sqrt(mean(x^2) + eps) * w; x and y may be bf16 storage.
-__global__ void rmsNormKernel(FloatIn x, const float *w, FloatOut y, int64_t D, double eps) {
+// y = x / sqrt(mean(x^2) + eps) * w; x and y may be bf16 storage. With
+// `packed` (D % 8 == 0, 16-byte aligned rows) each thread moves eight
+// consecutive elements per access.
+__global__ void rmsNormKernel(FloatIn x, const float *w, FloatOut y, int64_t D, double eps,
+                              bool packed) {
   __shared__ double red[32];
   int64_t row = int64_t(blockIdx.x) * D;
   double ss = 0;
-  for (int64_t i = threadIdx.x; i < D; i += blockDim.x) ss += double(x[row + i]) * x[row + i];
+  if (packed) {
+    for (int64_t i = int64_t(threadIdx.x) * kPack; i < D; i += int64_t(blockDim.x) * kPack) {
+      Pack p = load8(x, row + i);
+#pragma unroll
+      for (int k = 0; k < kPack; ++k) ss += double(p.v[k]) * p.v[k];
+    }
+  } else {
+    for (int64_t i = threadIdx.x; i < D; i += blockDim.x) ss += double(x[row + i]) * x[row + i];
+  }
   ss = blockSum(ss, red);
   double inv = 1.0 / sqrt(ss / double(D) + eps);
-  for (int64_t i = threadIdx.x; i < D; i += blockDim.x)
-    y.store(row + i, float(x[row + i] * inv * w[i]));
+  if (packed) {
+    for (int64_t i = int64_t(threadIdx.x) * kPack; i < D; i += int64_t(blockDim.x) * kPack) {
+      Pack p = load8(x, row + i);
+#pragma unroll
+      for (int k = 0; k < kPack; ++k) p.v[k] = float(p.v[k] * inv * w[i + k]);
+      store8(y, row + i, p);
+    }
+  } else {
+    for (int64_t i = threadIdx.x; i < D; i += blockDim.x)
+      y.store(row + i, float(x[row + i] * inv * w[i]));
+  }
 }
 
 // y = (x - mean) / sqrt(var + eps) * w + b, var = mean((x - mean)^2)
@@ -55,19 +75,44 @@ __global__ void layerNormKernel(const float *x, const float *w, const float *b, 
 //   dx = r (g - n mean(g n)); keeps r for the dw pass. dy and dx may be
 //   bf16 storage.
 __global__ void rmsNormGradRowKernel(const float *x, const float *w, FloatIn dy, FloatOut dx,
-                                     double *rstd, int64_t D, double eps) {
+                                     double *rstd, int64_t D, double eps, bool packed) {
   __shared__ double red[32];
   int64_t row = blockIdx.x;
   const float *xr = x + row * D;
+  FloatIn xs{xr, false};
+  // With `packed` (as rmsNormKernel) a thread owns eight consecutive
+  // columns per step and moves them with 16-byte accesses.
+  const int64_t width = packed ? kPack : 1, first = int64_t(threadIdx.x) * width,
+                step = int64_t(blockDim.x) * width;
+  auto forColumns = [&](auto &&body) {
+    for (int64_t i = first; i < D; i += step) {
+      if (packed) {
+        Pack xp = load8(xs, i), gp = load8(dy, row * D + i);
+#pragma unroll
+        for (int k = 0; k < kPack; ++k) body(i + k, xp.v[k], gp.v[k]);
+      } else {
+        body(i, xr[i], dy[row * D + i]);
+      }
+    }
+  };
   double ss = 0;
-  for (int64_t i = threadIdx.x; i < D; i += blockDim.x) ss += double(xr[i]) * xr[i];
+  forColumns([&](int64_t, float xv, float) { ss += double(xv) * xv; });
   double r = 1.0 / sqrt(blockSum(ss, red) / double(D) + eps);
   double gn = 0;
-  for (int64_t i = threadIdx.x; i < D; i += blockDim.x)
-    gn += double(dy[row * D + i]) * w[i] * (xr[i] * r);
+  forColumns([&](int64_t i, float xv, float g) { gn += double(g) * w[i] * (xv * r); });
   double meanGn = blockSum(gn, red) / double(D);
-  for (int64_t i = threadIdx.x; i < D; i += blockDim.x)
-    dx.store(row * D + i, float(r * (double(dy[row * D + i]) * w[i] - xr[i] * r * meanGn)));
+  if (packed) {
+    for (int64_t i = first; i < D; i += step) {
+      Pack xp = load8(xs, i), gp = load8(dy, row * D + i);
+#pragma unroll
+      for (int k = 0; k < kPack; ++k)
+        xp.v[k] = float(r * (double(gp.v[k]) * w[i + k] - xp.v[k] * r * meanGn));
+      store8(dx, row * D + i, xp);
+    }
+  } else {
+    for (int64_t i = first; i < D; i += step)
+      dx.store(row * D + i, float(r * (double(dy[row * D + i]) * w[i] - xr[i] * r * meanGn)));
+  }
   if (threadIdx.x == 0) rstd[row] = r;
 }
 
@@ -313,7 +358,8 @@ void launchRmsNorm(const CudaCall &c, CudaContext &ctx) {
   int64_t rows = rowsOf(c.in[0]), D = c.in[0].shape().back();
   if (rows == 0) return;
   rmsNormKernel<<<unsigned(rows), kRowThreads, 0, ctx.stream>>>(
-      floatIn(c.in[0]), c.in[1].as<float>(), floatOut(c.out[0]), D, c.instr->floats[0]);
+      floatIn(c.in[0]), c.in[1].as<float>(), floatOut(c.out[0]), D, c.instr->floats[0],
+      rowsPackable(D, {&c.in[0], &c.out[0]}));
 }
 
 void launchLayerNorm(const CudaCall &c, CudaContext &ctx) {
@@ -331,7 +377,7 @@ void launchRmsNormGrad(const CudaCall &c, CudaContext &ctx) {
   if (rows > 0)
     rmsNormGradRowKernel<<<unsigned(rows), kRowThreads, 0, ctx.stream>>>(
         c.in[0].as<float>(), c.in[1].as<float>(), floatIn(c.in[2]), floatOut(c.out[0]), stats, D,
-        c.instr->floats[0]);
+        c.instr->floats[0], rowsPackable(D, {&c.in[0], &c.in[2], &c.out[0]}));
   columnSums(0, c.in[0].as<float>(), floatIn(c.in[2]), stats, partial, c.out[1].as<float>(), rows,
              D, ctx.stream);
 }
