@@ -42,11 +42,12 @@ std::string opName(Operation *op) {
   return s;
 }
 
-/// The attention opcodes' ints: [causal], plus a 1 when every operand was
-/// widened from bf16 (autocast's rounding), which lets a backend use bf16
-/// tensor cores (Program.h).
-std::vector<int64_t> attentionInts(Operation *op, bool causal) {
-  bool bf16 = llvm::all_of(op->getOperands(), [](Value v) {
+/// The attention opcodes' ints: [causal], plus a 1 when every operand that
+/// enters a product (q, k, v, and dy for the gradient) was widened from bf16
+/// (autocast's rounding), which lets a backend use bf16 tensor cores
+/// (Program.h). The gradient's o and lse only enter f32 row statistics.
+std::vector<int64_t> attentionInts(ValueRange products, bool causal) {
+  bool bf16 = llvm::all_of(products, [](Value v) {
     auto c = v.getDefiningOp<CastOp>();
     return c && cast<RankedTensorType>(c.getInput().getType()).getElementType().isBF16();
   });
@@ -212,7 +213,7 @@ bool ProgramBuilder::lowerOp(Operation *op, std::string &err) {
       })
       .Case<RotaryOp>([&](auto) { emit(OpCode::Rotary, op); })
       .Case<AttentionOp>([&](AttentionOp a) {
-        emit(OpCode::Attention, op, attentionInts(op, a.getCausal()),
+        emit(OpCode::Attention, op, attentionInts(a->getOperands(), a.getCausal()),
              {a.getScale().convertToDouble()});
       })
       .Case<CrossEntropyOp>([&](auto) { emit(OpCode::CrossEntropy, op); })
@@ -240,7 +241,8 @@ bool ProgramBuilder::lowerOp(Operation *op, std::string &err) {
         emit(OpCode::LayerNormGrad, op, {}, {n.getEpsilon().convertToDouble()});
       })
       .Case<AttentionGradOp>([&](AttentionGradOp a) {
-        emit(OpCode::AttentionGrad, op, attentionInts(op, a.getCausal()),
+        SmallVector<Value> products = {a.getQuery(), a.getKey(), a.getValue(), a.getOutputGrad()};
+        emit(OpCode::AttentionGrad, op, attentionInts(products, a.getCausal()),
              {a.getScale().convertToDouble()});
       })
       .Case<RotaryGradOp>([&](auto) { emit(OpCode::RotaryGrad, op); })

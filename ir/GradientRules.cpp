@@ -317,8 +317,36 @@ LogicalResult RotaryOp::buildGradients(OpBuilder &b, ArrayRef<Value> dys, SmallV
   return success();
 }
 
+/// The output of `op` as its readers see it, which the backward's delta =
+/// <dy, o> must use. Under autocast (AutocastBf16) the fused op stands for
+/// SDPA, whose output is a bf16 tensor: the IR computes it in f32 and rounds
+/// it right after the op, cast(bf16) then cast(f32). The rounded values are
+/// the ones PyTorch's SDPA backward reads, and reading them leaves the
+/// rounding the f32 result's only reader, so that codegen folds it into the
+/// attention kernel (FoldCasts) instead of keeping an f32 copy of the
+/// output alive until the backward.
+static Value savedAttentionOutput(AttentionOp op) {
+  Value o = op.getOutput();
+  auto wide = cast<RankedTensorType>(o.getType());
+  if (!o.hasOneUse())
+    return o;
+  auto narrow = dyn_cast<CastOp>(*o.getUsers().begin());
+  if (!narrow || !narrow.getType().getElementType().isBF16())
+    return o;
+  for (Operation *user : narrow->getUsers())
+    if (auto back = dyn_cast<CastOp>(user); back && back.getType() == wide)
+      return back;
+  return o;
+}
+
 LogicalResult AttentionOp::buildGradients(OpBuilder &b, ArrayRef<Value> dys, SmallVectorImpl<Value> &dx) {
-  auto op = b.create<AttentionGradOp>(getLoc(), getQuery(), getKey(), getValue(), dys[0],
+  // lse is a statistic the backward reads, not a value the loss may depend
+  // on: nothing differentiates through it (its gradient would add
+  // dlse_i P_ij to dS_ij, which attention_grad does not take).
+  if (dys.size() > 1 && dys[1])
+    return emitOpError("has a gradient for its lse result, which attention_grad does not take");
+  auto op = b.create<AttentionGradOp>(getLoc(), getQuery(), getKey(), getValue(),
+                                      savedAttentionOutput(*this), getLse(), dys[0],
                                       getScaleAttr(), getCausalAttr());
   dx.assign({op.getQueryGrad(), op.getKeyGrad(), op.getValueGrad()});
   return success();

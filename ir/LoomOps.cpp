@@ -327,7 +327,15 @@ LogicalResult AttentionOp::inferReturnTypes(MLIRContext *,
                              " kv heads");
   types.push_back(RankedTensorType::get({qs[0], qs[1], qs[2], vs[3]},
                                         q.getElementType()));
+  types.push_back(attentionLseType(q));
   return success();
+}
+
+RankedTensorType loom::attentionLseType(RankedTensorType query) {
+  ArrayRef<int64_t> shape = query.getShape();
+  Type f = query.getElementType().isF64() ? Type(Float64Type::get(query.getContext()))
+                                           : Type(Float32Type::get(query.getContext()));
+  return RankedTensorType::get(shape.empty() ? shape : shape.drop_back(), f);
 }
 
 LogicalResult CrossEntropyOp::inferReturnTypes(MLIRContext *,

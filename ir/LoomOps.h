@@ -25,6 +25,11 @@
 #include "ir/LoomOps.h.inc"
 
 namespace loom {
+/// The type of attention's logsumexp for a query of type `query` ([B, Hq,
+/// T, D]): [B, Hq, T], f64 for f64 queries and f32 for every other float
+/// type (the statistics are never stored in bf16).
+mlir::RankedTensorType attentionLseType(mlir::RankedTensorType query);
+
 /// NumPy broadcast of two static shapes; failure when incompatible.
 mlir::FailureOr<llvm::SmallVector<int64_t>>
 broadcastShapes(llvm::ArrayRef<int64_t> a, llvm::ArrayRef<int64_t> b);

@@ -249,14 +249,22 @@ def Loom_AttentionOp : Loom_Op<"attention", [Pure, InferTypeOpAdaptor,
   let summary = "scaled dot-product attention with grouped-query heads";
   let description = [{
     query [B, Hq, T, D], key and value [B, Hkv, S, D] with Hq % Hkv == 0:
-    query head h attends with kv head h / (Hq / Hkv). Computes
-    softmax(scale * q k^T + mask) v, the mask hiding future keys when
-    `causal` is set.
+    query head h attends with kv head h / (Hq / Hkv). `output` [B, Hq, T,
+    D] is softmax(scale * q k^T + mask) v, the mask hiding future keys when
+    `causal` is set (key j from query i when j > i + max(S - T, 0)).
+
+    `lse` [B, Hq, T] is each query row's natural-log logsumexp over its
+    visible keys, log sum_j exp(scale * q_i . k_j), and +inf for a row that
+    sees no key. It is what the backward needs besides `output` to rebuild
+    the probabilities, exp(scale * q_i . k_j - lse_i), without another pass
+    over the keys (FlashAttention's and cuDNN's contract). It is f32 for
+    f32 and bf16 operands alike (under autocast too: the statistics are
+    never rounded to bf16), and f64 for f64 operands.
   }];
   let arguments = (ins Loom_FloatTensor:$query, Loom_FloatTensor:$key,
                        Loom_FloatTensor:$value, F64Attr:$scale,
                        BoolAttr:$causal);
-  let results = (outs Loom_FloatTensor:$result);
+  let results = (outs Loom_FloatTensor:$output, Loom_FloatTensor:$lse);
   let assemblyFormat = [{
     $query `,` $key `,` $value attr-dict `:` type($query) `,` type($key) `,` type($value)
   }];
@@ -369,16 +377,30 @@ def Loom_LayerNormGradOp : Loom_Op<"layer_norm_grad", [Pure, InferTypeOpAdaptor,
 }
 
 def Loom_AttentionGradOp : Loom_Op<"attention_grad", [Pure, InferTypeOpAdaptor,
-    AllTypesMatch<["query", "output_grad"]>]> {
-  let summary = "(dq, dk, dv) of attention, recomputing the probabilities";
+    AllTypesMatch<["query", "output", "output_grad"]>,
+    TypesMatchWith<"lse is the logsumexp per query row", "query", "lse",
+                   "::loom::attentionLseType(::llvm::cast<::mlir::RankedTensorType>($_self))">]> {
+  let summary = "(dq, dk, dv) of attention from its saved output and logsumexp";
+  let description = [{
+    `output` and `lse` are the results of the `loom.attention` of the same
+    query, key and value (the forward's saved statistics, FlashAttention's
+    contract), and `output_grad` the gradient of `output`. With
+    P = exp(scale * q k^T + mask - lse) (the forward's probabilities,
+    rebuilt without a pass over the keys for the row statistics) and
+    delta = rowsum(output_grad * output), which equals rowsum(dP * P):
+      dv = P^T dy;  dP = dy v^T;  dS = P (dP - delta);
+      dq = scale dS k;  dk = scale dS^T q,
+    where query heads that share a kv head sum into its dk and dv.
+  }];
   let arguments = (ins Loom_FloatTensor:$query, Loom_FloatTensor:$key,
-                       Loom_FloatTensor:$value, Loom_FloatTensor:$output_grad,
+                       Loom_FloatTensor:$value, Loom_FloatTensor:$output,
+                       Loom_FloatTensor:$lse, Loom_FloatTensor:$output_grad,
                        F64Attr:$scale, BoolAttr:$causal);
   let results = (outs Loom_FloatTensor:$query_grad, Loom_FloatTensor:$key_grad,
                       Loom_FloatTensor:$value_grad);
   let assemblyFormat = [{
-    $query `,` $key `,` $value `,` $output_grad attr-dict `:` type($query) `,`
-    type($key) `,` type($value)
+    $query `,` $key `,` $value `,` $output `,` $lse `,` $output_grad attr-dict
+    `:` type($query) `,` type($key) `,` type($value)
   }];
 }
 

@@ -163,14 +163,16 @@ struct AutocastBf16Pass : impl::AutocastBf16Base<AutocastBf16Pass> {
       }
       if (fusedBiasAdds.contains(op))
         continue;
-      if (isa<AttentionOp>(op)) {
+      if (auto attention = dyn_cast<AttentionOp>(op)) {
         // A fused attention op is torch's scaled_dot_product_attention: a
         // flash-style kernel on bf16 q/k/v that keeps the scores and the
-        // softmax in f32 and writes a bf16 output. (Eager attention reaches
-        // this pass unfused; its score matmul is rounded as a matmul.)
+        // softmax in f32 and writes a bf16 output. Its logsumexp is one of
+        // those f32 statistics (SDPA's backward saves it in f32), so lse
+        // is neither rounded nor marked bf16. (Eager attention reaches this
+        // pass unfused; its score matmul is rounded as a matmul.)
         for (OpOperand &operand : op->getOpOperands())
           roundOperand(b, operand);
-        roundResult(b, op->getResult(0));
+        roundResult(b, attention.getOutput());
         continue;
       }
       if (runsInF32(op))

@@ -185,9 +185,14 @@ struct FuseAttentionPattern : OpRewritePattern<MatmulOp> {
     if (vs.size() != 4 || ks[1] != vs[1] || ks[2] != vs[2] || qs[1] % ks[1] != 0 ||
         ks[3] != qs[3] || ks[0] != qs[0] || vs[0] != qs[0])
       return failure();
-    rewriter.replaceOpWithNewOp<AttentionOp>(pv, q, k, v,
-                                             rewriter.getF64FloatAttr(scale),
-                                             rewriter.getBoolAttr(causal));
+    // The unfused graph has no logsumexp to replace: lse gets its reader
+    // when autodiff builds attention_grad. A forward-only program still
+    // stores it, one float per query row beside o's D, from the row
+    // statistics the softmax computes anyway.
+    auto fused = rewriter.create<AttentionOp>(pv->getLoc(), q, k, v,
+                                              rewriter.getF64FloatAttr(scale),
+                                              rewriter.getBoolAttr(causal));
+    rewriter.replaceOp(pv, fused.getOutput());
     return success();
   }
 };

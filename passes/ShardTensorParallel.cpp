@@ -249,16 +249,19 @@ private:
     if (auto a = dyn_cast<AttentionOp>(op)) {
       if (d != 1) // heads
         return false;
+      // The output and the logsumexp are per query head: each rank holds
+      // its heads' rows of both ([B, Hq/T, T, D] and [B, Hq/T, T]).
+      auto markResults = [&] { return mark(g, a.getOutput(), 1) && mark(g, a.getLse(), 1); };
       if (kv.count(op)) {
         // Only the query is split; k and v are picked per rank in apply().
         if (use.getOperandNumber() != 0)
           return false;
         if (!llvm::is_contained(g.kvReplicated, a))
           g.kvReplicated.push_back(a);
-        return mark(g, a.getResult(), 1);
+        return markResults();
       }
       waiting.insert(op);
-      return mark(g, a.getResult(), 1);
+      return markResults();
     }
     if (isa<SiluOp, GeluOp, TanhOp, SigmoidOp, NegOp, ExpOp, CastOp>(op))
       return mark(g, op->getResult(0), d);

@@ -83,7 +83,8 @@ struct ParamInfo {
 struct SavedTensor {
   int layer = kEmbedLayer;
   double elements = 0;
-  int bytesPerElement = 0; // 0: float activation at the plan's width; else integer width
+  int bytesPerElement = 0; // 0: float activation at the plan's width; else its own width
+                           // (integers; attention's logsumexp, f32 in every plan)
   // Kept under each activation-checkpoint policy (full keeps only layer
   // inputs; selective keeps GEMM/attention outputs and what recomputing the
   // rest starts from).

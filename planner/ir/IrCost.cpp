@@ -413,6 +413,11 @@ void Walker::trackBatchDims() {
       ArrayRef<int64_t> perm = t.getPermutation();
       for (size_t i = 0; i < perm.size(); ++i)
         if (perm[i] == d) batchDim[t.getResult()] = int(i);
+    } else if (auto a = dyn_cast<AttentionOp>(op); a && src == a.getQuery() && d < 3) {
+      // o [B, Hq, T, Dv] and lse [B, Hq, T] share q's leading dims; lse,
+      // one dim short, is aligned on the left, not the right.
+      batchDim[a.getOutput()] = d;
+      batchDim[a.getLse()] = d;
     } else if (auto r = dyn_cast<ReduceOp>(op)) {
       ArrayRef<int64_t> axes = r.getAxes();
       if (llvm::is_contained(axes, d))
@@ -524,7 +529,8 @@ void Walker::buildOps() {
       ArrayRef<int64_t> qs = shapeOf(q), ks = shapeOf(k);
       double B = double(qs[0]), H = double(qs[1]), T = double(qs[2]), D = double(qs[3]);
       double S = double(ks[2]);
-      // Forward: q k^T and p v. Backward (recomputing p): q k^T, dv, dp, dq, dk.
+      // Forward: q k^T and p v. Backward (p rebuilt from the saved lse, no
+      // pass for the row statistics): q k^T, dv, dp, dq, dk.
       double gemms = isa<AttentionOp>(op) ? 2 : 5;
       c.flops = gemms * 2 * B * H * T * S * D * scaleOf(q);
       c.seqQ = T;
@@ -631,6 +637,10 @@ void Walker::buildSaved() {
     s.elements = elementsOf(r) * scaleOf(r);
     Type et = cast<RankedTensorType>(r.getType()).getElementType();
     s.bytesPerElement = isa<FloatType>(et) ? 0 : std::max(1u, et.getIntOrFloatBitWidth() / 8);
+    // Attention's logsumexp stays f32 whatever the activations' width
+    // (AutocastBf16 never rounds it): one float per query row.
+    if (auto a = r.getDefiningOp<AttentionOp>(); a && r == a.getLse())
+      s.bytesPerElement = std::max(4u, et.getIntOrFloatBitWidth() / 8);
     s.none = saved.contains(r);
     bool layer = inTransformerLayer(s.layer);
     s.full = layer ? layerInputs.contains(r) : s.none;

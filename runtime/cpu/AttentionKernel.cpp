@@ -2,16 +2,19 @@
 //
 // Part of loom, under the Apache License v2.0.
 //
-// q[B, Hq, T, D], k[B, Hkv, S, D], v[B, Hkv, S, Dv] -> o[B, Hq, T, Dv].
-// For batch b, query head h and query position i, with kv head
-// g = h / (Hq / Hkv) (consecutive query heads share one kv head):
+// q[B, Hq, T, D], k[B, Hkv, S, D], v[B, Hkv, S, Dv] -> o[B, Hq, T, Dv],
+// lse[B, Hq, T]. For batch b, query head h and query position i, with kv
+// head g = h / (Hq / Hkv) (consecutive query heads share one kv head):
 //   s_j = scale * <q[b,h,i], k[b,g,j]>            for visible keys j
-//   p_j = exp(s_j - max_j s_j) / sum_j exp(s_j - max_j s_j)
-//   o[b,h,i] = sum_j p_j v[b,g,j]
+//   m = max_j s_j,  l = sum_j exp(s_j - m)
+//   o[b,h,i] = sum_j exp(s_j - m) v[b,g,j] / l,  lse[b,h,i] = m + log l
 // Key j is visible to query i unless causal and j > i + (S - T) (the offset
-// applies when S > T: the queries are the last T of S positions).
+// applies when S > T: the queries are the last T of S positions). A row
+// with no visible key (S == 0) gets o = 0 and lse = +inf, so that the
+// backward's exp(s - lse) is 0 there too.
 // Subtracting the max keeps exp() <= 1. Dot products, the softmax and the
-// weighted sum of values all accumulate in double.
+// weighted sum of values all accumulate in double; o and lse are rounded
+// once.
 // Work is split over (b, h, i) rows; causal rows differ in length, which
 // the pool's dynamic chunks balance.
 //===----------------------------------------------------------------------===//
@@ -34,7 +37,7 @@ bool attentionTyped(const KernelCall &c, ThreadPool &pool, std::string &) {
   double scale = c.instr->floats[0];
   int64_t offset = S > T ? S - T : 0;
   const Elem *q = c.in[0].as<Elem>(), *k = c.in[1].as<Elem>(), *v = c.in[2].as<Elem>();
-  Elem *o = c.out[0].as<Elem>();
+  Elem *o = c.out[0].as<Elem>(), *lse = c.out[1].as<Elem>();
 
   pool.parallelFor(B * Hq * T, 1, [&](int64_t begin, int64_t end) {
     std::vector<double> p(static_cast<size_t>(S)), acc(static_cast<size_t>(Dv));
@@ -63,6 +66,7 @@ bool attentionTyped(const KernelCall &c, ThreadPool &pool, std::string &) {
       // No visible key (S == 0): an empty softmax; write zeros, not 0/0.
       double inv = visible ? 1.0 / sum : 0.0;
       for (int64_t d = 0; d < Dv; ++d) o[row * Dv + d] = Elem(acc[d] * inv);
+      lse[row] = visible ? Elem(mx + std::log(sum)) : Elem(INFINITY);
     }
   });
   return true;

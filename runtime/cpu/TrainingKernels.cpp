@@ -170,19 +170,21 @@ bool layerNormGradTyped(const KernelCall &c, ThreadPool &pool, std::string &) {
 }
 
 // AttentionGrad. Per (b, query head h, query i), with kv head g as in the
-// forward kernel and keys j visible as there (causal: j <= i + max(S-T, 0)):
-//   P_ij  = softmax_j(scale <q_i, k_j>)          (recomputed)
+// forward kernel and keys j visible as there (causal: j <= i + max(S-T, 0)),
+// from the forward's output o and logsumexp lse:
+//   P_ij  = exp(scale <q_i, k_j> - lse_i)      (the forward's softmax)
+//   delta_i = <dy_i, o_i>                      (= sum_j P_ij dP_ij, as o_i = sum_j P_ij v_j)
 //   dP_ij = <dy_i, v_j>
-//   dS_ij = P_ij (dP_ij - delta_i),  delta_i = sum_j P_ij dP_ij
+//   dS_ij = P_ij (dP_ij - delta_i)
 //   dq_i  = scale sum_j dS_ij k_j
 //   dk_j  = scale sum_{h in group(g), i} dS_ij q_i
 //   dv_j  = sum_{h in group(g), i} P_ij dy_i
 // Two passes, each owning its outputs (so no two threads add into the same
-// row): pass 1 over query rows computes dq and keeps each row's logsumexp
-// and delta_i; pass 2 over key rows (b, g, j) recomputes P_ij = exp(scale
-// <q_i, k_j> - lse_i) and dS_ij for the visible (h, i) in a fixed order and
-// sums dk_j and dv_j. The dot products are recomputed once more than a
+// row): pass 1 over query rows computes delta_i and dq; pass 2 over key rows
+// (b, g, j) computes P_ij and dS_ij for the visible (h, i) in a fixed order
+// and sums dk_j and dv_j. The dot products are computed once more than a
 // single pass would need, in exchange for B * Hkv * S independent tasks.
+// The saved statistics spare the softmax's max and sum over every row.
 template <typename Elem>
 bool attentionGradTyped(const KernelCall &c, ThreadPool &pool, std::string &) {
   const std::vector<int64_t> &qs = c.in[0].shape(), &ks = c.in[1].shape(), &vs = c.in[2].shape();
@@ -193,7 +195,7 @@ bool attentionGradTyped(const KernelCall &c, ThreadPool &pool, std::string &) {
   double scale = c.instr->floats[0];
   int64_t offset = S > T ? S - T : 0;
   const Elem *q = c.in[0].as<Elem>(), *k = c.in[1].as<Elem>(), *v = c.in[2].as<Elem>();
-  const Elem *dy = c.in[3].as<Elem>();
+  const Elem *o = c.in[3].as<Elem>(), *lse = c.in[4].as<Elem>(), *dy = c.in[5].as<Elem>();
   Elem *dq = c.out[0].as<Elem>(), *dk = c.out[1].as<Elem>(), *dv = c.out[2].as<Elem>();
   auto dot = [](const Elem *a, const Elem *b, int64_t n) {
     double s = 0;
@@ -201,10 +203,9 @@ bool attentionGradTyped(const KernelCall &c, ThreadPool &pool, std::string &) {
     return s;
   };
 
-  // Pass 1: dq, and lse_i, delta_i per query row.
-  std::vector<double> lse(static_cast<size_t>(B * Hq * T)), delta(lse.size());
+  // Pass 1: delta_i per query row, and dq.
+  std::vector<double> delta(static_cast<size_t>(B * Hq * T));
   pool.parallelFor(B * Hq * T, 1, [&](int64_t begin, int64_t end) {
-    std::vector<double> p(static_cast<size_t>(S)), ds(static_cast<size_t>(S));
     std::vector<double> acc(static_cast<size_t>(D));
     for (int64_t row = begin; row < end; ++row) {
       int64_t i = row % T, bh = row / T, b = bh / Hq, h = bh % Hq;
@@ -212,26 +213,15 @@ bool attentionGradTyped(const KernelCall &c, ThreadPool &pool, std::string &) {
       const Elem *qi = q + row * D, *dyi = dy + row * Dv;
       const Elem *kg = k + g * S * D, *vg = v + g * S * Dv;
       int64_t visible = causal ? std::min(S, i + offset + 1) : S;
-
-      double mx = -INFINITY;
-      for (int64_t j = 0; j < visible; ++j)
-        mx = std::max(mx, p[j] = scale * dot(qi, kg + j * D, D));
-      double sum = 0;
-      for (int64_t j = 0; j < visible; ++j) sum += p[j] = std::exp(p[j] - mx);
-      double dlt = 0;
-      for (int64_t j = 0; j < visible; ++j) {
-        p[j] /= sum;
-        ds[j] = dot(dyi, vg + j * Dv, Dv); // dP_ij for now
-        dlt += p[j] * ds[j];
-      }
+      double dlt = dot(dyi, o + row * Dv, Dv);
       std::fill(acc.begin(), acc.end(), 0.0);
       for (int64_t j = 0; j < visible; ++j) {
-        ds[j] = p[j] * (ds[j] - dlt);
         const Elem *kj = kg + j * D;
-        for (int64_t d = 0; d < D; ++d) acc[d] += ds[j] * kj[d];
+        double p = std::exp(scale * dot(qi, kj, D) - lse[row]);
+        double ds = p * (dot(dyi, vg + j * Dv, Dv) - dlt);
+        for (int64_t d = 0; d < D; ++d) acc[d] += ds * kj[d];
       }
       for (int64_t d = 0; d < D; ++d) dq[row * D + d] = Elem(scale * acc[d]);
-      lse[row] = visible ? mx + std::log(sum) : 0.0;
       delta[row] = dlt;
     }
   });

@@ -14,9 +14,12 @@
 // (backward pass 2), the lanes splitting the head dim (<= 256, 8 per lane). The forward uses the online
 // softmax: with running max m, normalizer l and accumulator a,
 //   m' = max(m, s_j);  c = exp(m - m');  l' = l c + exp(s_j - m');
-//   a' = a c + exp(s_j - m') v_j;        o = a / l at the end.
-// The backward, as on the CPU, owns its outputs instead of adding into them:
-//   pass 1 (query rows): lse_i = logsumexp_j s_ij, delta_i = sum_j P_ij dP_ij,
+//   a' = a c + exp(s_j - m') v_j;        o = a / l and lse = m + log l at the end
+// (lse = +inf for a row with no visible key).
+// The backward, as on the CPU, owns its outputs instead of adding into them,
+// and takes the softmax statistics from the forward (its o and lse) rather
+// than recomputing them with a pass over the keys:
+//   pass 1 (query rows): delta_i = <dy_i, o_i>,
 //           dq_i = scale sum_j P_ij (dP_ij - delta_i) k_j
 //   pass 2 (key rows):   dv_j = sum_{h in group, i} P_ij dy_i,
 //                        dk_j = scale sum_{h in group, i} P_ij (dP_ij - delta_i) q_i
@@ -25,7 +28,7 @@
 // kernel is what long sequences need.
 //
 // bf16 storage (Program.h: autocast's casts folded into the instruction):
-// the flash kernels read bf16 q, k, v, dy in place and round their results
+// the flash kernels read bf16 q, k, v, o, dy in place and round their results
 // into bf16 outputs themselves. The f32 implementations here are staged
 // instead (F32Staging below): bf16 inputs are widened into f32 scratch, the
 // f32 results are rounded into the bf16 outputs by the Cast kernel. That is
@@ -112,7 +115,7 @@ __device__ inline int64_t warpId() {
 }
 
 __global__ void attentionForwardKernel(const float *q, const float *k, const float *v, float *o,
-                                       AttnShape a) {
+                                       float *lse, AttnShape a) {
   int64_t row = warpId();
   if (row >= a.B * a.Hq * a.T) return;
   int64_t i = row % a.T, bh = row / a.T, b = bh / a.Hq, h = bh % a.Hq;
@@ -134,11 +137,12 @@ __global__ void attentionForwardKernel(const float *q, const float *k, const flo
     m = mNew;
   }
   storeRow(o + row * a.Dv, a.Dv, acc, visible ? 1.f / l : 0.f);
+  if ((threadIdx.x & 31) == 0) lse[row] = visible ? m + logf(l) : INFINITY;
 }
 
 __global__ void attentionGradQueryKernel(const float *q, const float *k, const float *v,
-                                         const float *dy, float *dq, float *lse, float *delta,
-                                         AttnShape a) {
+                                         const float *o, const float *lse, const float *dy,
+                                         float *dq, float *delta, AttnShape a) {
   int64_t row = warpId();
   if (row >= a.B * a.Hq * a.T) return;
   int64_t i = row % a.T, bh = row / a.T, b = bh / a.Hq, h = bh % a.Hq;
@@ -148,20 +152,7 @@ __global__ void attentionGradQueryKernel(const float *q, const float *k, const f
   float qi[kPerLane], dyi[kPerLane], acc[kPerLane] = {};
   loadRow(q + row * a.D, a.D, qi);
   loadRow(dy + row * a.Dv, a.Dv, dyi);
-  // lse by the online rule: m running max, l the shifted sum.
-  float m = -INFINITY, l = 0.f;
-  for (int64_t j = 0; j < visible; ++j) {
-    float s = a.scale * dotRow(qi, kg + j * a.D, a.D);
-    float mNew = fmaxf(m, s);
-    l = l * expf(m - mNew) + expf(s - mNew);
-    m = mNew;
-  }
-  float L = visible ? m + logf(l) : 0.f;
-  float dl = 0.f;
-  for (int64_t j = 0; j < visible; ++j) {
-    float p = expf(a.scale * dotRow(qi, kg + j * a.D, a.D) - L);
-    dl += p * dotRow(dyi, vg + j * a.Dv, a.Dv);
-  }
+  float L = lse[row], dl = dotRow(dyi, o + row * a.Dv, a.Dv);
   for (int64_t j = 0; j < visible; ++j) {
     const float *kj = kg + j * a.D;
     float p = expf(a.scale * dotRow(qi, kj, a.D) - L);
@@ -172,10 +163,7 @@ __global__ void attentionGradQueryKernel(const float *q, const float *k, const f
     for (int u = 0; u < kPerLane; ++u) acc[u] += ds * kr[u];
   }
   storeRow(dq + row * a.D, a.D, acc, a.scale);
-  if ((threadIdx.x & 31) == 0) {
-    lse[row] = L;
-    delta[row] = dl;
-  }
+  if ((threadIdx.x & 31) == 0) delta[row] = dl;
 }
 
 __global__ void attentionGradKeyKernel(const float *q, const float *k, const float *v,
@@ -247,7 +235,7 @@ __device__ inline float dotShared(const float *a, const float *b, int64_t n) {
 }
 
 __global__ void attentionForwardChunked(const float *q, const float *k, const float *v, float *o,
-                                        AttnShape a) {
+                                        float *lse, AttnShape a) {
   extern __shared__ float smem[];
   float *Ks = smem, *Vs = Ks + kChunk * (a.D + 1), *Qs = Vs + kChunk * (a.Dv + 1);
   int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
@@ -294,14 +282,15 @@ __global__ void attentionForwardChunked(const float *q, const float *k, const fl
     int64_t d = lane + 32 * u;
     if (d < a.Dv) o[(bh * a.T + i) * a.Dv + d] = acc[u] * inv;
   }
+  if (lane == 0) lse[bh * a.T + i] = visible ? m + logf(l) : INFINITY;
 }
 
-// Backward pass 1 over query rows: one sweep computes lse_i and delta_i
-// with the online rule (t accumulates exp(s - m) dP like l accumulates
-// exp(s - m)); a second sweep sums dq_i.
+// Backward pass 1 over query rows: delta_i = <dy_i, o_i> from the
+// forward's output, then one sweep over the key chunks sums dq_i with
+// P_ij = exp(s_ij - lse_i) from the forward's lse.
 __global__ void attentionGradQueryChunked(const float *q, const float *k, const float *v,
-                                          const float *dy, float *dq, float *lse, float *delta,
-                                          AttnShape a) {
+                                          const float *o, const float *lse, const float *dy,
+                                          float *dq, float *delta, AttnShape a) {
   extern __shared__ float smem[];
   float *Ks = smem, *Vs = Ks + kChunk * (a.D + 1), *Qs = Vs + kChunk * (a.Dv + 1);
   float *Ds = Qs + kRowsPerBlock * a.D;
@@ -312,29 +301,16 @@ __global__ void attentionGradQueryChunked(const float *q, const float *k, const 
   const float *kg = k + g * a.S * a.D, *vg = v + g * a.S * a.Dv;
   float *qrow = Qs + warp * a.D, *dyrow = Ds + warp * a.Dv;
   for (int64_t d = lane; d < a.D; d += 32) qrow[d] = active ? q[row * a.D + d] : 0.f;
-  for (int64_t d = lane; d < a.Dv; d += 32) dyrow[d] = active ? dy[row * a.Dv + d] : 0.f;
+  float dot = 0.f;
+  for (int64_t d = lane; d < a.Dv; d += 32) {
+    float gy = active ? dy[row * a.Dv + d] : 0.f;
+    dyrow[d] = gy;
+    if (active) dot += gy * o[row * a.Dv + d];
+  }
+  float dl = warpSum(dot), L = active ? lse[row] : 0.f;
   int64_t visible = !active ? 0 : a.causal ? min(a.S, i + a.offset + 1) : a.S;
   int64_t last = min(a.T - 1, i0 + kRowsPerBlock - 1);
   int64_t blockVisible = a.causal ? min(a.S, last + a.offset + 1) : a.S;
-  float m = -INFINITY, l = 0.f, t = 0.f;
-  for (int64_t j0 = 0; j0 < blockVisible; j0 += kChunk) {
-    __syncthreads();
-    loadChunk(Ks, kg, j0, a.S, a.D);
-    loadChunk(Vs, vg, j0, a.S, a.Dv);
-    __syncthreads();
-    int64_t j = j0 + lane;
-    bool vis = j < visible;
-    float s = vis ? a.scale * dotShared(qrow, Ks + lane * (a.D + 1), a.D) : -INFINITY;
-    float dP = vis ? dotShared(dyrow, Vs + lane * (a.Dv + 1), a.Dv) : 0.f;
-    float cmax = warpMax(s);
-    if (cmax == -INFINITY) continue;
-    float mNew = fmaxf(m, cmax), corr = expf(m - mNew);
-    float e = vis ? expf(s - mNew) : 0.f;
-    l = l * corr + warpSum(e);
-    t = t * corr + warpSum(e * dP);
-    m = mNew;
-  }
-  float L = visible ? m + logf(l) : 0.f, dl = visible ? t / l : 0.f;
   float acc[kChunkedPerLane] = {};
   for (int64_t j0 = 0; j0 < blockVisible; j0 += kChunk) {
     __syncthreads();
@@ -365,10 +341,7 @@ __global__ void attentionGradQueryChunked(const float *q, const float *k, const 
     int64_t d = lane + 32 * u;
     if (d < a.D) dq[row * a.D + d] = acc[u] * a.scale;
   }
-  if (lane == 0) {
-    lse[row] = L;
-    delta[row] = dl;
-  }
+  if (lane == 0) delta[row] = dl;
 }
 
 // Backward pass 2 over key rows: per chunk of 32 queries of each head in
@@ -442,8 +415,9 @@ size_t chunkSmem(int64_t rowsA, int64_t nA, int64_t rowsB, int64_t nB, int64_t e
 // consecutive rows of q ([B, Hq, T, D] with h = g G + r), so per (b, g) —
 // one strided batch of B Hkv — attention is plain matrix products over the
 // score matrix S = Q K^T of [G T, S] rows, materialized in scratch:
-//   forward:  S = Q K^T;  P = softmax(scale S) (masked);  O = P V
-//   backward: S, P as above;  dP = dY V^T;  dS = P (dP - rowsum(P dP));
+//   forward:  S = Q K^T;  P = softmax(scale S) (masked), lse per row;  O = P V
+//   backward: S = Q K^T;  P = exp(scale S - lse) (masked; the forward's lse);
+//             dP = dY V^T;  dS = P (dP - delta), delta = rowsum(dY O);
 //             dV = P^T dY;  dQ = scale dS K;  dK = scale dS^T Q
 // The GQA sums over a group's heads fall out of the K = G T dimension of
 // dV and dK. The products are exact fp32, or bf16 tensor-core products when
@@ -506,11 +480,12 @@ unsigned bf16Inputs(const Program &p, const Instr &I) {
 //===--- bf16 storage on the f32 implementations --------------------------===//
 
 /// Scratch an f32 implementation uses from offset 0: the score matrices
-/// (GEMMs) or the backward's row statistics (chunked and plain kernels).
+/// (GEMMs) or the backward's delta per query row (chunked and plain
+/// kernels; lse is the forward's).
 size_t f32ScratchBytes(const AttnShape &a, OpCode op, bool gemm) {
   bool grad = op == OpCode::AttentionGrad;
   if (gemm) return size_t(scoreBytes(a)) * (grad ? 2 : 1) + 256;
-  return grad ? size_t(2 * a.B * a.Hq * a.T) * sizeof(float) + 256 : 0;
+  return grad ? size_t(a.B * a.Hq * a.T) * sizeof(float) + 256 : 0;
 }
 
 /// Bytes of the f32 copies of `I`'s bf16 operands, 256-byte aligned each.
@@ -572,9 +547,11 @@ private:
 };
 
 // P = softmax over the visible keys of scale * S, in place; masked keys get
-// 0. Row r of the [B Hkv, G T, S] scores is query t = r % T.
-__global__ void scoresToProbsKernel(float *scores, int64_t T, int64_t S, int64_t offset,
-                                    bool causal, float scale) {
+// 0. Row r of the [B Hkv, G T, S] scores is query t = r % T, and r is also
+// the query's row of q ([B, Hq, T] with h = g G + r / T % G), where its
+// logsumexp goes (+inf for a row with no visible key).
+__global__ void scoresToProbsKernel(float *scores, float *lse, int64_t T, int64_t S,
+                                    int64_t offset, bool causal, float scale) {
   __shared__ float red[32];
   int64_t r = blockIdx.x, t = r % T;
   float *row = scores + r * S;
@@ -588,15 +565,31 @@ __global__ void scoresToProbsKernel(float *scores, int64_t T, int64_t S, int64_t
   float inv = visible ? 1.f / sum : 0.f;
   for (int64_t j = threadIdx.x; j < S; j += blockDim.x)
     row[j] = j < visible ? expf(scale * row[j] - mx) * inv : 0.f;
+  if (threadIdx.x == 0) lse[r] = visible ? mx + logf(sum) : INFINITY;
 }
 
-// dS = P (dP - delta), delta = sum_j P_j dP_j per row; written over dP.
-__global__ void probsGradKernel(const float *probs, float *dP, int64_t S) {
+// The backward's P from the forward's logsumexp, in place over the scores:
+// P = exp(scale S - lse) on visible keys, 0 on masked ones.
+__global__ void probsFromLseKernel(float *scores, const float *lse, int64_t T, int64_t S,
+                                   int64_t offset, bool causal, float scale) {
+  int64_t r = blockIdx.x, t = r % T;
+  float *row = scores + r * S;
+  int64_t visible = causal ? min(S, t + offset + 1) : S;
+  float L = lse[r];
+  for (int64_t j = threadIdx.x; j < S; j += blockDim.x)
+    row[j] = j < visible ? expf(scale * row[j] - L) : 0.f;
+}
+
+// dS = P (dP - delta), delta = <dy, o> per row (the forward's output; equal
+// to sum_j P_j dP_j); written over dP.
+__global__ void probsGradKernel(const float *probs, float *dP, int64_t S, const float *o,
+                                const float *dy, int64_t Dv) {
   __shared__ float red[32];
-  const float *p = probs + int64_t(blockIdx.x) * S;
-  float *d = dP + int64_t(blockIdx.x) * S;
+  int64_t r = blockIdx.x;
+  const float *p = probs + r * S;
+  float *d = dP + r * S;
   float dot = 0.f;
-  for (int64_t j = threadIdx.x; j < S; j += blockDim.x) dot += p[j] * d[j];
+  for (int64_t e = threadIdx.x; e < Dv; e += blockDim.x) dot += dy[r * Dv + e] * o[r * Dv + e];
   dot = blockSum(dot, red);
   for (int64_t j = threadIdx.x; j < S; j += blockDim.x) d[j] = p[j] * (d[j] - dot);
 }
@@ -656,7 +649,7 @@ bool planAttentionGemms(const Program &p, int index, GemmCache &gemms, std::vect
     specs.push_back(groupGemm(a, GT, a.Dv, a.S, false, false, a.S, a.Dv, GT * a.S, a.S * a.Dv,
                               scratch, v, al(I.out[0])));
   } else {
-    uint32_t dy = al(I.in[3]);
+    uint32_t dy = al(I.in[5]);
     // dP = dY V^T: [GT, Dv] x [S, Dv]^T
     specs.push_back(groupGemm(a, GT, a.S, a.Dv, false, true, a.Dv, a.Dv, GT * a.Dv, a.S * a.Dv, dy, v, dP));
     // dV = P^T dY: [GT, S]^T x [GT, Dv]
@@ -710,10 +703,11 @@ const std::vector<int> *gemmIdsOf(const CudaCall &c, CudaContext &ctx) {
 /// The f32 implementations (GEMMs, chunked, plain) of the forward.
 void attentionF32(const CudaCall &c, CudaContext &ctx, const AttnShape &a) {
   int64_t rows = a.B * a.Hq * a.T;
+  float *lse = c.out[1].as<float>();
   if (const std::vector<int> *ids = gemmIdsOf(c, ctx)) {
     auto *scores = static_cast<float *>(ctx.scratch);
     ctx.gemms->run((*ids)[0], c.in[0].data, c.in[1].data, scores, 1.f, ctx, ctx.workspace);
-    scoresToProbsKernel<<<unsigned(rows), 128, 0, ctx.stream>>>(scores, a.T, a.S, a.offset,
+    scoresToProbsKernel<<<unsigned(rows), 128, 0, ctx.stream>>>(scores, lse, a.T, a.S, a.offset,
                                                                  a.causal, a.scale);
     ctx.gemms->run((*ids)[1], scores, c.in[2].data, c.out[0].data, 1.f, ctx, ctx.workspace);
     return;
@@ -722,41 +716,44 @@ void attentionF32(const CudaCall &c, CudaContext &ctx, const AttnShape &a) {
     dim3 grid{unsigned(a.B * a.Hq), unsigned((a.T + kRowsPerBlock - 1) / kRowsPerBlock)};
     size_t smem = chunkSmem(kChunk, a.D, kChunk, a.Dv, kRowsPerBlock * a.D);
     attentionForwardChunked<<<grid, 32 * kRowsPerBlock, smem, ctx.stream>>>(
-        c.in[0].as<float>(), c.in[1].as<float>(), c.in[2].as<float>(), c.out[0].as<float>(), a);
+        c.in[0].as<float>(), c.in[1].as<float>(), c.in[2].as<float>(), c.out[0].as<float>(), lse,
+        a);
     return;
   }
   attentionForwardKernel<<<warpsGrid(rows), 32 * kWarpsPerBlock, 0, ctx.stream>>>(
-      c.in[0].as<float>(), c.in[1].as<float>(), c.in[2].as<float>(), c.out[0].as<float>(), a);
+      c.in[0].as<float>(), c.in[1].as<float>(), c.in[2].as<float>(), c.out[0].as<float>(), lse, a);
 }
 
-/// The f32 implementations of the backward; lse and delta live at offset 0
-/// of scratch for the kernels.
+/// The f32 implementations of the backward. Each takes P from the
+/// forward's lse and delta from its o; the kernels keep delta at offset 0
+/// of scratch for their second pass.
 void attentionGradF32(const CudaCall &c, CudaContext &ctx, const AttnShape &a) {
   int64_t rows = a.B * a.Hq * a.T, krows = a.B * a.Hkv * a.S;
+  const float *o = c.in[3].as<float>(), *lse = c.in[4].as<float>();
   if (const std::vector<int> *ids = gemmIdsOf(c, ctx)) {
     auto *probs = static_cast<float *>(ctx.scratch);
     float *dP = probs + rows * a.S;
-    const void *q = c.in[0].data, *k = c.in[1].data, *v = c.in[2].data, *dy = c.in[3].data;
+    const void *q = c.in[0].data, *k = c.in[1].data, *v = c.in[2].data, *dy = c.in[5].data;
     ctx.gemms->run((*ids)[0], q, k, probs, 1.f, ctx, ctx.workspace);
-    scoresToProbsKernel<<<unsigned(rows), 128, 0, ctx.stream>>>(probs, a.T, a.S, a.offset,
-                                                                 a.causal, a.scale);
+    probsFromLseKernel<<<unsigned(rows), 128, 0, ctx.stream>>>(probs, lse, a.T, a.S, a.offset,
+                                                                a.causal, a.scale);
     ctx.gemms->run((*ids)[1], dy, v, dP, 1.f, ctx, ctx.workspace);
-    probsGradKernel<<<unsigned(rows), 128, 0, ctx.stream>>>(probs, dP, a.S);
+    probsGradKernel<<<unsigned(rows), 128, 0, ctx.stream>>>(probs, dP, a.S, o,
+                                                             c.in[5].as<float>(), a.Dv);
     ctx.gemms->run((*ids)[2], probs, dy, c.out[2].data, 1.f, ctx, ctx.workspace);
     ctx.gemms->run((*ids)[3], dP, k, c.out[0].data, a.scale, ctx, ctx.workspace);
     ctx.gemms->run((*ids)[4], dP, q, c.out[1].data, a.scale, ctx, ctx.workspace);
     return;
   }
-  auto *lse = static_cast<float *>(ctx.scratch);
-  float *delta = lse + rows;
+  auto *delta = static_cast<float *>(ctx.scratch);
   const float *q = c.in[0].as<float>(), *k = c.in[1].as<float>(), *v = c.in[2].as<float>();
-  const float *dy = c.in[3].as<float>();
+  const float *dy = c.in[5].as<float>();
   if (chunked(a)) {
     if (rows > 0) {
       dim3 grid{unsigned(a.B * a.Hq), unsigned((a.T + kRowsPerBlock - 1) / kRowsPerBlock)};
       size_t smem = chunkSmem(kChunk, a.D, kChunk, a.Dv, kRowsPerBlock * (a.D + a.Dv));
       attentionGradQueryChunked<<<grid, 32 * kRowsPerBlock, smem, ctx.stream>>>(
-          q, k, v, dy, c.out[0].as<float>(), lse, delta, a);
+          q, k, v, o, lse, dy, c.out[0].as<float>(), delta, a);
     }
     if (krows > 0) {
       dim3 grid{unsigned(a.B * a.Hkv), unsigned((a.S + kRowsPerBlock - 1) / kRowsPerBlock)};
@@ -768,7 +765,7 @@ void attentionGradF32(const CudaCall &c, CudaContext &ctx, const AttnShape &a) {
   }
   if (rows > 0)
     attentionGradQueryKernel<<<warpsGrid(rows), 32 * kWarpsPerBlock, 0, ctx.stream>>>(
-        q, k, v, dy, c.out[0].as<float>(), lse, delta, a);
+        q, k, v, o, lse, dy, c.out[0].as<float>(), delta, a);
   if (krows > 0)
     attentionGradKeyKernel<<<warpsGrid(krows), 32 * kWarpsPerBlock, 0, ctx.stream>>>(
         q, k, v, dy, lse, delta, c.out[1].as<float>(), c.out[2].as<float>(), a);
@@ -786,7 +783,7 @@ void launchAttention(const CudaCall &c, CudaContext &ctx) {
   if (a.B * a.Hq * a.T == 0) return;
   if (flashFits(a) && attnPathOfCall(c) == AttnPath::Flash && flashAligned(c)) {
     launchFlashForward(flashShape(a), floatIn(c.in[0]), floatIn(c.in[1]), floatIn(c.in[2]),
-                       floatOut(c.out[0]), ctx.scratch, ctx.stream);
+                       floatOut(c.out[0]), c.out[1].as<float>(), ctx.scratch, ctx.stream);
     return;
   }
   F32Staging staged(c, ctx, stagingOffset(c, ctx, a));
@@ -798,8 +795,9 @@ void launchAttentionGrad(const CudaCall &c, CudaContext &ctx) {
   AttnShape a = attnShape(c);
   if (flashFits(a) && attnPathOfCall(c) == AttnPath::Flash && flashAligned(c)) {
     launchFlashBackward(flashShape(a), floatIn(c.in[0]), floatIn(c.in[1]), floatIn(c.in[2]),
-                        floatIn(c.in[3]), floatOut(c.out[0]), floatOut(c.out[1]),
-                        floatOut(c.out[2]), ctx.scratch, ctx.stream);
+                        floatIn(c.in[3]), c.in[4].as<float>(), floatIn(c.in[5]),
+                        floatOut(c.out[0]), floatOut(c.out[1]), floatOut(c.out[2]), ctx.scratch,
+                        ctx.stream);
     return;
   }
   F32Staging staged(c, ctx, stagingOffset(c, ctx, a));

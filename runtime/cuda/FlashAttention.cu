@@ -23,13 +23,16 @@
 // Forward, per query tile, for key tiles j left to right (online softmax):
 //   S = Q K_j^T;  m' = max(m, rowmax S);  P = exp2(S - m');
 //   l' = l exp2(m - m') + rowsum P;  O' = O exp2(m - m') + P V_j;
-//   at the end o = O / l, and (for the backward) lse = m + log2 l,
-//   delta = <dy, o> per row.
-// Backward, with P recomputed from lse (no score matrix in memory):
+//   at the end o = O / l and lse = (m + log2 l) ln 2, the natural-log
+//   logsumexp the program's lse output holds (Program.h).
+// Backward, from the forward's o and lse (FlashAttention's contract: no
+// pass over the keys to recompute the softmax statistics), per query row
+//   lse2 = lse log2(e) (the log2 domain again);  delta = <dy, o>   (kernel 1)
+// and with P = exp2(S - lse2) recomputed per tile (no score matrix in memory):
 //   dP = dY V^T;  dS = P (dP - delta);
-//   dV = sum_i P^T dY;  dK = scale sum_i dS^T Q    (per key tile, kernel 2)
-//   dQ = scale sum_j dS K                          (per query tile, kernel 3)
-// Kernel 2 sums over every query head of a kv head's group, so GQA needs
+//   dQ = scale sum_j dS K                          (per query tile, kernel 2)
+//   dV = sum_i P^T dY;  dK = scale sum_i dS^T Q    (per key tile, kernel 3)
+// Kernel 3 sums over every query head of a kv head's group, so GQA needs
 // no reduction afterwards. Each output element is owned by one thread and
 // summed in a fixed order: no atomics, bitwise reproducible.
 //
@@ -60,6 +63,7 @@ constexpr int kWarps = 4;        // 16 rows each
 constexpr int kBlockThreads = 32 * kWarps;
 constexpr int kStride = D + 8;   // bf16 per smem row: +8 staggers banks across rows
 constexpr float kLog2e = 1.4426950408889634f;
+constexpr float kLn2 = 0.6931471805599453f;
 
 using bf16 = __nv_bfloat16;
 
@@ -217,17 +221,15 @@ __device__ inline void accumulateTimes(float (&out)[D / 8][4], const float (&p)[
 __device__ inline int fragRow(int e) { return ((threadIdx.x & 31) >> 2) + (e >= 2 ? 8 : 0); }
 __device__ inline int fragCol(int n, int e) { return n * 8 + 2 * (threadIdx.x & 3) + (e & 1); }
 
-/// Per query tile: o, or (kStats) the backward's lse and delta, written for
-/// all rows of a padded row count `tpad` (rows past T: lse = inf, delta = 0,
-/// so they drop out of the backward without a bounds check).
+/// Per query tile: o and lse. A row that sees no key (S == 0) gets o = 0
+/// and lse = +inf.
 ///
 /// Pipeline: key/value tile j + 1 is copied (cp.async) into the other half
 /// of the double buffer while tile j is multiplied; the query tile passes
 /// through Ks[1] into registers before the loop.
-template <bool kStats>
 __global__ void __launch_bounds__(kBlockThreads)
 flashForwardKernel(FlashShape a, const bf16 *q, const bf16 *k, const bf16 *v, FloatOut o,
-                   FloatIn dy, float *lse, float *delta, int64_t tpad) {
+                   float *lse) {
   __shared__ __align__(16) bf16 Ks[2][kTile * kStride];
   __shared__ __align__(16) bf16 Vs[2][kTile * kStride];
   int64_t tiles = (a.T + kTile - 1) / kTile;
@@ -259,12 +261,22 @@ flashForwardKernel(FlashShape a, const bf16 *q, const bf16 *k, const bf16 *v, Fl
     float s[8][4];
     rowProducts(s, qf, Ks[buf]);
     float mx[2] = {m[0], m[1]};
+    // How many of this tile's columns each row sees (col < S, and col <=
+    // row + offset when causal), counted from j0: one 32-bit compare per
+    // element instead of two 64-bit ones, which keeps this kernel, lse
+    // store included, at 128 registers (4 blocks per SM).
+    int seen[2];
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      int64_t row = i0 + warpRow + fragRow(2 * r);
+      int64_t end = a.causal ? min(a.S, row + a.offset + 1) : a.S;
+      seen[r] = int(max(int64_t(0), min(int64_t(kTile), end - j0)));
+    }
 #pragma unroll
     for (int n = 0; n < 8; ++n)
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
-        int64_t row = i0 + warpRow + fragRow(e), col = j0 + fragCol(n, e);
-        bool visible = col < a.S && (!a.causal || col <= row + a.offset);
+        bool visible = fragCol(n, e) < seen[e >> 1];
         s[n][e] = visible ? s[n][e] * sl2 : -CUDART_INF_F;
         mx[e >> 1] = fmaxf(mx[e >> 1], s[n][e]);
       }
@@ -302,29 +314,39 @@ flashForwardKernel(FlashShape a, const bf16 *q, const bf16 *k, const bf16 *v, Fl
     l[r] += __shfl_xor_sync(0xffffffffu, l[r], 1);
     l[r] += __shfl_xor_sync(0xffffffffu, l[r], 2);
     int64_t row = i0 + warpRow + fragRow(2 * r);
+    if (row >= a.T) continue;
+    // l >= 1 once a key is visible (the row's max contributes exp2(0)).
+    if (t == 0) lse[bh * a.T + row] = l[r] > 0.f ? (m[r] + log2f(l[r])) * kLn2 : CUDART_INF_F;
     float inv = l[r] > 0.f ? 1.f / l[r] : 0.f;
-    if (!kStats) {
-      if (row < a.T)
 #pragma unroll
-        for (int dt = 0; dt < D / 8; ++dt)
-          storePair(o, (bh * a.T + row) * D + dt * 8 + 2 * t, acc[dt][2 * r] * inv,
-                    acc[dt][2 * r + 1] * inv);
-    } else {
-      float dot = 0.f;
-      if (row < a.T)
-#pragma unroll
-        for (int dt = 0; dt < D / 8; ++dt) {
-          float2 g = loadPair(dy, (bh * a.T + row) * D + dt * 8 + 2 * t);
-          dot += g.x * acc[dt][2 * r] * inv + g.y * acc[dt][2 * r + 1] * inv;
-        }
-      dot += __shfl_xor_sync(0xffffffffu, dot, 1);
-      dot += __shfl_xor_sync(0xffffffffu, dot, 2);
-      if (t == 0) {
-        bool live = row < a.T && l[r] > 0.f;
-        lse[bh * tpad + row] = live ? m[r] + log2f(l[r]) : CUDART_INF_F;
-        delta[bh * tpad + row] = row < a.T ? dot : 0.f;
-      }
-    }
+    for (int dt = 0; dt < D / 8; ++dt)
+      storePair(o, (bh * a.T + row) * D + dt * 8 + 2 * t, acc[dt][2 * r] * inv,
+                acc[dt][2 * r + 1] * inv);
+  }
+}
+
+/// Kernel 1 of the backward, one warp per padded query row: the forward's
+/// lse in the log2 domain of the kernels below, and delta = <dy, o> (o and
+/// dy as stored, widened: the values the program holds, unrounded). Rows
+/// past T get lse2 = +inf and delta = 0, so they drop out of kernels 2 and
+/// 3 without a bounds check. Each lane takes two adjacent elements of the
+/// 64; the warp's butterfly adds them in a fixed order.
+__global__ void flashRowStatsKernel(FlashShape a, FloatIn o, const float *lse, FloatIn dy,
+                                    float *lse2, float *delta, int64_t tpad) {
+  int64_t prow = int64_t(blockIdx.x) * (blockDim.x / 32) + (threadIdx.x >> 5);
+  if (prow >= a.B * a.Hq * tpad) return;
+  int64_t bh = prow / tpad, i = prow % tpad;
+  int lane = threadIdx.x & 31;
+  float dot = 0.f;
+  if (i < a.T) {
+    int64_t at = (bh * a.T + i) * D + 2 * lane;
+    float2 g = loadPair(dy, at), y = loadPair(o, at);
+    dot = g.x * y.x + g.y * y.y;
+  }
+  dot = warpSum(dot);
+  if (lane == 0) {
+    lse2[prow] = i < a.T ? lse[bh * a.T + i] * kLog2e : CUDART_INF_F;
+    delta[prow] = dot;
   }
 }
 
@@ -334,7 +356,7 @@ flashForwardKernel(FlashShape a, const bf16 *q, const bf16 *k, const bf16 *v, Fl
 /// into the other buffer half while pair n is multiplied.
 __global__ void __launch_bounds__(kBlockThreads)
 flashKeyGradKernel(FlashShape a, const bf16 *q, const bf16 *k, const bf16 *v, const bf16 *dy,
-                   const float *lse, const float *delta, int64_t tpad, FloatOut dk, FloatOut dv) {
+                   const float *lse2, const float *delta, int64_t tpad, FloatOut dk, FloatOut dv) {
   __shared__ __align__(16) bf16 Qs[2][kTile * kStride];
   __shared__ __align__(16) bf16 Ds[2][kTile * kStride];
   __shared__ __align__(16) float lseS[2][kTile], deltaS[2][kTile];
@@ -348,7 +370,7 @@ flashKeyGradKernel(FlashShape a, const bf16 *q, const bf16 *k, const bf16 *v, co
     int64_t bh = b * a.Hq + gk * a.group + n / perHead, i0 = first + n % perHead * kTile;
     loadTileAsync(Qs[buf], q + bh * a.T * D, i0, a.T);
     loadTileAsync(Ds[buf], dy + bh * a.T * D, i0, a.T);
-    loadRowStatsAsync(lseS[buf], lse + bh * tpad + i0);
+    loadRowStatsAsync(lseS[buf], lse2 + bh * tpad + i0);
     loadRowStatsAsync(deltaS[buf], delta + bh * tpad + i0);
   };
   // This warp's 16 keys and values as A fragments (staged through Qs[1], Ds[1]).
@@ -421,7 +443,7 @@ flashKeyGradKernel(FlashShape a, const bf16 *q, const bf16 *k, const bf16 *v, co
 /// the forward's double-buffered key/value pipeline.
 __global__ void __launch_bounds__(kBlockThreads)
 flashQueryGradKernel(FlashShape a, const bf16 *q, const bf16 *k, const bf16 *v, const bf16 *dy,
-                     const float *lse, const float *delta, int64_t tpad, FloatOut dq) {
+                     const float *lse2, const float *delta, int64_t tpad, FloatOut dq) {
   __shared__ __align__(16) bf16 Ks[2][kTile * kStride];
   __shared__ __align__(16) bf16 Vs[2][kTile * kStride];
   int64_t tiles = (a.T + kTile - 1) / kTile;
@@ -450,7 +472,7 @@ flashQueryGradKernel(FlashShape a, const bf16 *q, const bf16 *k, const bf16 *v, 
   float rowLse[2], rowDelta[2];
   for (int r = 0; r < 2; ++r) {
     int64_t row = i0 + warpRow + fragRow(2 * r);
-    rowLse[r] = lse[bh * tpad + row];
+    rowLse[r] = lse2[bh * tpad + row];
     rowDelta[r] = delta[bh * tpad + row];
   }
   float dqAcc[D / 8][4] = {};
@@ -495,15 +517,19 @@ __global__ void roundToBf16Kernel(const float4 *src, uint2 *dst, int64_t n4) {
 }
 
 /// Scratch regions, each 256-byte aligned: padded row statistics (backward
-/// only) and bf16 copies of the f32 inputs (inputs in bf16 storage need
-/// none). The tiles are copied to shared memory without conversion, so each
-/// f32 operand is rounded once per call instead of once per tile visit
-/// (every key tile is visited by up to T / kTile query tiles of each head
-/// in its group).
+/// only) and bf16 copies of the f32 inputs that enter products (inputs in
+/// bf16 storage need none). The tiles are copied to shared memory without
+/// conversion, so each f32 operand is rounded once per call instead of once
+/// per tile visit (every key tile is visited by up to T / kTile query tiles
+/// of each head in its group).
 struct FlashScratch {
-  size_t lse = 0, delta = 0, q = 0, k = 0, v = 0, dy = 0, bytes = 0;
+  size_t lse2 = 0, delta = 0, q = 0, k = 0, v = 0, dy = 0, bytes = 0;
   int64_t tpad = 0;
 };
+
+/// The instruction input that holds dy in the backward (Program.h's order:
+/// q, k, v, o, lse, dy), as flashScratchBytes' mask numbers it.
+constexpr int kGradInputDy = 5;
 
 FlashScratch flashScratch(const FlashShape &a, bool backward, unsigned bf16Inputs) {
   FlashScratch s;
@@ -514,17 +540,18 @@ FlashScratch flashScratch(const FlashShape &a, bool backward, unsigned bf16Input
     return bf16Inputs & (1u << input) ? 0 : take(size_t(rows * D) * sizeof(bf16));
   };
   if (backward) {
-    s.lse = take(size_t(a.B * a.Hq * s.tpad) * sizeof(float));
+    s.lse2 = take(size_t(a.B * a.Hq * s.tpad) * sizeof(float));
     s.delta = take(size_t(a.B * a.Hq * s.tpad) * sizeof(float));
   }
   s.q = copy(0, a.B * a.Hq * a.T);
   s.k = copy(1, a.B * a.Hkv * a.S);
   s.v = copy(2, a.B * a.Hkv * a.S);
-  if (backward) s.dy = copy(3, a.B * a.Hq * a.T);
+  if (backward) s.dy = copy(kGradInputDy, a.B * a.Hq * a.T);
   s.bytes = at;
   return s;
 }
 
+/// flashScratch's mask of the given inputs, numbered by position.
 unsigned bf16Mask(std::initializer_list<FloatIn> inputs) {
   unsigned mask = 0, bit = 1;
   for (const FloatIn &x : inputs) {
@@ -555,39 +582,43 @@ size_t flashScratchBytes(const FlashShape &a, bool backward, unsigned bf16Inputs
 }
 
 void launchFlashForward(const FlashShape &a, FloatIn q, FloatIn k, FloatIn v, FloatOut o,
-                        void *scratch, cudaStream_t stream) {
+                        float *lse, void *scratch, cudaStream_t stream) {
   if (a.B * a.Hq * a.T == 0) return;
   FlashScratch s = flashScratch(a, false, bf16Mask({q, k, v}));
   const bf16 *qb = bf16Operand(q, a.B * a.Hq * a.T * D, scratch, s.q, stream);
   const bf16 *kb = bf16Operand(k, a.B * a.Hkv * a.S * D, scratch, s.k, stream);
   const bf16 *vb = bf16Operand(v, a.B * a.Hkv * a.S * D, scratch, s.v, stream);
   dim3 grid{unsigned((a.T + kTile - 1) / kTile), unsigned(a.B * a.Hq)};
-  flashForwardKernel<false><<<grid, kBlockThreads, 0, stream>>>(a, qb, kb, vb, o, FloatIn{},
-                                                                nullptr, nullptr, s.tpad);
+  flashForwardKernel<<<grid, kBlockThreads, 0, stream>>>(a, qb, kb, vb, o, lse);
 }
 
-void launchFlashBackward(const FlashShape &a, FloatIn q, FloatIn k, FloatIn v, FloatIn dy,
-                         FloatOut dq, FloatOut dk, FloatOut dv, void *scratch,
-                         cudaStream_t stream) {
+void launchFlashBackward(const FlashShape &a, FloatIn q, FloatIn k, FloatIn v, FloatIn o,
+                         const float *lse, FloatIn dy, FloatOut dq, FloatOut dk, FloatOut dv,
+                         void *scratch, cudaStream_t stream) {
   int64_t rows = a.B * a.Hq * a.T, krows = a.B * a.Hkv * a.S;
-  FlashScratch s = flashScratch(a, true, bf16Mask({q, k, v, dy}));
+  FlashScratch s = flashScratch(a, true, bf16Mask({q, k, v, o, FloatIn{}, dy}));
   auto *base = static_cast<char *>(scratch);
-  auto *lse = reinterpret_cast<float *>(base + s.lse), *delta = reinterpret_cast<float *>(base + s.delta);
+  auto *lse2 = reinterpret_cast<float *>(base + s.lse2);
+  auto *delta = reinterpret_cast<float *>(base + s.delta);
   const bf16 *qb = bf16Operand(q, rows * D, scratch, s.q, stream);
   const bf16 *dyb = bf16Operand(dy, rows * D, scratch, s.dy, stream);
   const bf16 *kb = bf16Operand(k, krows * D, scratch, s.k, stream);
   const bf16 *vb = bf16Operand(v, krows * D, scratch, s.v, stream);
   if (rows > 0) {
+    // Every padded row, so that kernels 2 and 3 read whole tiles of
+    // statistics (rows past T drop out).
+    int64_t padded = a.B * a.Hq * s.tpad;
+    constexpr int kStatsWarps = 8;
+    flashRowStatsKernel<<<unsigned((padded + kStatsWarps - 1) / kStatsWarps), 32 * kStatsWarps, 0,
+                          stream>>>(a, o, lse, dy, lse2, delta, s.tpad);
     dim3 grid{unsigned((a.T + kTile - 1) / kTile), unsigned(a.B * a.Hq)};
-    // delta = <dy, o> reads dy as stored (f32 or bf16), unrounded.
-    flashForwardKernel<true><<<grid, kBlockThreads, 0, stream>>>(a, qb, kb, vb, FloatOut{}, dy, lse,
-                                                                 delta, s.tpad);
-    flashQueryGradKernel<<<grid, kBlockThreads, 0, stream>>>(a, qb, kb, vb, dyb, lse, delta, s.tpad, dq);
+    flashQueryGradKernel<<<grid, kBlockThreads, 0, stream>>>(a, qb, kb, vb, dyb, lse2, delta,
+                                                             s.tpad, dq);
   }
   if (krows > 0) {
     dim3 grid{unsigned((a.S + kTile - 1) / kTile), unsigned(a.B * a.Hkv)};
-    flashKeyGradKernel<<<grid, kBlockThreads, 0, stream>>>(a, qb, kb, vb, dyb, lse, delta, s.tpad,
-                                                           dk, dv);
+    flashKeyGradKernel<<<grid, kBlockThreads, 0, stream>>>(a, qb, kb, vb, dyb, lse2, delta,
+                                                           s.tpad, dk, dv);
   }
 }
 

@@ -34,20 +34,26 @@ struct FlashShape {
 // f32 result, rounded to nearest even as Cast rounds.
 
 /// Bytes of device scratch a forward (or backward) call needs: bf16 copies
-/// of the f32 inputs and, for the backward, per query row the log2-domain
-/// logsumexp and delta = <dy, o>. Bit k of `bf16Inputs` set says input k
-/// (0 q, 1 k, 2 v, 3 dy) is bf16 storage, which needs no copy.
+/// of the f32 inputs that enter products and, for the backward, per query
+/// row (padded to whole tiles) the forward's lse in the log2 domain and
+/// delta = <dy, o>. Bit k of `bf16Inputs` set says the instruction's input
+/// k is bf16 storage, which needs no copy: forward 0 q, 1 k, 2 v; backward
+/// 0 q, 1 k, 2 v, 3 o, 4 lse (always f32), 5 dy. o is only read into delta,
+/// widened, so it never needs a copy.
 size_t flashScratchBytes(const FlashShape &a, bool backward, unsigned bf16Inputs);
 
-/// o = softmax(scale q k^T, masked) v. `scratch` is 256-byte aligned; every
-/// operand 16-byte aligned.
+/// o = softmax(scale q k^T, masked) v, and per query row of [B, Hq, T] the
+/// natural-log logsumexp `lse` of the visible scaled scores (+inf for a row
+/// that sees no key). `scratch` is 256-byte aligned; every operand 16-byte
+/// aligned.
 void launchFlashForward(const FlashShape &a, FloatIn q, FloatIn k, FloatIn v, FloatOut o,
-                        void *scratch, cudaStream_t stream);
+                        float *lse, void *scratch, cudaStream_t stream);
 
-/// dq, dk, dv of the same attention for the output gradient dy.
-void launchFlashBackward(const FlashShape &a, FloatIn q, FloatIn k, FloatIn v, FloatIn dy,
-                         FloatOut dq, FloatOut dk, FloatOut dv, void *scratch,
-                         cudaStream_t stream);
+/// dq, dk, dv of the same attention for the output gradient dy, from the
+/// forward's o and lse (no pass over the keys to recompute them).
+void launchFlashBackward(const FlashShape &a, FloatIn q, FloatIn k, FloatIn v, FloatIn o,
+                         const float *lse, FloatIn dy, FloatOut dq, FloatOut dk, FloatOut dv,
+                         void *scratch, cudaStream_t stream);
 
 } // namespace loom::rt::cuda
 

@@ -5,7 +5,7 @@
 // Byte layout (docs/artifact-format.md has the full table):
 //   header   "LOOMPROG" | u32 version | u64 file size
 //   tables   arena size, buffers, instructions, input ids, output ids,
-//            in-place updates, views (version 3)
+//            in-place updates, views
 //   blob     u64 size | zero padding to a 64-byte file offset | constants
 //   trailer  u64 FNV-1a 64 of every byte before it
 // All integers little-endian, encoded byte by byte so the file is the same
@@ -230,7 +230,7 @@ private:
 
 /// Parses the tables and the constant blob (everything after the header and
 /// before the checksum). Returns "" or which part is malformed.
-std::string decodeBody(Decoder &d, uint64_t bodyStart, uint32_t version, Program &p) {
+std::string decodeBody(Decoder &d, uint64_t bodyStart, Program &p) {
   p.arenaBytes = d.u64();
   // A buffer record is at least 26 bytes: name length, dtype, kind, rank,
   // offset, bytes.
@@ -270,13 +270,12 @@ std::string decodeBody(Decoder &d, uint64_t bodyStart, uint32_t version, Program
     u.input = d.u32();
     return u;
   });
-  if (version >= 3)
-    p.views = d.list<BufferView>(8, [&] {
-      BufferView v;
-      v.view = d.u32();
-      v.base = d.u32();
-      return v;
-    });
+  p.views = d.list<BufferView>(8, [&] {
+    BufferView v;
+    v.view = d.u32();
+    v.base = d.u32();
+    return v;
+  });
   if (!d.ok())
     return "input/output lists";
   // The blob starts at the next multiple of 64 in the file, so a reader
@@ -365,9 +364,15 @@ bool readArtifact(const std::string &path, Program &p, std::string &err) {
   Decoder head(f.data(), n);
   head.skip(8);
   uint32_t version = head.u32();
-  if (head.ok() && (version < kOldestArtifactVersion || version > kArtifactVersion))
+  if (head.ok() && version < kOldestArtifactVersion)
+    return fail(cat("artifact version ", version, " is older than this loom reads (version ",
+                    kOldestArtifactVersion, "): recompile the model"));
+  if (head.ok() && version > kArtifactVersion)
     return fail(cat("unsupported artifact version ", version, " (this loom reads ",
-                    kOldestArtifactVersion, " to ", kArtifactVersion, ")"));
+                    kOldestArtifactVersion == kArtifactVersion
+                        ? cat(kArtifactVersion)
+                        : cat(kOldestArtifactVersion, " to ", kArtifactVersion),
+                    ")"));
   uint64_t fileBytes = head.u64();
   if (!head.ok())
     return fail(cat("truncated (", n, " bytes, shorter than the header)"));
@@ -384,7 +389,7 @@ bool readArtifact(const std::string &path, Program &p, std::string &err) {
 
   Decoder d(f.data() + kHeaderBytes, n - 8 - kHeaderBytes);
   p = Program();
-  if (std::string bad = decodeBody(d, kHeaderBytes, version, p); !bad.empty())
+  if (std::string bad = decodeBody(d, kHeaderBytes, p); !bad.empty())
     return fail("malformed " + bad);
   if (std::string invalid = p.validate(); !invalid.empty())
     return fail("invalid program: " + invalid);

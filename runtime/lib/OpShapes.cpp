@@ -296,12 +296,9 @@ std::string checkRotary(const OpView &v) {
                [&] { return v.outShape(x); });
 }
 
-std::string checkAttention(const OpView &v) {
-  if (std::string e = v.arity(3, 3, 1, 1, kAny, 1); !e.empty())
-    return e;
-  if (std::string e = v.intCount(1, 2); !e.empty())
-    return e;
-  const Shape &q = v.in(0).shape, &k = v.in(1).shape, &val = v.in(2).shape;
+/// The shapes q [B, Hq, T, D], k [B, Hkv, S, D], v [B, Hkv, S, Dv] that
+/// Attention and AttentionGrad share.
+std::string checkAttentionOperands(const Shape &q, const Shape &k, const Shape &val) {
   if (q.size() != 4 || k.size() != 4 || val.size() != 4)
     return "q, k, v must be [B, H, T, D]";
   if (k[0] != q[0] || val[0] != q[0] || k[1] != val[1] || k[2] != val[2] || k[3] != q[3])
@@ -309,9 +306,31 @@ std::string checkAttention(const OpView &v) {
                " do not fit");
   if (k[1] == 0 || q[1] % k[1] != 0)
     return cat(q[1], " query heads are not a multiple of ", k[1], " kv heads");
-  return first([&] { return v.sameDType({&v.in(0), &v.in(1), &v.in(2), &v.out()}); },
+  return "";
+}
+
+/// lse is never bf16 storage: it has the computation's dtype (f32, or f64),
+/// which `q` shows once bf16 storage is seen as f32.
+std::string checkLseDType(const BufferDesc &lse, const BufferDesc &q) {
+  if (lse.dtype == q.dtype)
+    return "";
+  return cat("lse must be ", dtypeName(q.dtype), " (the computation's dtype), got ",
+             dtypeName(lse.dtype));
+}
+
+std::string checkAttention(const OpView &v) {
+  if (std::string e = v.arity(3, 3, 2, 2, kAny, 1); !e.empty())
+    return e;
+  if (std::string e = v.intCount(1, 2); !e.empty())
+    return e;
+  const Shape &q = v.in(0).shape, &k = v.in(1).shape, &val = v.in(2).shape;
+  if (std::string e = checkAttentionOperands(q, k, val); !e.empty())
+    return e;
+  return first([&] { return v.sameDType({&v.in(0), &v.in(1), &v.in(2), &v.out(0)}); },
                [&] { return v.floatDType(v.in(0), "operands"); },
-               [&] { return v.outShape({q[0], q[1], q[2], val[3]}); });
+               [&] { return v.outShape({q[0], q[1], q[2], val[3]}, 0); },
+               [&] { return v.outShape({q[0], q[1], q[2]}, 1); },
+               [&] { return checkLseDType(v.out(1), v.in(0)); });
 }
 
 std::string checkTranspose(const OpView &v, const Instr &I) {
@@ -488,27 +507,26 @@ std::string checkNormGrad(const OpView &v, size_t outs) {
 }
 
 std::string checkAttentionGrad(const OpView &v) {
-  if (std::string e = v.arity(4, 4, 3, 3, kAny, 1); !e.empty())
+  if (std::string e = v.arity(6, 6, 3, 3, kAny, 1); !e.empty())
     return e;
   if (std::string e = v.intCount(1, 2); !e.empty())
     return e;
   const Shape &q = v.in(0).shape, &k = v.in(1).shape, &val = v.in(2).shape;
-  if (q.size() != 4 || k.size() != 4 || val.size() != 4)
-    return "q, k, v must be [B, H, T, D]";
-  if (k[0] != q[0] || val[0] != q[0] || k[1] != val[1] || k[2] != val[2] || k[3] != q[3])
-    return cat("shapes q ", shapeStr(q), " k ", shapeStr(k), " v ", shapeStr(val),
-               " do not fit");
-  if (k[1] == 0 || q[1] % k[1] != 0)
-    return cat(q[1], " query heads are not a multiple of ", k[1], " kv heads");
+  if (std::string e = checkAttentionOperands(q, k, val); !e.empty())
+    return e;
+  Shape rows = {q[0], q[1], q[2]}, o = {q[0], q[1], q[2], val[3]};
   return first(
-      [&] { return hasShape(v.in(3), {q[0], q[1], q[2], val[3]}, "output gradient"); },
+      [&] { return hasShape(v.in(3), o, "output"); },
+      [&] { return hasShape(v.in(4), rows, "lse"); },
+      [&] { return hasShape(v.in(5), o, "output gradient"); },
       [&] { return v.outShape(q, 0); }, [&] { return v.outShape(k, 1); },
       [&] { return v.outShape(val, 2); },
       [&] {
-        return v.sameDType({&v.in(0), &v.in(1), &v.in(2), &v.in(3), &v.out(0), &v.out(1),
-                            &v.out(2)});
+        return v.sameDType({&v.in(0), &v.in(1), &v.in(2), &v.in(3), &v.in(5), &v.out(0),
+                            &v.out(1), &v.out(2)});
       },
-      [&] { return v.floatDType(v.in(0), "operands"); });
+      [&] { return v.floatDType(v.in(0), "operands"); },
+      [&] { return checkLseDType(v.in(4), v.in(0)); });
 }
 
 std::string checkActivationGrad(const OpView &v, const Instr &I) {
@@ -650,8 +668,12 @@ bool bf16StorageAllowed(OpCode op, bool output, size_t slot) {
   case OpCode::RmsNormGrad: return output ? slot == 0 : slot == 2;
   case OpCode::SumSquares: return !output && slot == 0;
   case OpCode::AdamW: return !output && slot == 1; // the gradient
+  // Never lse (output 1 of Attention, input 4 of AttentionGrad): P =
+  // exp(s - lse) moves by lse's absolute error, and an lse near log S = 7
+  // rounded to bf16 is off by up to 2^-6, which is 1.6% of every P.
   case OpCode::Attention: return output ? slot == 0 : slot < 3; // q, k, v -> o
-  case OpCode::AttentionGrad: return output ? slot < 3 : slot < 4; // q, k, v, dy -> dq, dk, dv
+  case OpCode::AttentionGrad: // q, k, v, o, dy -> dq, dk, dv
+    return output ? slot < 3 : slot < 6 && slot != 4;
   case OpCode::CrossEntropy: return !output && slot == 0;   // the logits
   case OpCode::CrossEntropyGrad: return slot == 0;          // logits; their gradient
   default: return false;

@@ -18,7 +18,17 @@ func.func @broadcast_mismatch(%a: tensor<2x3xf32>, %b: tensor<4xf32>) {
 
 func.func @gqa_heads(%q: tensor<1x3x4x8xf32>, %k: tensor<1x2x4x8xf32>) {
   // expected-error@+1 {{3 query heads are not a multiple of 2 kv heads}}
-  %o = loom.attention %q, %k, %k {causal = true, scale = 1.0 : f64} : tensor<1x3x4x8xf32>, tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>
+  %o, %lse = loom.attention %q, %k, %k {causal = true, scale = 1.0 : f64} : tensor<1x3x4x8xf32>, tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>
+  return
+}
+
+// -----
+
+// attention_grad's lse is the forward's: f32 [B, Hq, T], never bf16.
+func.func @attention_grad_lse_type(%q: tensor<1x2x4x8xf32>, %o: tensor<1x2x4x8xf32>,
+                                   %lse: tensor<1x2x4xbf16>) {
+  // expected-error@+1 {{'loom.attention_grad' op failed to verify that lse is the logsumexp per query row}}
+  %dq, %dk, %dv = "loom.attention_grad"(%q, %q, %q, %o, %lse, %o) {causal = true, scale = 1.0 : f64} : (tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>, tensor<1x2x4xbf16>, tensor<1x2x4x8xf32>) -> (tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>)
   return
 }
 

@@ -15,8 +15,10 @@ func.func @roundtrip(%ids: tensor<2x4xi64>, %table: tensor<16x8xf32>, %w: tensor
   %h = loom.reshape %g : tensor<2x4x8xf32> -> tensor<2x1x4x8xf32>
   // CHECK: loom.rotary
   %r = loom.rotary %h, %cos, %cos : tensor<2x1x4x8xf32>, tensor<4x8xf32>, tensor<4x8xf32>
-  // CHECK: loom.attention {{.*}} {causal = true, scale = 5.000000e-01 : f64}
-  %a = loom.attention %r, %r, %r {causal = true, scale = 0.5 : f64} : tensor<2x1x4x8xf32>, tensor<2x1x4x8xf32>, tensor<2x1x4x8xf32>
+  // CHECK: %{{.*}}, %[[LSE:.*]] = loom.attention {{.*}} {causal = true, scale = 5.000000e-01 : f64}
+  %a, %lse = loom.attention %r, %r, %r {causal = true, scale = 0.5 : f64} : tensor<2x1x4x8xf32>, tensor<2x1x4x8xf32>, tensor<2x1x4x8xf32>
+  // CHECK: loom.attention_grad %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %[[LSE]], %{{.*}} {causal = true
+  %dq, %dk, %dv = loom.attention_grad %r, %r, %r, %a, %lse, %a {causal = true, scale = 0.5 : f64} : tensor<2x1x4x8xf32>, tensor<2x1x4x8xf32>, tensor<2x1x4x8xf32>
   %f = loom.reshape %a : tensor<2x1x4x8xf32> -> tensor<8x8xf32>
   // CHECK: loom.matmul {{.*}} {transpose_rhs = true} : tensor<8x8xf32>, tensor<16x8xf32>
   %logits = loom.matmul %f, %table {transpose_rhs = true} : tensor<8x8xf32>, tensor<16x8xf32>
@@ -44,4 +46,17 @@ func.func @fused_clipping(%g: tensor<4x8xf32>, %p: tensor<4x8xf32>, %m: tensor<4
   %a:3 = loom.adamw %p, %g, %m, %v, %lr, %step grad_scale %s {beta1 = 0.9 : f64, beta2 = 0.95 : f64, epsilon = 1.0e-8 : f64, weight_decay = 0.1 : f64} : tensor<4x8xf32>, tensor<f32>
   %b:3 = loom.adamw %p, %g, %m, %v, %lr, %step {beta1 = 0.9 : f64, beta2 = 0.95 : f64, epsilon = 1.0e-8 : f64, weight_decay = 0.1 : f64} : tensor<4x8xf32>, tensor<f32>
   return %a#0, %b#0 : tensor<4x8xf32>, tensor<4x8xf32>
+}
+
+// lse is [B, Hq, T]: f32 beside bf16 operands, f64 beside f64 ones.
+// CHECK-LABEL: func.func @attention_lse_types
+// CHECK: loom.attention {{.*}} : tensor<1x4x3x8xbf16>
+// CHECK: loom.attention {{.*}} : tensor<1x4x3x8xf64>
+// CHECK: return {{.*}} : tensor<1x4x3xf32>, tensor<1x4x3xf64>
+func.func @attention_lse_types(%h: tensor<1x4x3x8xbf16>, %hk: tensor<1x2x5x8xbf16>,
+                               %d: tensor<1x4x3x8xf64>, %dk: tensor<1x2x5x8xf64>)
+    -> (tensor<1x4x3xf32>, tensor<1x4x3xf64>) {
+  %o, %l = loom.attention %h, %hk, %hk {causal = false, scale = 0.5 : f64} : tensor<1x4x3x8xbf16>, tensor<1x2x5x8xbf16>, tensor<1x2x5x8xbf16>
+  %p, %m = loom.attention %d, %dk, %dk {causal = true, scale = 0.5 : f64} : tensor<1x4x3x8xf64>, tensor<1x2x5x8xf64>, tensor<1x2x5x8xf64>
+  return %l, %m : tensor<1x4x3xf32>, tensor<1x4x3xf64>
 }

@@ -65,9 +65,11 @@ func.func @forward(%tok: tensor<2x3xi64>) -> tensor<2x3x7xf32> {
 // -----
 
 // Attention with rotary and grouped-query heads; the rotary tables are
-// unnamed constants, so they get no gradient and stay frozen.
+// unnamed constants, so they get no gradient and stay frozen. The backward
+// reads the forward's output and logsumexp (no gradient flows into lse).
 // CHECK-LABEL: func.func @train_step
-// CHECK: %{{.*}}, %{{.*}}, %{{.*}} = loom.attention_grad
+// CHECK: %[[O:[^,]*]], %[[LSE:.*]] = loom.attention
+// CHECK: %{{.*}}, %{{.*}}, %{{.*}} = loom.attention_grad %{{.*}}, %{{.*}}, %{{.*}}, %[[O]], %[[LSE]], %{{.*}} {
 // CHECK-SAME: causal = true
 // CHECK: loom.rotary_grad
 // CHECK: loom.rotary_grad
@@ -92,7 +94,7 @@ func.func @forward(%tok: tensor<1x3xi64>) -> tensor<1x3x7xf32> {
   %v = loom.transpose %v1 [0, 2, 1, 3] : tensor<1x3x1x2xf32>
   %qr = loom.rotary %q, %cos, %sin : tensor<1x2x3x2xf32>, tensor<3x2xf32>, tensor<3x2xf32>
   %kr = loom.rotary %k, %cos, %sin : tensor<1x1x3x2xf32>, tensor<3x2xf32>, tensor<3x2xf32>
-  %o = loom.attention %qr, %kr, %v {causal = true, scale = 0.70710678 : f64} : tensor<1x2x3x2xf32>, tensor<1x1x3x2xf32>, tensor<1x1x3x2xf32>
+  %o, %lse = loom.attention %qr, %kr, %v {causal = true, scale = 0.70710678 : f64} : tensor<1x2x3x2xf32>, tensor<1x1x3x2xf32>, tensor<1x1x3x2xf32>
   %ot = loom.transpose %o [0, 2, 1, 3] : tensor<1x2x3x2xf32>
   %o2 = loom.reshape %ot : tensor<1x3x2x2xf32> -> tensor<1x3x4xf32>
   %l = loom.matmul %o2, %head : tensor<1x3x4xf32>, tensor<4x7xf32>

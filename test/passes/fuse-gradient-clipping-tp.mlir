@@ -43,7 +43,7 @@ func.func @forward(%tok: tensor<1x3xi64>) -> tensor<1x3x8xf32> {
   %qt = loom.transpose %q4 [0, 2, 1, 3] : tensor<1x3x4x2xf32>
   %kt = loom.transpose %k4 [0, 2, 1, 3] : tensor<1x3x2x2xf32>
   %vt = loom.transpose %v4 [0, 2, 1, 3] : tensor<1x3x2x2xf32>
-  %a = loom.attention %qt, %kt, %vt {causal = true, scale = 0.5 : f64} : tensor<1x4x3x2xf32>, tensor<1x2x3x2xf32>, tensor<1x2x3x2xf32>
+  %a, %lse = loom.attention %qt, %kt, %vt {causal = true, scale = 0.5 : f64} : tensor<1x4x3x2xf32>, tensor<1x2x3x2xf32>, tensor<1x2x3x2xf32>
   %at = loom.transpose %a [0, 2, 1, 3] : tensor<1x4x3x2xf32>
   %a3 = loom.reshape %at : tensor<1x3x4x2xf32> -> tensor<1x3x8xf32>
   %o = loom.matmul %a3, %wo : tensor<1x3x8xf32>, tensor<8x8xf32>

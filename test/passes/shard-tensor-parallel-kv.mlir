@@ -1,5 +1,6 @@
 // RUN: loom-opt %s --loom-shard-tensor-parallel=tp=4 | FileCheck %s
 // RUN: loom-opt %s --loom-shard-tensor-parallel=tp=4 --loom-build-train-step | FileCheck %s --check-prefix=STEP
+// RUN: loom-opt %s --loom-shard-tensor-parallel=tp=4 --mlir-print-op-generic | FileCheck %s --check-prefix=LSE
 
 // Grouped-query attention with fewer kv heads (2) than tp ranks (4): the
 // query and output projections split (one query head per rank), the k and
@@ -20,6 +21,8 @@
 // CHECK: %[[V:.*]] = loom.reduce_scatter mean %{{.*}} over [#loom<mesh_axis tp>] dim 1 : tensor<1x4x3x2xf32> -> tensor<1x1x3x2xf32>
 // CHECK: loom.attention %{{.*}}, %[[K]], %[[V]] {{.*}} : tensor<1x1x3x2xf32>, tensor<1x1x3x2xf32>, tensor<1x1x3x2xf32>
 // CHECK: loom.all_reduce sum
+// The logsumexp is split on the head dim like the output.
+// LSE: "loom.attention"{{.*}} -> (tensor<1x1x3x2xf32>, tensor<1x1x3xf32>)
 
 // Backward: the pick's gradient gathers every rank's kv-head gradient
 // (scaled by 1/4), and the whole k/v weights' gradients are summed.
@@ -42,7 +45,7 @@ func.func @forward(%tok: tensor<1x3xi64>) -> tensor<1x3x8xf32> {
   %qt = loom.transpose %q4 [0, 2, 1, 3] : tensor<1x3x4x2xf32>
   %kt = loom.transpose %k4 [0, 2, 1, 3] : tensor<1x3x2x2xf32>
   %vt = loom.transpose %v4 [0, 2, 1, 3] : tensor<1x3x2x2xf32>
-  %a = loom.attention %qt, %kt, %vt {causal = true, scale = 0.5 : f64} : tensor<1x4x3x2xf32>, tensor<1x2x3x2xf32>, tensor<1x2x3x2xf32>
+  %a, %lse = loom.attention %qt, %kt, %vt {causal = true, scale = 0.5 : f64} : tensor<1x4x3x2xf32>, tensor<1x2x3x2xf32>, tensor<1x2x3x2xf32>
   %at = loom.transpose %a [0, 2, 1, 3] : tensor<1x4x3x2xf32>
   %a3 = loom.reshape %at : tensor<1x3x4x2xf32> -> tensor<1x3x8xf32>
   %o = loom.matmul %a3, %wo : tensor<1x3x8xf32>, tensor<8x8xf32>

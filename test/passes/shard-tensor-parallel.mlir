@@ -1,5 +1,6 @@
 // RUN: loom-opt %s --split-input-file --loom-shard-tensor-parallel=tp=2 | FileCheck %s
 // RUN: loom-opt %s --split-input-file --loom-shard-tensor-parallel=tp=2 --loom-build-train-step --loom-reduce-tensor-parallel-norm | FileCheck %s --check-prefix=STEP
+// RUN: loom-opt %s --split-input-file --loom-shard-tensor-parallel=tp=2 --mlir-print-op-generic | FileCheck %s --check-prefix=LSE
 
 // Attention with grouped-query heads (4 query heads, 2 kv heads of 2):
 // q, k, v are column parallel (each rank: 2 query heads, 1 kv head), o is
@@ -15,6 +16,8 @@
 // CHECK: loom.matmul %[[X]], %[[WQ]] : tensor<1x3x8xf32>, tensor<8x4xf32>
 // CHECK: loom.reshape %{{.*}} : tensor<1x3x4xf32> -> tensor<1x3x2x2xf32>
 // CHECK: loom.attention %{{.*}}, %{{.*}}, %{{.*}} {{.*}} : tensor<1x2x3x2xf32>, tensor<1x1x3x2xf32>, tensor<1x1x3x2xf32>
+// The logsumexp is split on the head dim like the output: 2 of 4 heads.
+// LSE: "loom.attention"{{.*}} -> (tensor<1x2x3x2xf32>, tensor<1x2x3xf32>)
 // CHECK: %[[PART:.*]] = loom.matmul %{{.*}}, %[[WO]] : tensor<1x3x4xf32>, tensor<4x8xf32>
 // CHECK: %[[SUM:.*]] = loom.all_reduce sum %[[PART]] over [#loom<mesh_axis tp>] : tensor<1x3x8xf32>
 // The LM head's logits are a result: it stays whole.
@@ -46,7 +49,7 @@ func.func @forward(%tok: tensor<1x3xi64>) -> tensor<1x3x8xf32> {
   %qt = loom.transpose %q4 [0, 2, 1, 3] : tensor<1x3x4x2xf32>
   %kt = loom.transpose %k4 [0, 2, 1, 3] : tensor<1x3x2x2xf32>
   %vt = loom.transpose %v4 [0, 2, 1, 3] : tensor<1x3x2x2xf32>
-  %a = loom.attention %qt, %kt, %vt {causal = true, scale = 0.5 : f64} : tensor<1x4x3x2xf32>, tensor<1x2x3x2xf32>, tensor<1x2x3x2xf32>
+  %a, %lse = loom.attention %qt, %kt, %vt {causal = true, scale = 0.5 : f64} : tensor<1x4x3x2xf32>, tensor<1x2x3x2xf32>, tensor<1x2x3x2xf32>
   %at = loom.transpose %a [0, 2, 1, 3] : tensor<1x4x3x2xf32>
   %a3 = loom.reshape %at : tensor<1x3x4x2xf32> -> tensor<1x3x8xf32>
   %o = loom.matmul %a3, %wo : tensor<1x3x8xf32>, tensor<8x8xf32>
@@ -105,7 +108,7 @@ func.func @forward(%tok: tensor<1x3xi64>) -> tensor<1x3x8xf32> {
   %qt = loom.transpose %q4 [0, 2, 1, 3] : tensor<1x3x4x2xf32>
   %kt = loom.transpose %k4 [0, 2, 1, 3] : tensor<1x3x4x2xf32>
   %vt = loom.transpose %v4 [0, 2, 1, 3] : tensor<1x3x4x2xf32>
-  %a = loom.attention %qt, %kt, %vt {causal = true, scale = 0.5 : f64} : tensor<1x4x3x2xf32>, tensor<1x4x3x2xf32>, tensor<1x4x3x2xf32>
+  %a, %lse = loom.attention %qt, %kt, %vt {causal = true, scale = 0.5 : f64} : tensor<1x4x3x2xf32>, tensor<1x4x3x2xf32>, tensor<1x4x3x2xf32>
   %at = loom.transpose %a [0, 2, 1, 3] : tensor<1x4x3x2xf32>
   %a3 = loom.reshape %at : tensor<1x3x4x2xf32> -> tensor<1x3x8xf32>
   %o = loom.matmul %a3, %wo : tensor<1x3x8xf32>, tensor<8x8xf32>

@@ -12,7 +12,7 @@ func.func @heads(%q: tensor<2x4x8xbf16>) -> tensor<2x2x4x4xf32> {
   %0 = loom.cast %q : tensor<2x4x8xbf16> -> tensor<2x4x8xf32>
   %1 = loom.reshape %0 : tensor<2x4x8xf32> -> tensor<2x4x2x4xf32>
   %2 = loom.transpose %1 [0, 2, 1, 3] : tensor<2x4x2x4xf32>
-  %3 = loom.attention %2, %2, %2 {causal = true, scale = 5.000000e-01 : f64} : tensor<2x2x4x4xf32>, tensor<2x2x4x4xf32>, tensor<2x2x4x4xf32>
+  %3, %lse = loom.attention %2, %2, %2 {causal = true, scale = 5.000000e-01 : f64} : tensor<2x2x4x4xf32>, tensor<2x2x4x4xf32>, tensor<2x2x4x4xf32>
   return %3 : tensor<2x2x4x4xf32>
 }
 
@@ -50,4 +50,27 @@ func.func @not_widened(%x: tensor<2x3x4xf32>, %w: tensor<4x5xf32>) -> tensor<6x5
   %1 = loom.reshape %x : tensor<2x3x4xf32> -> tensor<6x4xf32>
   %2 = loom.matmul %1, %w : tensor<6x4xf32>, tensor<4x5xf32>
   return %2 : tensor<6x5xf32>
+}
+
+// The backward reads the forward's rounded output (attention_grad's o):
+// the head merge sinks below its own widening cast, and the original cast
+// stays for attention_grad, which reads bf16 storage too.
+// CHECK-LABEL: func.func @saved_output
+// CHECK-SAME: (%[[O:[^:]*]]: tensor<2x2x4x4xbf16>, %[[Q:[^:]*]]: tensor<2x2x4x4xbf16>
+// CHECK-DAG: %[[WO:.*]] = loom.cast %[[O]] : tensor<2x2x4x4xbf16> -> tensor<2x2x4x4xf32>
+// CHECK-DAG: %[[T:.*]] = loom.transpose %[[O]] [0, 2, 1, 3] : tensor<2x2x4x4xbf16>
+// CHECK: %[[R:.*]] = loom.reshape %[[T]] : tensor<2x4x2x4xbf16> -> tensor<8x8xbf16>
+// CHECK: %[[W:.*]] = loom.cast %[[R]] : tensor<8x8xbf16> -> tensor<8x8xf32>
+// CHECK: loom.matmul %[[W]], %{{.*}}
+// CHECK: loom.attention_grad %{{.*}}, %{{.*}}, %{{.*}}, %[[WO]], %{{.*}}, %{{.*}} {
+func.func @saved_output(%o: tensor<2x2x4x4xbf16>, %q: tensor<2x2x4x4xbf16>, %lse: tensor<2x2x4xf32>,
+                        %dy: tensor<2x2x4x4xf32>, %w: tensor<8x8xf32>)
+    -> (tensor<8x8xf32>, tensor<2x2x4x4xf32>) {
+  %0 = loom.cast %o : tensor<2x2x4x4xbf16> -> tensor<2x2x4x4xf32>
+  %1 = loom.cast %q : tensor<2x2x4x4xbf16> -> tensor<2x2x4x4xf32>
+  %2 = loom.transpose %0 [0, 2, 1, 3] : tensor<2x2x4x4xf32>
+  %3 = loom.reshape %2 : tensor<2x4x2x4xf32> -> tensor<8x8xf32>
+  %4 = loom.matmul %3, %w : tensor<8x8xf32>, tensor<8x8xf32>
+  %dq, %dk, %dv = loom.attention_grad %1, %1, %1, %0, %lse, %dy {causal = true, scale = 5.000000e-01 : f64} : tensor<2x2x4x4xf32>, tensor<2x2x4x4xf32>, tensor<2x2x4x4xf32>
+  return %4, %dq : tensor<8x8xf32>, tensor<2x2x4x4xf32>
 }

@@ -125,11 +125,18 @@ rt::Program attentionProgram(int64_t B, int64_t T, bool backward) {
   std::vector<int64_t> qs = {B, 32, T, 64}, ks = {B, 8, T, 64};
   uint32_t q = c.add(DType::F32, qs, BufferKind::Input), k = c.add(DType::F32, ks, BufferKind::Input);
   uint32_t v = c.add(DType::F32, ks, BufferKind::Input);
+  std::vector<int64_t> rows = {B, 32, T};
   if (!backward) {
-    c.instr(OpCode::Attention, {q, k, v}, {c.add(DType::F32, qs, BufferKind::Output)}, {1, 1}, {0.125});
+    c.instr(OpCode::Attention, {q, k, v},
+            {c.add(DType::F32, qs, BufferKind::Output), c.add(DType::F32, rows, BufferKind::Output)},
+            {1, 1}, {0.125});
   } else {
+    // The forward's o and lse as inputs: the backward is timed alone, and
+    // its cost does not depend on their values.
+    uint32_t o = c.add(DType::F32, qs, BufferKind::Input);
+    uint32_t lse = c.add(DType::F32, rows, BufferKind::Input);
     uint32_t dy = c.add(DType::F32, qs, BufferKind::Input);
-    c.instr(OpCode::AttentionGrad, {q, k, v, dy},
+    c.instr(OpCode::AttentionGrad, {q, k, v, o, lse, dy},
             {c.add(DType::F32, qs, BufferKind::Output), c.add(DType::F32, ks, BufferKind::Output),
              c.add(DType::F32, ks, BufferKind::Output)},
             {1, 1}, {0.125});

@@ -302,17 +302,19 @@ TEST(GradientCheck, TransformerOps) {
                       "%s = loom.constant dense<[[0.1, 0.2, 0.3, 0.4], [0.5, 0.6, -0.7, 0.8], [0.9, 0.3, 0.2, -0.1]]> : tensor<3x4xf64>\n"
                       "%y = loom.rotary %x, %c, %s : tensor<1x2x3x4xf64>, tensor<3x4xf64>, tensor<3x4xf64>\n"
                       "return %y : tensor<1x2x3x4xf64>")});
+  // The backward reads the forward's output and f64 logsumexp (the
+  // statistics of an f64 run are f64).
   check({"attention_gqa_causal",
          fn("%q: tensor<1x4x3x2xf64>, %k: tensor<1x2x3x2xf64>, %v: tensor<1x2x3x2xf64>",
             "tensor<1x4x3x2xf64>",
-            "%y = loom.attention %q, %k, %v {causal = true, scale = 0.7 : f64} : "
+            "%y, %lse = loom.attention %q, %k, %v {causal = true, scale = 0.7 : f64} : "
             "tensor<1x4x3x2xf64>, tensor<1x2x3x2xf64>, tensor<1x2x3x2xf64>\n"
             "return %y : tensor<1x4x3x2xf64>"),
          -1.5, 1.5});
   check({"attention_full",
          fn("%q: tensor<2x2x3x4xf64>, %k: tensor<2x2x5x4xf64>, %v: tensor<2x2x5x4xf64>",
             "tensor<2x2x3x4xf64>",
-            "%y = loom.attention %q, %k, %v {causal = false, scale = 0.5 : f64} : "
+            "%y, %lse = loom.attention %q, %k, %v {causal = false, scale = 0.5 : f64} : "
             "tensor<2x2x3x4xf64>, tensor<2x2x5x4xf64>, tensor<2x2x5x4xf64>\n"
             "return %y : tensor<2x2x3x4xf64>"),
          -1.5, 1.5});

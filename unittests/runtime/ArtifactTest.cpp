@@ -93,7 +93,7 @@ void expectSamePrograms(const Program &a, const Program &b) {
   }
 }
 
-TEST_F(Artifact, ViewsRoundTripAndVersion2FilesStillRead) {
+TEST_F(Artifact, ViewsRoundTrip) {
   Rng rng;
   Program p = viewProgram();
   std::string file = path("view.loom"), err;
@@ -107,34 +107,26 @@ TEST_F(Artifact, ViewsRoundTripAndVersion2FilesStillRead) {
   std::vector<float> got = fromBytes<float>(a.outputs[0]);
   // The CPU kernels evaluate exp in double and round once.
   for (size_t i = 0; i < x.size(); ++i) EXPECT_EQ(got[i], float(std::exp(-double(x[i]))));
+}
 
-  // A version 2 file is the same tables without the view count, the u32
-  // right before the u64 constant-blob size (which is followed by zero
-  // padding to the 64-aligned blob).
-  Program noViews = tinyLanguageModel(rng);
-  ASSERT_TRUE(writeArtifact(noViews, file, err)) << err;
-  Bytes b = slurp(file);
-  uint64_t nConstants = noViews.constants.size();
-  size_t blobStart = b.size() - 8 - nConstants, pad = 0;
-  auto u64At = [&](size_t at) {
-    uint64_t v = 0;
-    for (int i = 0; i < 8; ++i) v |= uint64_t(b[at + size_t(i)]) << (8 * i);
-    return v;
-  };
-  while (pad < 64 && u64At(blobStart - pad - 8) != nConstants) ++pad;
-  ASSERT_LT(pad, 64u);
-  size_t sizeField = blobStart - pad - 8, countField = sizeField - 4;
-  ASSERT_EQ(u64At(countField) & 0xffffffffu, 0u); // no views
-  Bytes v2(b.begin(), b.begin() + long(countField));
-  v2.insert(v2.end(), b.begin() + long(sizeField), b.begin() + long(sizeField + 8));
-  v2.insert(v2.end(), (64 - v2.size() % 64) % 64, 0);
-  v2.insert(v2.end(), b.begin() + long(blobStart), b.end()); // blob, then the old checksum
-  v2[8] = 2;
-  for (int i = 0; i < 8; ++i) v2[12 + size_t(i)] = uint8_t(uint64_t(v2.size()) >> (8 * i));
-  reseal(v2);
-  spit(file, v2);
-  ASSERT_TRUE(readArtifact(file, q, err)) << err;
-  expectSamePrograms(noViews, q);
+TEST_F(Artifact, FilesBeforeVersion4AreRefusedAsTooOld) {
+  // Version 4 changed what attention instructions mean (attention writes
+  // lse; attention_grad reads o and lse), so a version 2 or 3 file cannot
+  // be run as it stands: the reader says so, naming both versions, rather
+  // than failing later on an attention instruction's arity. The version
+  // field comes right after the magic and is checked before the tables.
+  Rng rng;
+  std::string file = path("old.loom");
+  Bytes b = written(file, rng);
+  for (uint8_t old : {uint8_t(2), uint8_t(3)}) {
+    SCOPED_TRACE("version " + std::to_string(old));
+    Bytes v = b;
+    v[8] = old; // u32 version, little-endian
+    reseal(v);
+    spit(file, v);
+    expectRefused(file, "artifact version " + std::to_string(old) +
+                            " is older than this loom reads (version 4): recompile the model");
+  }
 }
 
 TEST_F(Artifact, RoundTripKeepsEveryFieldAndResult) {
@@ -200,9 +192,9 @@ TEST_F(Artifact, UnknownVersionIsRefusedByNumber) {
   Rng rng;
   std::string file = path("m.loom");
   Bytes b = written(file, rng);
-  b[8] = 4; // u32 version, little-endian, right after the magic
+  b[8] = 5; // u32 version, little-endian, right after the magic
   spit(file, b);
-  expectRefused(file, "unsupported artifact version 4 (this loom reads 2 to 3)");
+  expectRefused(file, "unsupported artifact version 5 (this loom reads 4)");
 }
 
 TEST_F(Artifact, BadMagicAndTrailingDataAreRefused) {

@@ -4,7 +4,8 @@
 //
 // The reference materializes the full score matrix, applies the mask as
 // -inf and repeats kv heads explicitly (repeat_kv), i.e. the unfused graph
-// the attention fusion replaces.
+// the attention fusion replaces. The logsumexp output has a reference of
+// its own, summed in long double without the max shift the kernel uses.
 //===----------------------------------------------------------------------===//
 #include "RuntimeTestUtil.h"
 
@@ -42,13 +43,67 @@ std::vector<double> naiveAttention(const AttentionCase &c, const std::vector<flo
         for (int64_t d = 0; d < c.Dv; ++d) {
           double acc = 0;
           for (int64_t j = 0; j < c.S; ++j) acc += s[j] * v[((b * c.Hkv + g) * c.S + j) * c.Dv + d];
-          out.push_back(acc / sum);
+          // No key at all (S == 0): the opcode's contract is o = 0 where
+          // the unfused graph would divide 0 by 0.
+          out.push_back(c.S ? acc / sum : 0.0);
         }
       }
     }
   return out;
 }
 
+/// Per query row, log sum_j exp(scale q_i.k_j) over the keys the mask lets
+/// through, in long double straight from the definition (no max shift:
+/// these scores are a few units). +inf for a row that sees no key, by the
+/// opcode's contract (Program.h).
+std::vector<double> naiveLogsumexp(const AttentionCase &c, const std::vector<float> &q,
+                                   const std::vector<float> &k, double scale) {
+  std::vector<double> out;
+  int64_t offset = c.S > c.T ? c.S - c.T : 0;
+  for (int64_t b = 0; b < c.B; ++b)
+    for (int64_t h = 0; h < c.Hq; ++h) {
+      int64_t g = h / (c.Hq / c.Hkv);
+      for (int64_t i = 0; i < c.T; ++i) {
+        long double sum = 0;
+        int64_t seen = 0;
+        for (int64_t j = 0; j < c.S; ++j) {
+          if (c.causal && j > i + offset)
+            continue;
+          long double dot = 0;
+          for (int64_t d = 0; d < c.D; ++d)
+            dot += (long double)q[((b * c.Hq + h) * c.T + i) * c.D + d] *
+                   k[((b * c.Hkv + g) * c.S + j) * c.D + d];
+          sum += std::exp((long double)scale * dot);
+          ++seen;
+        }
+        out.push_back(seen ? double(std::log(sum)) : INFINITY);
+      }
+    }
+  return out;
+}
+
+/// `got` equals `want` within the tolerance where `want` is finite, and is
+/// +inf exactly where `want` is.
+::testing::AssertionResult lseClose(const std::vector<float> &got, const std::vector<double> &want) {
+  if (got.size() != want.size())
+    return ::testing::AssertionFailure() << "size " << got.size() << " != " << want.size();
+  std::vector<float> finiteGot;
+  std::vector<double> finiteWant;
+  for (size_t i = 0; i < got.size(); ++i) {
+    if (std::isinf(want[i])) {
+      if (!(std::isinf(got[i]) && got[i] > 0))
+        return ::testing::AssertionFailure() << "row " << i << ": got " << got[i] << ", expected +inf";
+      continue;
+    }
+    finiteGot.push_back(got[i]);
+    finiteWant.push_back(want[i]);
+  }
+  // One f32 rounding of a value of a few units.
+  return allClose(finiteGot, finiteWant, 1e-6, 1e-6);
+}
+
+/// Runs attention over fresh random inputs; checks o against the unfused
+/// graph and lse against naiveLogsumexp.
 void checkAttention(const AttentionCase &c, Rng &rng) {
   SCOPED_TRACE("Hq " + std::to_string(c.Hq) + " Hkv " + std::to_string(c.Hkv) + " T " +
                std::to_string(c.T) + " S " + std::to_string(c.S) + " causal " +
@@ -58,13 +113,16 @@ void checkAttention(const AttentionCase &c, Rng &rng) {
   ProgramBuilder pb;
   uint32_t q = pb.input(DType::F32, qs), k = pb.input(DType::F32, ks), v = pb.input(DType::F32, vs);
   uint32_t o = pb.output(DType::F32, {c.B, c.Hq, c.T, c.Dv});
-  pb.instr(OpCode::Attention, {q, k, v}, {o}, {c.causal}, {scale});
+  uint32_t lse = pb.output(DType::F32, {c.B, c.Hq, c.T});
+  pb.instr(OpCode::Attention, {q, k, v}, {o, lse}, {c.causal}, {scale});
+  ASSERT_EQ(pb.p.validate(), "");
   auto qv = rng.uniform(numel(qs), -2, 2), kv = rng.uniform(numel(ks), -2, 2),
        vv = rng.uniform(numel(vs));
   RunResult r = runProgram(pb.p, {toBytes(qv), toBytes(kv), toBytes(vv)});
   ASSERT_TRUE(r.ok) << r.err;
   // Outputs are convex combinations of values in [-1, 1].
-  EXPECT_TRUE(allClose(r.out<float>(), naiveAttention(c, qv, kv, vv, scale), 1e-6, 1e-7));
+  EXPECT_TRUE(allClose(r.out<float>(0), naiveAttention(c, qv, kv, vv, scale), 1e-6, 1e-7));
+  EXPECT_TRUE(lseClose(r.out<float>(1), naiveLogsumexp(c, qv, kv, scale)));
 }
 
 TEST(Attention, GroupedQueryCausal) {
@@ -99,6 +157,49 @@ TEST(Attention, LongSequenceAcrossThreads) {
   checkAttention({1, 4, 2, 128, 128, 32, 32, true}, rng);
 }
 
+TEST(Attention, LogsumexpIsTheScaledMaskedScoresLogsumexp) {
+  // lse against a long-double logsumexp of the scores the mask leaves,
+  // row by row: causal with the offset (T < S, the queries the last T of S
+  // positions) and without (T > S), grouped-query, not causal.
+  Rng rng;
+  checkAttention({1, 4, 2, 3, 10, 8, 8, true}, rng);
+  checkAttention({2, 4, 2, 5, 17, 8, 6, true}, rng);
+  checkAttention({1, 2, 2, 6, 4, 8, 8, true}, rng);
+  checkAttention({2, 4, 2, 7, 11, 8, 8, false}, rng);
+}
+
+TEST(Attention, RowsWithoutKeysGetZeroOutputAndInfiniteLogsumexp) {
+  // With no key at all (S == 0) every row is fully masked: its softmax is
+  // empty, so o = 0, and lse = +inf, which makes the backward's
+  // exp(s - lse) zero. (With S >= 1 every row sees key 0, causal or not.)
+  Rng rng;
+  checkAttention({1, 2, 1, 3, 0, 8, 8, true}, rng);
+  checkAttention({2, 2, 2, 4, 0, 8, 5, false}, rng);
+}
+
+TEST(Attention, LogsumexpIsF64ForF64Operands) {
+  // The statistics have the computation's dtype: an f64 run keeps them to
+  // double rounding (the compiler's gradient checks run in f64).
+  Rng rng;
+  AttentionCase c{1, 4, 2, 5, 7, 8, 8, true};
+  Shape qs = {c.B, c.Hq, c.T, c.D}, ks = {c.B, c.Hkv, c.S, c.D};
+  double scale = 0.4;
+  ProgramBuilder pb;
+  uint32_t q = pb.input(DType::F64, qs), k = pb.input(DType::F64, ks), v = pb.input(DType::F64, ks);
+  pb.instr(OpCode::Attention, {q, k, v},
+           {pb.output(DType::F64, qs), pb.output(DType::F64, {c.B, c.Hq, c.T})}, {c.causal},
+           {scale});
+  ASSERT_EQ(pb.p.validate(), "");
+  auto qv = rng.uniform(numel(qs), -2, 2), kv = rng.uniform(numel(ks), -2, 2),
+       vv = rng.uniform(numel(ks));
+  auto f64 = [](const std::vector<float> &x) { return std::vector<double>(x.begin(), x.end()); };
+  RunResult r = runProgram(pb.p, {toBytes(f64(qv)), toBytes(f64(kv)), toBytes(f64(vv))});
+  ASSERT_TRUE(r.ok) << r.err;
+  std::vector<double> got = r.out<double>(1), want = naiveLogsumexp(c, qv, kv, scale);
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < got.size(); ++i) EXPECT_NEAR(got[i], want[i], 1e-13) << "row " << i;
+}
+
 /// bf16 bits (the top half) of f32 values, and the f32 value of bf16 bits.
 uint16_t bf16Bits(float f) {
   uint32_t u;
@@ -130,16 +231,19 @@ TEST(Attention, Bf16StorageMatchesTheReference) {
   ProgramBuilder pb;
   uint32_t q = pb.input(DType::BF16, qs), k = pb.input(DType::BF16, ks),
            v = pb.input(DType::BF16, ks), o = pb.output(DType::BF16, qs);
-  pb.instr(OpCode::Attention, {q, k, v}, {o}, {c.causal, 1}, {scale});
+  uint32_t lse = pb.output(DType::F32, {c.B, c.Hq, c.T}); // never bf16
+  pb.instr(OpCode::Attention, {q, k, v}, {o, lse}, {c.causal, 1}, {scale});
   ASSERT_EQ(pb.p.validate(), "");
   RunResult r = runProgram(pb.p, {toBytes(bits[0]), toBytes(bits[1]), toBytes(bits[2])});
   ASSERT_TRUE(r.ok) << r.err;
   std::vector<float> got;
-  for (uint16_t h : r.out<uint16_t>()) got.push_back(bf16Value(h));
+  for (uint16_t h : r.out<uint16_t>(0)) got.push_back(bf16Value(h));
   // Rounding to nearest bf16 (8 significant bits) moves a value by at most
   // 2^-8 of itself.
   EXPECT_TRUE(allClose(got, naiveAttention(c, widened[0], widened[1], widened[2], scale),
                        1.0 / 256 + 1e-6, 1e-7));
+  // lse is f32 beside bf16 storage: rounded once, from the f32 computation.
+  EXPECT_TRUE(lseClose(r.out<float>(1), naiveLogsumexp(c, widened[0], widened[1], scale)));
 }
 
 } // namespace

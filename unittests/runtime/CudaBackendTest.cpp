@@ -436,8 +436,10 @@ TEST(CudaBackend, AttentionForwardAndBackward) {
       Shape qs = {c.B, c.Hq, c.T, c.D}, ks = {c.B, c.Hkv, c.S, c.D};
       uint32_t q = t.f32(rng, qs), k = t.f32(rng, ks), v = t.f32(rng, ks), dy = t.f32(rng, qs);
       double scale = 1.0 / std::sqrt(double(c.D));
-      t.b.instr(OpCode::Attention, {q, k, v}, {t.b.output(DType::F32, qs)}, {c.causal}, {scale});
-      t.b.instr(OpCode::AttentionGrad, {q, k, v, dy},
+      // The backward reads the forward's o and lse: each backend its own.
+      uint32_t o = t.b.output(DType::F32, qs), lse = t.b.output(DType::F32, {c.B, c.Hq, c.T});
+      t.b.instr(OpCode::Attention, {q, k, v}, {o, lse}, {c.causal}, {scale});
+      t.b.instr(OpCode::AttentionGrad, {q, k, v, o, lse, dy},
                 {t.b.output(DType::F32, qs), t.b.output(DType::F32, ks), t.b.output(DType::F32, ks)},
                 {c.causal}, {scale});
       ASSERT_EQ(t.b.p.validate(), "");
@@ -477,9 +479,9 @@ TEST(CudaBackend, AttentionOnBf16TensorCores) {
         inputs.push_back(toBytes(bf16Values(numel(s))));
       }
       double scale = 1.0 / std::sqrt(double(c.D));
-      b.instr(OpCode::Attention, {ids[0], ids[1], ids[2]}, {b.output(DType::F32, qs)}, {c.causal, 1},
-              {scale});
-      b.instr(OpCode::AttentionGrad, {ids[0], ids[1], ids[2], ids[3]},
+      uint32_t o = b.output(DType::F32, qs), lse = b.output(DType::F32, {c.B, c.Hq, c.T});
+      b.instr(OpCode::Attention, {ids[0], ids[1], ids[2]}, {o, lse}, {c.causal, 1}, {scale});
+      b.instr(OpCode::AttentionGrad, {ids[0], ids[1], ids[2], o, lse, ids[3]},
               {b.output(DType::F32, qs), b.output(DType::F32, ks), b.output(DType::F32, ks)},
               {c.causal, 1}, {scale});
       ASSERT_EQ(b.p.validate(), "");
@@ -490,6 +492,113 @@ TEST(CudaBackend, AttentionOnBf16TensorCores) {
         EXPECT_EQ(r1.outputs, r2.outputs);
       }
     }
+  }
+  unsetenv("LOOM_CUDA_ATTENTION");
+}
+
+/// The GPU's lse equals the CPU's: +inf exactly where the CPU's is (a row
+/// that sees no key), elsewhere within atol + rtol |want|. NaN (a row the
+/// kernel never wrote: the arena starts 0xff-filled) never passes.
+::testing::AssertionResult sameLse(const F &got, const F &want, double rtol, double atol) {
+  if (got.size() != want.size())
+    return ::testing::AssertionFailure() << got.size() << " rows, expected " << want.size();
+  for (size_t i = 0; i < got.size(); ++i) {
+    bool ok = std::isinf(want[i]) ? got[i] == want[i]
+                                  : std::fabs(double(got[i]) - want[i]) <= atol + rtol * std::fabs(want[i]);
+    if (!ok)
+      return ::testing::AssertionFailure() << "row " << i << ": got " << got[i] << ", expected "
+                                           << want[i];
+  }
+  return ::testing::AssertionSuccess();
+}
+
+/// Runs the forward `p` (outputs o, lse) on both backends; lse within
+/// `tol` of the CPU's, o within `oTol`.
+void expectSameLse(const Program &p, const std::vector<Bytes> &inputs, double tol, double oTol) {
+  ASSERT_EQ(p.validate(), "");
+  RunResult cpu = runProgram(p, inputs, 2, "cpu");
+  ASSERT_TRUE(cpu.ok) << "cpu: " << cpu.err;
+  RunResult gpu = runProgram(p, inputs, 0, "cuda");
+  ASSERT_TRUE(gpu.ok) << "cuda: " << gpu.err;
+  EXPECT_TRUE(sameLse(gpu.out<float>(1), cpu.out<float>(1), tol, tol));
+  if (p.buffers[p.outputs[0]].dtype == DType::F32)
+    EXPECT_TRUE(allClose(gpu.out<float>(0), toDouble(cpu.out<float>(0)), oTol, oTol));
+}
+
+TEST(CudaBackend, AttentionLogsumexpMatchesTheCpuOnEveryPath) {
+  // The forward's second output, which the backward trusts instead of
+  // recomputing: natural-log units on every implementation (the flash
+  // kernel keeps log2 units inside), +inf on rows without keys (S == 0).
+  REQUIRE_GPU();
+  Rng rng;
+  // f32 operands: the cuBLASLt, chunked and plain implementations.
+  const AttnCase f32Cases[] = {{2, 4, 2, 9, 9, 16, true},  {1, 3, 3, 5, 8, 40, true},
+                               {2, 2, 1, 7, 7, 64, false}, {1, 2, 2, 33, 33, 72, true},
+                               {2, 8, 2, 70, 70, 64, true}, {1, 2, 1, 6, 6, 160, true},
+                               {1, 2, 1, 5, 0, 16, true}};
+  for (const char *path : {"gemm", "chunked", "plain"}) {
+    SCOPED_TRACE(std::string("LOOM_CUDA_ATTENTION=") + path);
+    setenv("LOOM_CUDA_ATTENTION", path, 1);
+    for (const AttnCase &c : f32Cases) {
+      SCOPED_TRACE("B" + std::to_string(c.B) + " Hq" + std::to_string(c.Hq) + " T" +
+                   std::to_string(c.T) + " S" + std::to_string(c.S) + " D" + std::to_string(c.D));
+      OneOp t;
+      Shape qs = {c.B, c.Hq, c.T, c.D}, ks = {c.B, c.Hkv, c.S, c.D};
+      uint32_t q = t.f32(rng, qs, -2, 2), k = t.f32(rng, ks, -2, 2), v = t.f32(rng, ks);
+      t.b.instr(OpCode::Attention, {q, k, v},
+                {t.b.output(DType::F32, qs), t.b.output(DType::F32, {c.B, c.Hq, c.T})},
+                {c.causal}, {1.0 / std::sqrt(double(c.D))});
+      expectSameLse(t.b.p, t.inputs, 1e-5, 1e-4);
+    }
+  }
+  // bf16 values (autocast): the flash kernels and the bf16 GEMMs, with the
+  // operands as f32 buffers and as bf16 storage read in place, and once
+  // with q 8 bytes off a 16-byte boundary (flash refuses it: the chunked
+  // kernels, staged). The scores are exact products of bf16 values summed
+  // in f32 on every path, so lse stays within f32 rounding of the CPU's.
+  const AttnCase bf16Cases[] = {{2, 8, 2, 70, 70, 64, true}, {1, 4, 1, 130, 130, 64, true},
+                                {1, 2, 2, 40, 100, 64, true}, {2, 4, 2, 65, 65, 64, false},
+                                {1, 4, 2, 33, 33, 32, true},  {1, 2, 1, 70, 0, 64, true}};
+  for (const char *path : {"", "flash", "gemm"}) {
+    SCOPED_TRACE(std::string("LOOM_CUDA_ATTENTION=") + path);
+    if (*path) setenv("LOOM_CUDA_ATTENTION", path, 1);
+    else unsetenv("LOOM_CUDA_ATTENTION");
+    for (const AttnCase &c : bf16Cases)
+      for (int layout = 0; layout < 3; ++layout) { // f32 buffers, bf16 storage, unaligned q
+        SCOPED_TRACE("B" + std::to_string(c.B) + " Hq" + std::to_string(c.Hq) + " T" +
+                     std::to_string(c.T) + " S" + std::to_string(c.S) + " D" +
+                     std::to_string(c.D) + " layout " + std::to_string(layout));
+        Shape qs = {c.B, c.Hq, c.T, c.D}, ks = {c.B, c.Hkv, c.S, c.D};
+        DType t = layout == 0 ? DType::F32 : DType::BF16;
+        ProgramBuilder b;
+        std::vector<Bytes> inputs;
+        uint32_t ids[3];
+        for (int k = 0; k < 3; ++k) {
+          const Shape &s = k == 0 ? qs : ks;
+          std::vector<float> x = toBf16Values(rng.uniform(numel(s), -2, 2));
+          ids[k] = b.input(t, s);
+          if (t == DType::F32) {
+            inputs.push_back(toBytes(x));
+          } else {
+            std::vector<uint16_t> bits;
+            for (float f : x) {
+              uint32_t u;
+              std::memcpy(&u, &f, 4);
+              bits.push_back(uint16_t(u >> 16)); // exact: x holds bf16 values
+            }
+            inputs.push_back(toBytes(bits));
+          }
+        }
+        b.instr(OpCode::Attention, {ids[0], ids[1], ids[2]},
+                {b.output(t, qs), b.output(DType::F32, {c.B, c.Hq, c.T})}, {c.causal, 1},
+                {1.0 / std::sqrt(double(c.D))});
+        if (layout == 2) {
+          BufferDesc &q = b.p.buffers[ids[0]];
+          q.offset = (b.p.arenaBytes + 63) / 64 * 64 + 8;
+          b.p.arenaBytes = q.offset + q.bytes;
+        }
+        expectSameLse(b.p, inputs, 1e-4, 2e-2);
+      }
   }
   unsetenv("LOOM_CUDA_ATTENTION");
 }
@@ -559,7 +668,9 @@ TEST(CudaBackend, RunsAreBitwiseReproducible) {
   t.b.instr(OpCode::EmbeddingGrad, {dy, ids}, {t.b.output(DType::F32, {7, D})});
   Shape qs = {1, 4, 64, 32}, ks = {1, 2, 64, 32};
   uint32_t q = t.f32(rng, qs), k = t.f32(rng, ks), v = t.f32(rng, ks), g = t.f32(rng, qs);
-  t.b.instr(OpCode::AttentionGrad, {q, k, v, g},
+  uint32_t o = t.b.output(DType::F32, qs), lse = t.b.output(DType::F32, {1, 4, 64});
+  t.b.instr(OpCode::Attention, {q, k, v}, {o, lse}, {1}, {0.125});
+  t.b.instr(OpCode::AttentionGrad, {q, k, v, o, lse, g},
             {t.b.output(DType::F32, qs), t.b.output(DType::F32, ks), t.b.output(DType::F32, ks)},
             {1}, {0.125});
   RunResult a = runProgram(t.b.p, t.inputs, 0, "cuda"), b = runProgram(t.b.p, t.inputs, 0, "cuda");

@@ -96,7 +96,11 @@ inline MixedPrograms buildMixed(const MixedCase &c, Rng &rng) {
 /// grouped-query (4 query heads on 2 kv heads), causal and not, S > T (the
 /// offset mask). Head dim 64 with bf16_operands is what the CUDA flash
 /// kernels take (T = 130 and 40 leave partial 64-row tiles); head dim 16
-/// with exact products takes the f32 kernels, staged.
+/// with exact products takes the f32 kernels, staged. lse is always f32.
+/// The gradient's o and lse are random like its other inputs (the fold
+/// does not care whether they came from a forward); lse is drawn near
+/// log S, where a forward's lse of these scores lies, so that P = exp(s -
+/// lse) has the forward's size.
 inline std::vector<MixedCase> attentionMixedCases() {
   struct Dims {
     int64_t B, Hq, Hkv, T, S, D;
@@ -108,7 +112,8 @@ inline std::vector<MixedCase> attentionMixedCases() {
                        {1, 4, 2, 21, 29, 16, false, false}};
   std::vector<MixedCase> cases;
   for (const Dims &d : dims) {
-    Shape q = {d.B, d.Hq, d.T, d.D}, kv = {d.B, d.Hkv, d.S, d.D};
+    Shape q = {d.B, d.Hq, d.T, d.D}, kv = {d.B, d.Hkv, d.S, d.D}, rows = {d.B, d.Hq, d.T};
+    Operand lse = {rows, false, std::log(double(d.S)), std::log(double(d.S)) + 1};
     std::string n = " (T " + std::to_string(d.T) + ", S " + std::to_string(d.S) + ", D " +
                     std::to_string(d.D) + (d.causal ? ", causal" : "") +
                     (d.bf16Operands ? ", bf16 operands)" : ")");
@@ -123,17 +128,20 @@ inline std::vector<MixedCase> attentionMixedCases() {
                        d.bf16Operands});
     };
     add("attention bf16 -> bf16", OpCode::Attention, {{q, true}, {kv, true}, {kv, true}},
-        {{q, true}});
+        {{q, true}, {rows, false}});
     add("attention q f32, k v bf16 -> f32", OpCode::Attention,
-        {{q, false}, {kv, true}, {kv, true}}, {{q, false}});
+        {{q, false}, {kv, true}, {kv, true}}, {{q, false}, {rows, false}});
     add("attention f32 -> bf16", OpCode::Attention, {{q, false}, {kv, false}, {kv, false}},
-        {{q, true}});
+        {{q, true}, {rows, false}});
     add("attention_grad bf16 -> bf16", OpCode::AttentionGrad,
-        {{q, true}, {kv, true}, {kv, true}, {q, true}}, {{q, true}, {kv, true}, {kv, true}});
+        {{q, true}, {kv, true}, {kv, true}, {q, true}, lse, {q, true}},
+        {{q, true}, {kv, true}, {kv, true}});
     add("attention_grad dy bf16 -> dq bf16, dk f32, dv bf16", OpCode::AttentionGrad,
-        {{q, false}, {kv, false}, {kv, false}, {q, true}}, {{q, true}, {kv, false}, {kv, true}});
-    add("attention_grad q k bf16 -> dq f32, dk bf16, dv f32", OpCode::AttentionGrad,
-        {{q, true}, {kv, true}, {kv, false}, {q, false}}, {{q, false}, {kv, true}, {kv, false}});
+        {{q, false}, {kv, false}, {kv, false}, {q, false}, lse, {q, true}},
+        {{q, true}, {kv, false}, {kv, true}});
+    add("attention_grad q k o bf16 -> dq f32, dk bf16, dv f32", OpCode::AttentionGrad,
+        {{q, true}, {kv, true}, {kv, false}, {q, true}, lse, {q, false}},
+        {{q, false}, {kv, true}, {kv, false}});
   }
   return cases;
 }

@@ -88,17 +88,35 @@ TEST(MixedDtype, ValidateRefusesBf16OutsideTheAllowedSlots) {
   EXPECT_NE(verdict(OpCode::Slice, {{H, x}}, {{F, x}}, {0, 1, 0, 1}), "");
   EXPECT_EQ(verdict(OpCode::Transpose, {{H, x}}, {{F, {8, 4}}}, {1, 0}), "");
   EXPECT_NE(verdict(OpCode::Transpose, {{H, x}}, {{D, {8, 4}}}, {1, 0}), "");
-  // Attention: every operand, beside f32 ones only.
-  Shape q = {1, 4, 5, 8}, kv = {1, 2, 5, 8};
-  EXPECT_EQ(verdict(OpCode::Attention, {{H, q}, {H, kv}, {F, kv}}, {{H, q}}, {1, 1}, {0.3}), "");
-  EXPECT_EQ(verdict(OpCode::Attention, {{F, q}, {F, kv}, {F, kv}}, {{H, q}}, {1}, {0.3}), "");
-  EXPECT_NE(verdict(OpCode::Attention, {{H, q}, {D, kv}, {D, kv}}, {{D, q}}, {1}, {0.3}), "");
-  EXPECT_EQ(verdict(OpCode::AttentionGrad, {{F, q}, {F, kv}, {F, kv}, {H, q}},
+  // Attention: every operand but lse, beside f32 ones only; lse has the
+  // computation's dtype (f32, f64 for f64 operands), never bf16.
+  Shape q = {1, 4, 5, 8}, kv = {1, 2, 5, 8}, rows = {1, 4, 5};
+  EXPECT_EQ(verdict(OpCode::Attention, {{H, q}, {H, kv}, {F, kv}}, {{H, q}, {F, rows}}, {1, 1},
+                    {0.3}),
+            "");
+  EXPECT_EQ(verdict(OpCode::Attention, {{F, q}, {F, kv}, {F, kv}}, {{H, q}, {F, rows}}, {1}, {0.3}),
+            "");
+  EXPECT_EQ(verdict(OpCode::Attention, {{D, q}, {D, kv}, {D, kv}}, {{D, q}, {D, rows}}, {1}, {0.3}),
+            "");
+  EXPECT_NE(verdict(OpCode::Attention, {{H, q}, {D, kv}, {D, kv}}, {{D, q}, {D, rows}}, {1}, {0.3}),
+            "");
+  const std::string notBf16 = "lse must be f32 (the computation's dtype), got bf16";
+  EXPECT_NE(verdict(OpCode::Attention, {{H, q}, {H, kv}, {H, kv}}, {{H, q}, {H, rows}}, {1}, {0.3})
+                .find(notBf16),
+            std::string::npos);
+  EXPECT_NE(verdict(OpCode::Attention, {{D, q}, {D, kv}, {D, kv}}, {{D, q}, {F, rows}}, {1}, {0.3})
+                .find("lse must be f64 (the computation's dtype), got f32"),
+            std::string::npos);
+  EXPECT_EQ(verdict(OpCode::AttentionGrad, {{F, q}, {F, kv}, {F, kv}, {H, q}, {F, rows}, {H, q}},
                     {{H, q}, {F, kv}, {H, kv}}, {1, 1}, {0.3}),
             "");
-  EXPECT_NE(verdict(OpCode::AttentionGrad, {{D, q}, {D, kv}, {D, kv}, {D, q}},
+  EXPECT_NE(verdict(OpCode::AttentionGrad, {{D, q}, {D, kv}, {D, kv}, {D, q}, {D, rows}, {D, q}},
                     {{D, q}, {D, kv}, {H, kv}}, {1}, {0.3}),
             ""); // bf16 beside f64
+  EXPECT_NE(verdict(OpCode::AttentionGrad, {{H, q}, {H, kv}, {H, kv}, {H, q}, {H, rows}, {H, q}},
+                    {{H, q}, {H, kv}, {H, kv}}, {1}, {0.3})
+                .find(notBf16),
+            std::string::npos);
 }
 
 } // namespace

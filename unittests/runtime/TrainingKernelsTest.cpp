@@ -345,11 +345,15 @@ void checkAttentionGrad(const AttnCase &c, Rng &rng) {
   Vec fdk = numericGrad([&](const Vec &t) { return attentionRef(c, qd, t, vd, scale); }, kd, rd);
   Vec fdv = numericGrad([&](const Vec &t) { return attentionRef(c, qd, kd, t, scale); }, vd, rd);
   for (DType dt : kFloatTypes) {
+    // The backward reads the forward's o and lse (f64 ones in f64: the
+    // statistics have the computation's dtype).
     ProgramBuilder pb;
     uint32_t q = pb.input(dt, qs), k = pb.input(dt, ks), v = pb.input(dt, vs);
     uint32_t dy = pb.input(dt, os);
+    uint32_t o = pb.temp(dt, os), lse = pb.temp(dt, {c.B, c.Hq, c.T});
+    pb.instr(OpCode::Attention, {q, k, v}, {o, lse}, {c.causal}, {scale});
     uint32_t dq = pb.output(dt, qs), dk = pb.output(dt, ks), dv = pb.output(dt, vs);
-    pb.instr(OpCode::AttentionGrad, {q, k, v, dy}, {dq, dk, dv}, {c.causal}, {scale});
+    pb.instr(OpCode::AttentionGrad, {q, k, v, o, lse, dy}, {dq, dk, dv}, {c.causal}, {scale});
     RunResult res =
         runProgram(pb.p, {asBytes(dt, qv), asBytes(dt, kv), asBytes(dt, vv), asBytes(dt, r)});
     ASSERT_TRUE(res.ok) << res.err;
@@ -752,7 +756,7 @@ TEST(TrainingKernels, ForwardKernelsRunInF64) {
     Vec q = uni(24, -1.5, 1.5), k = uni(12, -1.5, 1.5), v = uni(12);
     ProgramBuilder b;
     b.instr(OpCode::Attention, {b.input(F64, qs), b.input(F64, ks), b.input(F64, ks)},
-            {b.output(F64, qs)}, {1}, {0.7});
+            {b.output(F64, qs), b.output(F64, {1, 4, 3})}, {1}, {0.7});
     EXPECT_LT(maxAbsDiff(runF64(b, {q, k, v}), attentionRef(c, q, k, v, 0.7)), kTol) << "attention";
   }
   {
@@ -847,12 +851,14 @@ TEST(TrainingKernels, ReductionsDoNotDependOnThreadCount) {
                                       toBytes(rng.uniform(numel(s)))});
   }
   {
-    SCOPED_TRACE("attention_grad");
+    SCOPED_TRACE("attention and attention_grad");
     Shape qs = {2, 4, 33, 16}, ks = {2, 2, 33, 16};
     ProgramBuilder b;
     uint32_t q = b.input(DType::F32, qs), k = b.input(DType::F32, ks), v = b.input(DType::F32, ks);
     uint32_t dy = b.input(DType::F32, qs);
-    b.instr(OpCode::AttentionGrad, {q, k, v, dy},
+    uint32_t o = b.output(DType::F32, qs), lse = b.output(DType::F32, {2, 4, 33});
+    b.instr(OpCode::Attention, {q, k, v}, {o, lse}, {1}, {0.25});
+    b.instr(OpCode::AttentionGrad, {q, k, v, o, lse, dy},
             {b.output(DType::F32, qs), b.output(DType::F32, ks), b.output(DType::F32, ks)}, {1},
             {0.25});
     expectSameForAnyThreadCount(b.p,
@@ -874,7 +880,8 @@ Program trainingOpsProgram() {
   b.instr(OpCode::RmsNormGrad, {x, w, dy}, {out({2, 3, 4}), out({4})}, {}, {1e-6});
   b.instr(OpCode::LayerNormGrad, {x, w, dy}, {out({2, 3, 4}), out({4}), out({4})}, {}, {1e-5});
   uint32_t q = in({1, 4, 3, 4}), k = in({1, 2, 3, 4}), v = in({1, 2, 3, 4}), dyq = in({1, 4, 3, 4});
-  b.instr(OpCode::AttentionGrad, {q, k, v, dyq},
+  uint32_t o = in({1, 4, 3, 4}), lse = in({1, 4, 3});
+  b.instr(OpCode::AttentionGrad, {q, k, v, o, lse, dyq},
           {out({1, 4, 3, 4}), out({1, 2, 3, 4}), out({1, 2, 3, 4})}, {1}, {0.5});
   uint32_t cs = in({3, 4}), sn = in({3, 4});
   b.instr(OpCode::RotaryGrad, {dyq, cs, sn}, {out({1, 4, 3, 4})});
@@ -972,7 +979,7 @@ TEST(TrainingKernels, ValidateRejectsWrongArityShapesAndAttributes) {
   expectBroken(1, "takes 2 outputs, got 1", [](Program &, Instr &I) { I.out.pop_back(); });
   expectBroken(1, "takes 1 float attributes, got 0", [](Program &, Instr &I) { I.floats.clear(); });
   expectBroken(2, "takes 3 outputs, got 2", [](Program &, Instr &I) { I.out.pop_back(); });
-  expectBroken(3, "takes 4 inputs, got 3", [](Program &, Instr &I) { I.in.pop_back(); });
+  expectBroken(3, "takes 6 inputs, got 5", [](Program &, Instr &I) { I.in.pop_back(); });
   expectBroken(3, "takes 1 to 2 int attributes, got 0", [](Program &, Instr &I) { I.ints.clear(); });
   expectBroken(4, "takes 3 inputs, got 2", [](Program &, Instr &I) { I.in.pop_back(); });
   expectBroken(5, "ints[0] must be the kind", [](Program &, Instr &I) { I.ints = {3}; });
@@ -1004,7 +1011,18 @@ TEST(TrainingKernels, ValidateRejectsWrongArityShapesAndAttributes) {
   expectBroken(2, "output 2 has shape [1], expected [4]",
                [](Program &p, Instr &I) { reshape(p, I.out[2], {1}); });
   expectBroken(3, "output gradient has shape", [](Program &p, Instr &I) {
-    reshape(p, I.in[3], {1, 2, 3, 4});
+    reshape(p, I.in[5], {1, 2, 3, 4});
+  });
+  expectBroken(3, "output has shape [1,4,3,5], expected [1,4,3,4]", [](Program &p, Instr &I) {
+    reshape(p, I.in[3], {1, 4, 3, 5});
+  });
+  expectBroken(3, "lse has shape [1,4,3,1], expected [1,4,3]", [](Program &p, Instr &I) {
+    reshape(p, I.in[4], {1, 4, 3, 1});
+  });
+  // lse is never bf16 storage, and has the computation's dtype.
+  expectBroken(3, "lse must be f32 (the computation's dtype), got bf16", [](Program &p, Instr &I) {
+    p.buffers[I.in[4]].dtype = DType::BF16;
+    p.buffers[I.in[4]].bytes /= 2;
   });
   expectBroken(3, "output 1 has shape [1,4,3,4], expected [1,2,3,4]", [](Program &p, Instr &I) {
     reshape(p, I.out[1], {1, 4, 3, 4});

@@ -183,7 +183,7 @@ module {
     %168 = loom.transpose %167 [0, 2, 1, 3] : tensor<1x2048x8x64xf32>
     %169 = loom.rotary %162, %142, %141 : tensor<1x32x2048x64xf32>, tensor<1x1x2048x64xf32>, tensor<1x1x2048x64xf32>
     %170 = loom.rotary %165, %142, %141 : tensor<1x8x2048x64xf32>, tensor<1x1x2048x64xf32>, tensor<1x1x2048x64xf32>
-    %171 = loom.attention %169, %170, %168 {causal = true, scale = 1.250000e-01 : f64} : tensor<1x32x2048x64xf32>, tensor<1x8x2048x64xf32>, tensor<1x8x2048x64xf32>
+    %171, %lse171 = loom.attention %169, %170, %168 {causal = true, scale = 1.250000e-01 : f64} : tensor<1x32x2048x64xf32>, tensor<1x8x2048x64xf32>, tensor<1x8x2048x64xf32>
     %172 = loom.transpose %171 [0, 2, 1, 3] : tensor<1x32x2048x64xf32>
     %173 = loom.reshape %172 : tensor<1x2048x32x64xf32> -> tensor<1x2048x2048xf32>
     %174 = loom.matmul %173, %140 : tensor<1x2048x2048xf32>, tensor<2048x2048xf32>
@@ -223,7 +223,7 @@ module {
     %208 = loom.transpose %207 [0, 2, 1, 3] : tensor<1x2048x8x64xf32>
     %209 = loom.rotary %202, %142, %141 : tensor<1x32x2048x64xf32>, tensor<1x1x2048x64xf32>, tensor<1x1x2048x64xf32>
     %210 = loom.rotary %205, %142, %141 : tensor<1x8x2048x64xf32>, tensor<1x1x2048x64xf32>, tensor<1x1x2048x64xf32>
-    %211 = loom.attention %209, %210, %208 {causal = true, scale = 1.250000e-01 : f64} : tensor<1x32x2048x64xf32>, tensor<1x8x2048x64xf32>, tensor<1x8x2048x64xf32>
+    %211, %lse211 = loom.attention %209, %210, %208 {causal = true, scale = 1.250000e-01 : f64} : tensor<1x32x2048x64xf32>, tensor<1x8x2048x64xf32>, tensor<1x8x2048x64xf32>
     %212 = loom.transpose %211 [0, 2, 1, 3] : tensor<1x32x2048x64xf32>
     %213 = loom.reshape %212 : tensor<1x2048x32x64xf32> -> tensor<1x2048x2048xf32>
     %214 = loom.matmul %213, %131 : tensor<1x2048x2048xf32>, tensor<2048x2048xf32>
@@ -263,7 +263,7 @@ module {
     %248 = loom.transpose %247 [0, 2, 1, 3] : tensor<1x2048x8x64xf32>
     %249 = loom.rotary %242, %142, %141 : tensor<1x32x2048x64xf32>, tensor<1x1x2048x64xf32>, tensor<1x1x2048x64xf32>
     %250 = loom.rotary %245, %142, %141 : tensor<1x8x2048x64xf32>, tensor<1x1x2048x64xf32>, tensor<1x1x2048x64xf32>
-    %251 = loom.attention %249, %250, %248 {causal = true, scale = 1.250000e-01 : f64} : tensor<1x32x2048x64xf32>, tensor<1x8x2048x64xf32>, tensor<1x8x2048x64xf32>
+    %251, %lse251 = loom.attention %249, %250, %248 {causal = true, scale = 1.250000e-01 : f64} : tensor<1x32x2048x64xf32>, tensor<1x8x2048x64xf32>, tensor<1x8x2048x64xf32>
     %252 = loom.transpose %251 [0, 2, 1, 3] : tensor<1x32x2048x64xf32>
     %253 = loom.reshape %252 : tensor<1x2048x32x64xf32> -> tensor<1x2048x2048xf32>
     %254 = loom.matmul %253, %122 : tensor<1x2048x2048xf32>, tensor<2048x2048xf32>
@@ -303,7 +303,7 @@ module {
     %288 = loom.transpose %287 [0, 2, 1, 3] : tensor<1x2048x8x64xf32>
     %289 = loom.rotary %282, %142, %141 : tensor<1x32x2048x64xf32>, tensor<1x1x2048x64xf32>, tensor<1x1x2048x64xf32>
     %290 = loom.rotary %285, %142, %141 : tensor<1x8x2048x64xf32>, tensor<1x1x2048x64xf32>, tensor<1x1x2048x64xf32>
-    %291 = loom.attention %289, %290, %288 {causal = true, scale = 1.250000e-01 : f64} : tensor<1x32x2048x64xf32>, tensor<1x8x2048x64xf32>, tensor<1x8x2048x64xf32>
+    %291, %lse291 = loom.attention %289, %290, %288 {causal = true, scale = 1.250000e-01 : f64} : tensor<1x32x2048x64xf32>, tensor<1x8x2048x64xf32>, tensor<1x8x2048x64xf32>
     %292 = loom.transpose %291 [0, 2, 1, 3] : tensor<1x32x2048x64xf32>
     %293 = loom.reshape %292 : tensor<1x2048x32x64xf32> -> tensor<1x2048x2048xf32>
     %294 = loom.matmul %293, %113 : tensor<1x2048x2048xf32>, tensor<2048x2048xf32>
@@ -343,7 +343,7 @@ module {
     %328 = loom.transpose %327 [0, 2, 1, 3] : tensor<1x2048x8x64xf32>
     %329 = loom.rotary %322, %142, %141 : tensor<1x32x2048x64xf32>, tensor<1x1x2048x64xf32>, tensor<1x1x2048x64xf32>
     %330 = loom.rotary %325, %142, %141 : tensor<1x8x2048x64xf32>, tensor<1x1x2048x64xf32>, tensor<1x1x2048x64xf32>
-    %331 = loom.attention %329, %330, %328 {causal = true, scale = 1.250000e-01 : f64} : tensor<1x32x2048x64xf32>, tensor<1x8x2048x64xf32>, tensor<1x8x2048x64xf32>
+    %331, %lse331 = loom.attention %329, %330, %328 {causal = true, scale = 1.250000e-01 : f64} : tensor<1x32x2048x64xf32>, tensor<1x8x2048x64xf32>, tensor<1x8x2048x64xf32>
     %332 = loom.transpose %331 [0, 2, 1, 3] : tensor<1x32x2048x64xf32>
     %333 = loom.reshape %332 : tensor<1x2048x32x64xf32> -> tensor<1x2048x2048xf32>
     %334 = loom.matmul %333, %104 : tensor<1x2048x2048xf32>, tensor<2048x2048xf32>
@@ -383,7 +383,7 @@ module {
     %368 = loom.transpose %367 [0, 2, 1, 3] : tensor<1x2048x8x64xf32>
     %369 = loom.rotary %362, %142, %141 : tensor<1x32x2048x64xf32>, tensor<1x1x2048x64xf32>, tensor<1x1x2048x64xf32>
     %370 = loom.rotary %365, %142, %141 : tensor<1x8x2048x64xf32>, tensor<1x1x2048x64xf32>, tensor<1x1x2048x64xf32>
-    %371 = loom.attention %369, %370, %368 {causal = true, scale = 1.250000e-01 : f64} : tensor<1x32x2048x64xf32>, tensor<1x8x2048x64xf32>, tensor<1x8x2048x64xf32>
+    %371, %lse371 = loom.attention %369, %370, %368 {causal = true, scale = 1.250000e-01 : f64} : tensor<1x32x2048x64xf32>, tensor<1x8x2048x64xf32>, tensor<1x8x2048x64xf32>
     %372 = loom.transpose %371 [0, 2, 1, 3] : tensor<1x32x2048x64xf32>
     %373 = loom.reshape %372 : tensor<1x2048x32x64xf32> -> tensor<1x2048x2048xf32>
     %374 = loom.matmul %373, %95 : tensor<1x2048x2048xf32>, tensor<2048x2048xf32>
@@ -423,7 +423,7 @@ module {
     %408 = loom.transpose %407 [0, 2, 1, 3] : tensor<1x2048x8x64xf32>
     %409 = loom.rotary %402, %142, %141 : tensor<1x32x2048x64xf32>, tensor<1x1x2048x64xf32>, tensor<1x1x2048x64xf32>
     %410 = loom.rotary %405, %142, %141 : tensor<1x8x2048x64xf32>, tensor<1x1x2048x64xf32>, tensor<1x1x2048x64xf32>
-    %411 = loom.attention %409, %410, %408 {causal = true, scale = 1.250000e-01 : f64} : tensor<1x32x2048x64xf32>, tensor<1x8x2048x64xf32>, tensor<1x8x2048x64xf32>
+    %411, %lse411 = loom.attention %409, %410, %408 {causal = true, scale = 1.250000e-01 : f64} : tensor<1x32x2048x64xf32>, tensor<1x8x2048x64xf32>, tensor<1x8x2048x64xf32>
     %412 = loom.transpose %411 [0, 2, 1, 3] : tensor<1x32x2048x64xf32>
     %413 = loom.reshape %412 : tensor<1x2048x32x64xf32> -> tensor<1x2048x2048xf32>
     %414 = loom.matmul %413, %86 : tensor<1x2048x2048xf32>, tensor<2048x2048xf32>
@@ -463,7 +463,7 @@ module {
     %448 = loom.transpose %447 [0, 2, 1, 3] : tensor<1x2048x8x64xf32>
     %449 = loom.rotary %442, %142, %141 : tensor<1x32x2048x64xf32>, tensor<1x1x2048x64xf32>, tensor<1x1x2048x64xf32>
     %450 = loom.rotary %445, %142, %141 : tensor<1x8x2048x64xf32>, tensor<1x1x2048x64xf32>, tensor<1x1x2048x64xf32>
-    %451 = loom.attention %449, %450, %448 {causal = true, scale = 1.250000e-01 : f64} : tensor<1x32x2048x64xf32>, tensor<1x8x2048x64xf32>, tensor<1x8x2048x64xf32>
+    %451, %lse451 = loom.attention %449, %450, %448 {causal = true, scale = 1.250000e-01 : f64} : tensor<1x32x2048x64xf32>, tensor<1x8x2048x64xf32>, tensor<1x8x2048x64xf32>
     %452 = loom.transpose %451 [0, 2, 1, 3] : tensor<1x32x2048x64xf32>
     %453 = loom.reshape %452 : tensor<1x2048x32x64xf32> -> tensor<1x2048x2048xf32>
     %454 = loom.matmul %453, %77 : tensor<1x2048x2048xf32>, tensor<2048x2048xf32>
@@ -503,7 +503,7 @@ module {
     %488 = loom.transpose %487 [0, 2, 1, 3] : tensor<1x2048x8x64xf32>
     %489 = loom.rotary %482, %142, %141 : tensor<1x32x2048x64xf32>, tensor<1x1x2048x64xf32>, tensor<1x1x2048x64xf32>
     %490 = loom.rotary %485, %142, %141 : tensor<1x8x2048x64xf32>, tensor<1x1x2048x64xf32>, tensor<1x1x2048x64xf32>
-    %491 = loom.attention %489, %490, %488 {causal = true, scale = 1.250000e-01 : f64} : tensor<1x32x2048x64xf32>, tensor<1x8x2048x64xf32>, tensor<1x8x2048x64xf32>
+    %491, %lse491 = loom.attention %489, %490, %488 {causal = true, scale = 1.250000e-01 : f64} : tensor<1x32x2048x64xf32>, tensor<1x8x2048x64xf32>, tensor<1x8x2048x64xf32>
     %492 = loom.transpose %491 [0, 2, 1, 3] : tensor<1x32x2048x64xf32>
     %493 = loom.reshape %492 : tensor<1x2048x32x64xf32> -> tensor<1x2048x2048xf32>
     %494 = loom.matmul %493, %68 : tensor<1x2048x2048xf32>, tensor<2048x2048xf32>
@@ -543,7 +543,7 @@ module {
     %528 = loom.transpose %527 [0, 2, 1, 3] : tensor<1x2048x8x64xf32>
     %529 = loom.rotary %522, %142, %141 : tensor<1x32x2048x64xf32>, tensor<1x1x2048x64xf32>, tensor<1x1x2048x64xf32>
     %530 = loom.rotary %525, %142, %141 : tensor<1x8x2048x64xf32>, tensor<1x1x2048x64xf32>, tensor<1x1x2048x64xf32>
-    %531 = loom.attention %529, %530, %528 {causal = true, scale = 1.250000e-01 : f64} : tensor<1x32x2048x64xf32>, tensor<1x8x2048x64xf32>, tensor<1x8x2048x64xf32>
+    %531, %lse531 = loom.attention %529, %530, %528 {causal = true, scale = 1.250000e-01 : f64} : tensor<1x32x2048x64xf32>, tensor<1x8x2048x64xf32>, tensor<1x8x2048x64xf32>
     %532 = loom.transpose %531 [0, 2, 1, 3] : tensor<1x32x2048x64xf32>
     %533 = loom.reshape %532 : tensor<1x2048x32x64xf32> -> tensor<1x2048x2048xf32>
     %534 = loom.matmul %533, %59 : tensor<1x2048x2048xf32>, tensor<2048x2048xf32>
@@ -583,7 +583,7 @@ module {
     %568 = loom.transpose %567 [0, 2, 1, 3] : tensor<1x2048x8x64xf32>
     %569 = loom.rotary %562, %142, %141 : tensor<1x32x2048x64xf32>, tensor<1x1x2048x64xf32>, tensor<1x1x2048x64xf32>
     %570 = loom.rotary %565, %142, %141 : tensor<1x8x2048x64xf32>, tensor<1x1x2048x64xf32>, tensor<1x1x2048x64xf32>
-    %571 = loom.attention %569, %570, %568 {causal = true, scale = 1.250000e-01 : f64} : tensor<1x32x2048x64xf32>, tensor<1x8x2048x64xf32>, tensor<1x8x2048x64xf32>
+    %571, %lse571 = loom.attention %569, %570, %568 {causal = true, scale = 1.250000e-01 : f64} : tensor<1x32x2048x64xf32>, tensor<1x8x2048x64xf32>, tensor<1x8x2048x64xf32>
     %572 = loom.transpose %571 [0, 2, 1, 3] : tensor<1x32x2048x64xf32>
     %573 = loom.reshape %572 : tensor<1x2048x32x64xf32> -> tensor<1x2048x2048xf32>
     %574 = loom.matmul %573, %50 : tensor<1x2048x2048xf32>, tensor<2048x2048xf32>
@@ -623,7 +623,7 @@ module {
     %608 = loom.transpose %607 [0, 2, 1, 3] : tensor<1x2048x8x64xf32>
     %609 = loom.rotary %602, %142, %141 : tensor<1x32x2048x64xf32>, tensor<1x1x2048x64xf32>, tensor<1x1x2048x64xf32>
     %610 = loom.rotary %605, %142, %141 : tensor<1x8x2048x64xf32>, tensor<1x1x2048x64xf32>, tensor<1x1x2048x64xf32>
-    %611 = loom.attention %609, %610, %608 {causal = true, scale = 1.250000e-01 : f64} : tensor<1x32x2048x64xf32>, tensor<1x8x2048x64xf32>, tensor<1x8x2048x64xf32>
+    %611, %lse611 = loom.attention %609, %610, %608 {causal = true, scale = 1.250000e-01 : f64} : tensor<1x32x2048x64xf32>, tensor<1x8x2048x64xf32>, tensor<1x8x2048x64xf32>
     %612 = loom.transpose %611 [0, 2, 1, 3] : tensor<1x32x2048x64xf32>
     %613 = loom.reshape %612 : tensor<1x2048x32x64xf32> -> tensor<1x2048x2048xf32>
     %614 = loom.matmul %613, %41 : tensor<1x2048x2048xf32>, tensor<2048x2048xf32>
@@ -663,7 +663,7 @@ module {
     %648 = loom.transpose %647 [0, 2, 1, 3] : tensor<1x2048x8x64xf32>
     %649 = loom.rotary %642, %142, %141 : tensor<1x32x2048x64xf32>, tensor<1x1x2048x64xf32>, tensor<1x1x2048x64xf32>
     %650 = loom.rotary %645, %142, %141 : tensor<1x8x2048x64xf32>, tensor<1x1x2048x64xf32>, tensor<1x1x2048x64xf32>
-    %651 = loom.attention %649, %650, %648 {causal = true, scale = 1.250000e-01 : f64} : tensor<1x32x2048x64xf32>, tensor<1x8x2048x64xf32>, tensor<1x8x2048x64xf32>
+    %651, %lse651 = loom.attention %649, %650, %648 {causal = true, scale = 1.250000e-01 : f64} : tensor<1x32x2048x64xf32>, tensor<1x8x2048x64xf32>, tensor<1x8x2048x64xf32>
     %652 = loom.transpose %651 [0, 2, 1, 3] : tensor<1x32x2048x64xf32>
     %653 = loom.reshape %652 : tensor<1x2048x32x64xf32> -> tensor<1x2048x2048xf32>
     %654 = loom.matmul %653, %32 : tensor<1x2048x2048xf32>, tensor<2048x2048xf32>
@@ -703,7 +703,7 @@ module {
     %688 = loom.transpose %687 [0, 2, 1, 3] : tensor<1x2048x8x64xf32>
     %689 = loom.rotary %682, %142, %141 : tensor<1x32x2048x64xf32>, tensor<1x1x2048x64xf32>, tensor<1x1x2048x64xf32>
     %690 = loom.rotary %685, %142, %141 : tensor<1x8x2048x64xf32>, tensor<1x1x2048x64xf32>, tensor<1x1x2048x64xf32>
-    %691 = loom.attention %689, %690, %688 {causal = true, scale = 1.250000e-01 : f64} : tensor<1x32x2048x64xf32>, tensor<1x8x2048x64xf32>, tensor<1x8x2048x64xf32>
+    %691, %lse691 = loom.attention %689, %690, %688 {causal = true, scale = 1.250000e-01 : f64} : tensor<1x32x2048x64xf32>, tensor<1x8x2048x64xf32>, tensor<1x8x2048x64xf32>
     %692 = loom.transpose %691 [0, 2, 1, 3] : tensor<1x32x2048x64xf32>
     %693 = loom.reshape %692 : tensor<1x2048x32x64xf32> -> tensor<1x2048x2048xf32>
     %694 = loom.matmul %693, %23 : tensor<1x2048x2048xf32>, tensor<2048x2048xf32>
@@ -743,7 +743,7 @@ module {
     %728 = loom.transpose %727 [0, 2, 1, 3] : tensor<1x2048x8x64xf32>
     %729 = loom.rotary %722, %142, %141 : tensor<1x32x2048x64xf32>, tensor<1x1x2048x64xf32>, tensor<1x1x2048x64xf32>
     %730 = loom.rotary %725, %142, %141 : tensor<1x8x2048x64xf32>, tensor<1x1x2048x64xf32>, tensor<1x1x2048x64xf32>
-    %731 = loom.attention %729, %730, %728 {causal = true, scale = 1.250000e-01 : f64} : tensor<1x32x2048x64xf32>, tensor<1x8x2048x64xf32>, tensor<1x8x2048x64xf32>
+    %731, %lse731 = loom.attention %729, %730, %728 {causal = true, scale = 1.250000e-01 : f64} : tensor<1x32x2048x64xf32>, tensor<1x8x2048x64xf32>, tensor<1x8x2048x64xf32>
     %732 = loom.transpose %731 [0, 2, 1, 3] : tensor<1x32x2048x64xf32>
     %733 = loom.reshape %732 : tensor<1x2048x32x64xf32> -> tensor<1x2048x2048xf32>
     %734 = loom.matmul %733, %14 : tensor<1x2048x2048xf32>, tensor<2048x2048xf32>
@@ -783,7 +783,7 @@ module {
     %768 = loom.transpose %767 [0, 2, 1, 3] : tensor<1x2048x8x64xf32>
     %769 = loom.rotary %762, %142, %141 : tensor<1x32x2048x64xf32>, tensor<1x1x2048x64xf32>, tensor<1x1x2048x64xf32>
     %770 = loom.rotary %765, %142, %141 : tensor<1x8x2048x64xf32>, tensor<1x1x2048x64xf32>, tensor<1x1x2048x64xf32>
-    %771 = loom.attention %769, %770, %768 {causal = true, scale = 1.250000e-01 : f64} : tensor<1x32x2048x64xf32>, tensor<1x8x2048x64xf32>, tensor<1x8x2048x64xf32>
+    %771, %lse771 = loom.attention %769, %770, %768 {causal = true, scale = 1.250000e-01 : f64} : tensor<1x32x2048x64xf32>, tensor<1x8x2048x64xf32>, tensor<1x8x2048x64xf32>
     %772 = loom.transpose %771 [0, 2, 1, 3] : tensor<1x32x2048x64xf32>
     %773 = loom.reshape %772 : tensor<1x2048x32x64xf32> -> tensor<1x2048x2048xf32>
     %774 = loom.matmul %773, %5 : tensor<1x2048x2048xf32>, tensor<2048x2048xf32>

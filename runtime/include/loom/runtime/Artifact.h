@@ -15,11 +15,14 @@
 
 namespace loom::rt {
 
-/// Current artifact format version. Bump on any layout change; readers refuse
-/// versions they do not know. Version 3 added the view table; this reader
-/// also reads version 2 files (no views).
-constexpr uint32_t kArtifactVersion = 3;
-constexpr uint32_t kOldestArtifactVersion = 2;
+/// Current artifact format version. Bump on any change to the layout or to
+/// the meaning of a record; readers refuse versions they do not know.
+/// Version 3 added the view table; version 4 gave attention its lse output
+/// and attention_grad its o and lse inputs. An older file's attention
+/// instructions cannot be read as version 4's (its backward has no saved
+/// statistics to read), so this reader refuses everything before 4.
+constexpr uint32_t kArtifactVersion = 4;
+constexpr uint32_t kOldestArtifactVersion = 4;
 
 /// Serializes `p` to `path` atomically (temp file in the same directory, then
 /// rename). Returns false and sets `err` (one line) on failure; on failure no

@@ -93,15 +93,22 @@ enum class OpCode : uint16_t {
   // out = x * cos + rotate_half(x) * sin, where
   // rotate_half(x) = concat(-x[..., D/2:], x[..., :D/2]).
   Rotary = 54,
-  // in: q[B, Hq, T, D], k[B, Hkv, S, D], v[B, Hkv, S, D] -> out[B, Hq, T, D].
+  // in: q[B, Hq, T, D], k[B, Hkv, S, D], v[B, Hkv, S, Dv]
+  // -> o[B, Hq, T, Dv], lse[B, Hq, T].
   // Hq % Hkv == 0; query head h reads kv head h / (Hq / Hkv).
   // ints: [causal] or [causal, bf16_operands]; floats: [scale].
-  // softmax(scale q k^T + mask) v, where the causal mask hides key
-  // j > query i (+ S - T offset when S > T). bf16_operands = 1 says q, k, v
+  // o = softmax(scale q k^T + mask) v, where the causal mask hides key
+  // j > query i (+ S - T offset when S > T). lse is each query row's
+  // natural-log logsumexp over its visible keys, log sum_j exp(scale q_i.k_j),
+  // and +inf for a row that sees no key, so that exp(s - lse) = 0 there:
+  // the statistics AttentionGrad needs (FlashAttention's contract), saved
+  // so that the backward does not redo the forward's reductions. lse has
+  // the computation's dtype: f32 (also when q, k, v or o are bf16 storage),
+  // or f64 for f64 operands. bf16_operands = 1 says q, k, v
   // hold bf16-representable values (autocast's rounding): a backend may then
   // run the products on bf16 tensor cores, rounding the probabilities to
   // bf16 for P V as FlashAttention does. AttentionGrad takes the same ints.
-  // q, k, v and the output may be bf16 storage (bf16StorageAllowed below):
+  // q, k, v and o may be bf16 storage (bf16StorageAllowed below), lse never:
   // the computation stays f32, so bf16_operands still says what q, k, v hold.
   Attention = 55,
   // in: x -> out[] (rank 0, x's dtype): the sum over every element of
@@ -140,12 +147,16 @@ enum class OpCode : uint16_t {
   // With xhat = (x - mean) r, r = 1/sqrt(var + eps), g = dy w per row:
   // dx = r (g - mean(g) - xhat mean(g xhat)); dw = sum dy xhat; db = sum dy.
   LayerNormGrad = 82,
-  // in: q[B,Hq,T,D], k[B,Hkv,S,D], v[B,Hkv,S,D], dy[B,Hq,T,D]
-  // -> dq, dk, dv (shapes of q, k, v). ints: [causal] or [causal,
-  // bf16_operands] as for Attention; floats: [scale]. Every operand may be
-  // bf16 storage of the f32 computation.
-  // Recomputes P = softmax(scale q k^T + mask); dv = P^T dy;
-  // dP = dy v^T; dS = P (dP - rowsum(dP P)); dq = scale dS k;
+  // in: q[B,Hq,T,D], k[B,Hkv,S,D], v[B,Hkv,S,Dv], o[B,Hq,T,Dv], lse[B,Hq,T],
+  // dy[B,Hq,T,Dv] -> dq, dk, dv (shapes of q, k, v), where o and lse are the
+  // Attention outputs of the same q, k, v. ints: [causal] or [causal,
+  // bf16_operands] as for Attention; floats: [scale]. Every operand but lse
+  // may be bf16 storage of the f32 computation; lse has the computation's
+  // dtype, as Attention writes it.
+  // P = exp(scale q k^T + mask - lse) (the forward's probabilities, from
+  // its saved statistics; a row with lse = +inf has P = 0);
+  // delta = rowsum(dy o) (equal to rowsum(dP P), without a pass over the
+  // keys); dv = P^T dy; dP = dy v^T; dS = P (dP - delta); dq = scale dS k;
   // dk = scale dS^T q. Query heads sharing a kv head sum into its dk, dv.
   AttentionGrad = 83,
   // in: dy[..., T, D], cos, sin (broadcastable to dy) -> dx:
@@ -220,8 +231,8 @@ struct Instr;
 ///   RmsNormGrad: dy (input 2) and dx (output 0); x, w and dw stay f32;
 ///   SumSquares: x (the sum stays f32);
 ///   AdamW: g (input 1; parameters, moments and scalars stay f32);
-///   Attention: q, k, v and the output;
-///   AttentionGrad: q, k, v, dy and dq, dk, dv.
+///   Attention: q, k, v and o (lse stays f32);
+///   AttentionGrad: q, k, v, o, dy and dq, dk, dv (lse stays f32).
 /// MatMul's bf16 operands and Cast follow their own rules above.
 bool bf16StorageAllowed(OpCode op, bool output, size_t slot);
 /// True when some slot of `I` that bf16StorageAllowed names holds bf16:
