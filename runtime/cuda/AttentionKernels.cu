@@ -424,7 +424,9 @@ size_t chunkSmem(int64_t rowsA, int64_t nA, int64_t rowsB, int64_t nB, int64_t e
 // the instruction says its operands are bf16 values (autocast). The products run at GEMM speed at the price of S (and dP) in
 // memory and of computing the masked half; rows are softmaxed in place.
 
-/// Which implementation an attention instruction takes: LOOM_CUDA_ATTENTION
+/// Which of loom's implementations an attention instruction takes, when
+/// cuDNN's fused engines do not run it (CudnnAttentionLaunch.cu: the
+/// default for autocast's causal attention): LOOM_CUDA_ATTENTION
 /// = flash | gemm | chunked | plain forces one (tests use it to cover all
 /// of them; flash only applies where it can). By default: the tiled
 /// tensor-core kernels (FlashAttention.cu) for bf16 operands of head dim
@@ -779,6 +781,8 @@ size_t stagingOffset(const CudaCall &c, CudaContext &ctx, const AttnShape &a) {
 } // namespace
 
 void launchAttention(const CudaCall &c, CudaContext &ctx) {
+  if (launchCudnnAttention(c, ctx)) // planned on cuDNN's fused engines (CudnnAttentionLaunch.cu)
+    return;
   AttnShape a = attnShape(c);
   if (a.B * a.Hq * a.T == 0) return;
   if (flashFits(a) && attnPathOfCall(c) == AttnPath::Flash && flashAligned(c)) {
@@ -792,6 +796,8 @@ void launchAttention(const CudaCall &c, CudaContext &ctx) {
 }
 
 void launchAttentionGrad(const CudaCall &c, CudaContext &ctx) {
+  if (launchCudnnAttention(c, ctx))
+    return;
   AttnShape a = attnShape(c);
   if (flashFits(a) && attnPathOfCall(c) == AttnPath::Flash && flashAligned(c)) {
     launchFlashBackward(flashShape(a), floatIn(c.in[0]), floatIn(c.in[1]), floatIn(c.in[2]),

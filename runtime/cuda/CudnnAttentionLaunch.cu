@@ -17,6 +17,7 @@
 #include "cuda/CudnnAttention.h"
 
 #include <cstdio>
+#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -57,6 +58,11 @@ bool cudnnShape(const Program &p, const Instr &I, SdpaShape &s) {
   // AttentionGrad (q, k, v, o, lse, dy) -> (dq, dk, dv).
   if (I.op == OpCode::Attention ? I.out.size() != 2
                                 : I.op != OpCode::AttentionGrad || I.in.size() != 6)
+    return false;
+  // LOOM_CUDA_ATTENTION=flash|gemm|chunked|plain picks one of loom's own
+  // kernels (AttentionKernels.cu); unset or "cudnn" lets cuDNN run it.
+  if (const char *force = std::getenv("LOOM_CUDA_ATTENTION");
+      force && *force && std::string(force) != "cudnn")
     return false;
   const Shape &qs = p.buffers[I.in[0]].shape, &ks = p.buffers[I.in[1]].shape,
               &vs = p.buffers[I.in[2]].shape;

@@ -117,28 +117,28 @@ rt::Program gemmProgram(int64_t n, int copies) {
   return c.p;
 }
 
-/// Causal GQA attention, forward or backward, as autocast training runs it:
-/// f32 buffers holding bf16 values (bf16_operands = 1, the tensor-core
-/// path), B sequences, 32 query heads, 8 kv heads, head dim 64.
+/// Causal GQA attention, forward or backward, as autocast training runs it
+/// after codegen folds its casts: q, k, v, o, dy and the gradients in bf16
+/// storage (bf16_operands = 1), lse in f32; B sequences, 32 query heads, 8
+/// kv heads, head dim 64.
 rt::Program attentionProgram(int64_t B, int64_t T, bool backward) {
   CalibrationProgram c;
-  std::vector<int64_t> qs = {B, 32, T, 64}, ks = {B, 8, T, 64};
-  uint32_t q = c.add(DType::F32, qs, BufferKind::Input), k = c.add(DType::F32, ks, BufferKind::Input);
-  uint32_t v = c.add(DType::F32, ks, BufferKind::Input);
-  std::vector<int64_t> rows = {B, 32, T};
+  std::vector<int64_t> qs = {B, 32, T, 64}, ks = {B, 8, T, 64}, rows = {B, 32, T};
+  uint32_t q = c.add(DType::BF16, qs, BufferKind::Input), k = c.add(DType::BF16, ks, BufferKind::Input);
+  uint32_t v = c.add(DType::BF16, ks, BufferKind::Input);
   if (!backward) {
     c.instr(OpCode::Attention, {q, k, v},
-            {c.add(DType::F32, qs, BufferKind::Output), c.add(DType::F32, rows, BufferKind::Output)},
+            {c.add(DType::BF16, qs, BufferKind::Output), c.add(DType::F32, rows, BufferKind::Output)},
             {1, 1}, {0.125});
   } else {
     // The forward's o and lse as inputs: the backward is timed alone, and
     // its cost does not depend on their values.
-    uint32_t o = c.add(DType::F32, qs, BufferKind::Input);
+    uint32_t o = c.add(DType::BF16, qs, BufferKind::Input);
     uint32_t lse = c.add(DType::F32, rows, BufferKind::Input);
-    uint32_t dy = c.add(DType::F32, qs, BufferKind::Input);
+    uint32_t dy = c.add(DType::BF16, qs, BufferKind::Input);
     c.instr(OpCode::AttentionGrad, {q, k, v, o, lse, dy},
-            {c.add(DType::F32, qs, BufferKind::Output), c.add(DType::F32, ks, BufferKind::Output),
-             c.add(DType::F32, ks, BufferKind::Output)},
+            {c.add(DType::BF16, qs, BufferKind::Output), c.add(DType::BF16, ks, BufferKind::Output),
+             c.add(DType::BF16, ks, BufferKind::Output)},
             {1, 1}, {0.125});
   }
   return c.p;
