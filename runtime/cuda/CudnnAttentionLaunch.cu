@@ -9,7 +9,8 @@
 // the mask is causal with as many keys as queries, and the engines accept
 // the shape. Operands in f32 storage are staged: inputs are rounded into
 // bf16 scratch copies (exact: they hold bf16 values), outputs come back as
-// bf16 and are widened into the f32 buffers. lse is f32 either way.
+// bf16 and are widened into the f32 buffers; bf16 ones off a 16-byte
+// boundary are copied. lse is f32 either way.
 // Everything else keeps loom's own kernels (AttentionKernels.cu).
 //===----------------------------------------------------------------------===//
 #include "cuda/CudaCommon.cuh"
@@ -78,13 +79,19 @@ bool cudnnShape(const Program &p, const Instr &I, SdpaShape &s) {
   return true;
 }
 
-/// Scratch after cuDNN's workspace: a bf16 copy of each operand in f32 storage.
+/// Whether cuDNN can bind an operand as it is: bf16 storage, 16-byte
+/// aligned (the tensor descriptors promise 16; the executor's blocks are
+/// 256-byte aligned, so the buffer offset tells).
+bool bindsInPlace(const BufferDesc &b) { return b.dtype == DType::BF16 && b.offset % 16 == 0; }
+
+/// Scratch after cuDNN's workspace: a bf16 copy of each operand that does
+/// not bind in place.
 size_t stagingBytes(const Program &p, const Instr &I) {
   Operands ops = bf16Operands(I);
   size_t bytes = 0;
   for (const auto *ids : {&ops.in, &ops.out})
     for (uint32_t id : *ids)
-      if (p.buffers[id].dtype != DType::BF16)
+      if (!bindsInPlace(p.buffers[id]))
         bytes += align256(size_t(p.buffers[id].numElements()) * 2);
   return bytes;
 }
@@ -129,14 +136,20 @@ bool launchCudnnAttention(const CudaCall &c, CudaContext &ctx) {
   // Scratch: cuDNN's workspace, then the staged copies.
   void *workspace = ctx.scratch;
   char *next = static_cast<char *>(ctx.scratch) + align256(ctx.cudnn->workspaceBytes(plan));
+  // An operand cuDNN binds in place, or its staged bf16 copy (rounded from
+  // f32 storage, or moved off an unaligned address).
   auto bf16View = [&](const DevTensor &t, bool input) -> void * {
-    if (t.dtype() == DType::BF16)
+    if (bindsInPlace(*t.desc))
       return t.data;
     void *copy = next;
     next += align256(size_t(t.numel()) * 2);
-    if (input && t.numel() > 0)
-      roundToBf16<<<gridFor(t.numel()), 256, 0, ctx.stream>>>(t.as<float>(),
-                                                             static_cast<uint16_t *>(copy), t.numel());
+    if (input && t.numel() > 0) {
+      if (t.dtype() == DType::BF16)
+        cudaMemcpyAsync(copy, t.data, size_t(t.numel()) * 2, cudaMemcpyDeviceToDevice, ctx.stream);
+      else
+        roundToBf16<<<gridFor(t.numel()), 256, 0, ctx.stream>>>(
+            t.as<float>(), static_cast<uint16_t *>(copy), t.numel());
+    }
     return copy;
   };
   std::vector<const DevTensor *> outs;
@@ -164,10 +177,17 @@ bool launchCudnnAttention(const CudaCall &c, CudaContext &ctx) {
     (*ctx.cudnnPlans)[size_t(c.index)] = -1;
     return false;
   }
-  for (size_t i = 0; i < outs.size(); ++i)
-    if (outs[i]->dtype() != DType::BF16 && outs[i]->numel() > 0)
-      widenBf16<<<gridFor(outs[i]->numel()), 256, 0, ctx.stream>>>(
-          static_cast<const uint16_t *>(outPtrs[i]), outs[i]->as<float>(), outs[i]->numel());
+  for (size_t i = 0; i < outs.size(); ++i) {
+    const DevTensor &t = *outs[i];
+    if (bindsInPlace(*t.desc) || t.numel() == 0)
+      continue;
+    if (t.dtype() == DType::BF16)
+      cudaMemcpyAsync(t.data, outPtrs[i], size_t(t.numel()) * 2, cudaMemcpyDeviceToDevice,
+                      ctx.stream);
+    else
+      widenBf16<<<gridFor(t.numel()), 256, 0, ctx.stream>>>(
+          static_cast<const uint16_t *>(outPtrs[i]), t.as<float>(), t.numel());
+  }
   return true;
 }
 

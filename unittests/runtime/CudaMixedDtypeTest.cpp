@@ -102,14 +102,23 @@ TEST(CudaMixedDtype, FusedMatchesTheCpuReference) {
   for (const MixedCase &c : mixedCases()) expectFusedMatchesCpu(c, rng);
 }
 
-/// Sets LOOM_CUDA_ATTENTION for one scope ("" leaves the backend's choice).
+/// Sets LOOM_CUDA_ATTENTION for one scope: "" leaves the choice among
+/// loom's kernels to the backend, with cuDNN off (LOOM_CUDNN=0); "cudnn"
+/// lets cuDNN's engines take what they can.
 class AttentionPath {
 public:
   explicit AttentionPath(const std::string &path) {
-    if (path.empty()) unsetenv("LOOM_CUDA_ATTENTION");
-    else setenv("LOOM_CUDA_ATTENTION", path.c_str(), 1);
+    if (path.empty()) {
+      unsetenv("LOOM_CUDA_ATTENTION");
+      setenv("LOOM_CUDNN", "0", 1);
+    } else {
+      setenv("LOOM_CUDA_ATTENTION", path.c_str(), 1);
+    }
   }
-  ~AttentionPath() { unsetenv("LOOM_CUDA_ATTENTION"); }
+  ~AttentionPath() {
+    unsetenv("LOOM_CUDA_ATTENTION");
+    unsetenv("LOOM_CUDNN");
+  }
 };
 
 TEST(CudaMixedDtype, AttentionFusedEqualsUnfusedOnEveryPath) {
@@ -131,6 +140,16 @@ TEST(CudaMixedDtype, AttentionFusedEqualsUnfusedOnEveryPath) {
   }
 }
 
+TEST(CudaMixedDtype, AttentionOnCudnnMatchesTheCpuReference) {
+  // cuDNN's engines (CudnnAttentionLaunch.cu) on bf16 storage and on f32
+  // storage staged through bf16 copies: near the CPU reference. Not bit for
+  // bit against the unfused program: its backward adds dQ with atomics.
+  REQUIRE_GPU();
+  Rng rng;
+  AttentionPath forced("cudnn");
+  for (const MixedCase &c : attentionMixedCases()) expectFusedMatchesCpu(c, rng);
+}
+
 TEST(CudaMixedDtype, AttentionOnUnalignedBf16FallsBackStaged) {
   // The flash kernels copy rows 16 bytes at a time; an operand only 8-byte
   // aligned sends the instruction to the chunked kernels, staged, and the
@@ -140,6 +159,7 @@ TEST(CudaMixedDtype, AttentionOnUnalignedBf16FallsBackStaged) {
   Rng rng;
   for (const MixedCase &c : attentionMixedCases()) {
     if (c.in[0].shape.back() != 64 || !c.in[0].bf16) continue; // flash cases with bf16 q
+    AttentionPath loomKernels(""); // cuDNN would take a staged copy
     SCOPED_TRACE(c.name);
     MixedPrograms m = buildMixed(c, rng);
     // Move q past the end of the arena, 8 bytes off a 16-byte boundary.
