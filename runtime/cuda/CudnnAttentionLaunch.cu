@@ -5,7 +5,8 @@
 // Which attention instructions run on cuDNN's fused engines
 // (CudnnAttention.h), and their launches. cuDNN computes in bf16 with f32
 // accumulation, so an instruction qualifies when its operands are bf16
-// values (autocast: bf16 storage, or f32 storage flagged bf16_operands),
+// values whose products may run in bf16 (the bf16_operands flag autocast
+// sets; their storage may be bf16 or f32),
 // the mask is causal with as many keys as queries, and the engines accept
 // the shape. Operands in f32 storage are staged: inputs are rounded into
 // bf16 scratch copies (exact: they hold bf16 values), outputs come back as
@@ -68,11 +69,10 @@ bool cudnnShape(const Program &p, const Instr &I, SdpaShape &s) {
   const Shape &qs = p.buffers[I.in[0]].shape, &ks = p.buffers[I.in[1]].shape,
               &vs = p.buffers[I.in[2]].shape;
   bool causal = !I.ints.empty() && I.ints[0] != 0;
+  // bf16_operands: the products may run on bf16 (P rounded to bf16 for P V,
+  // as FlashAttention does); without it they must be exact f32 products.
   bool bf16Values = I.ints.size() > 1 && I.ints[1] != 0;
-  bool allBf16Storage = true;
-  Operands ops = bf16Operands(I);
-  for (uint32_t id : ops.in) allBf16Storage &= p.buffers[id].dtype == DType::BF16;
-  if (!causal || !(bf16Values || allBf16Storage) || qs.size() != 4 || ks.size() != 4 ||
+  if (!causal || !bf16Values || qs.size() != 4 || ks.size() != 4 ||
       vs != ks || ks[2] != qs[2] || ks[3] != qs[3] || ks[1] == 0 || qs[1] % ks[1] != 0)
     return false;
   s = {qs[0], qs[1], ks[1], qs[2], qs[3], float(I.floats[0])};
