@@ -345,6 +345,21 @@ void buildForward(GraphBuilder &g, const SdpaShape &a) {
   g.matmul(o, p, v);
 }
 
+/// out (a kv head's gradient, bf16) = lhs rhs per query head, summed over
+/// each group of query heads when there are fewer kv heads (`full` is the
+/// per-query-head product's shape and strides).
+void groupedProduct(GraphBuilder &g, cudnnBackendDescriptor_t out, cudnnBackendDescriptor_t lhs,
+                    cudnnBackendDescriptor_t rhs, bool grouped, const Dims &fullDims,
+                    const Dims &fullStrides) {
+  if (!grouped) {
+    g.matmul(out, lhs, rhs);
+    return;
+  }
+  auto full = g.virt(fullDims, fullStrides, CUDNN_DATA_BFLOAT16);
+  g.matmul(full, lhs, rhs);
+  g.reduction(CUDNN_REDUCE_TENSOR_ADD, out, full);
+}
+
 /// Builds the backward graph of `a` (see the file comment).
 void buildBackward(GraphBuilder &g, const SdpaShape &a) {
   const int64_t B = a.B, H = a.Hq, G = a.Hkv, T = a.T, D = a.D;
@@ -382,14 +397,7 @@ void buildBackward(GraphBuilder &g, const SdpaShape &a) {
   // dV = P^T dO (per query head, then summed over each group).
   auto pt = g.virt(sd, sts, bf16);
   g.reshape(pt, p);
-  auto dv = g.io(kDV, kd, ks, bf16);
-  if (H == G) {
-    g.matmul(dv, pt, dO);
-  } else {
-    auto dvFull = g.virt(qd, qs, bf16);
-    g.matmul(dvFull, pt, dO);
-    g.reduction(CUDNN_REDUCE_TENSOR_ADD, dv, dvFull);
-  }
+  groupedProduct(g, g.io(kDV, kd, ks, bf16), pt, dO, H != G, qd, qs);
 
   // dS = P (dO V^T - delta) * scale.
   auto dP = g.virt(sd, ss, f32), centered = g.virt(sd, ss, f32), pdP = g.virt(sd, ss, f32);
@@ -402,14 +410,7 @@ void buildBackward(GraphBuilder &g, const SdpaShape &a) {
   // dK = dS^T Q (per query head, then summed over each group).
   auto dSt = g.virt(sd, sts, bf16);
   g.reshape(dSt, dS);
-  auto dk = g.io(kDK, kd, ks, bf16);
-  if (H == G) {
-    g.matmul(dk, dSt, q);
-  } else {
-    auto dkFull = g.virt(qd, qs, bf16);
-    g.matmul(dkFull, dSt, q);
-    g.reduction(CUDNN_REDUCE_TENSOR_ADD, dk, dkFull);
-  }
+  groupedProduct(g, g.io(kDK, kd, ks, bf16), dSt, q, H != G, qd, qs);
 
   // dQ = dS K, accumulated in f32 (workspace), then rounded to bf16.
   auto k = g.virt(kd, {G * T * D, T * D, D, 1}, f32);

@@ -318,14 +318,20 @@ std::string checkLseDType(const BufferDesc &lse, const BufferDesc &q) {
              dtypeName(lse.dtype));
 }
 
-std::string checkAttention(const OpView &v) {
-  if (std::string e = v.arity(3, 3, 2, 2, kAny, 1); !e.empty())
+/// Attention's and AttentionGrad's shared rules: arity, the [causal(,
+/// bf16_operands)] ints, one float, and q, k, v's shapes.
+std::string checkAttentionCall(const OpView &v, size_t inputs, size_t outputs) {
+  if (std::string e = v.arity(inputs, inputs, outputs, outputs, OpView::kAny, 1); !e.empty())
     return e;
   if (std::string e = v.intCount(1, 2); !e.empty())
     return e;
-  const Shape &q = v.in(0).shape, &k = v.in(1).shape, &val = v.in(2).shape;
-  if (std::string e = checkAttentionOperands(q, k, val); !e.empty())
+  return checkAttentionOperands(v.in(0).shape, v.in(1).shape, v.in(2).shape);
+}
+
+std::string checkAttention(const OpView &v) {
+  if (std::string e = checkAttentionCall(v, 3, 2); !e.empty())
     return e;
+  const Shape &q = v.in(0).shape, &k = v.in(1).shape, &val = v.in(2).shape;
   return first([&] { return v.sameDType({&v.in(0), &v.in(1), &v.in(2), &v.out(0)}); },
                [&] { return v.floatDType(v.in(0), "operands"); },
                [&] { return v.outShape({q[0], q[1], q[2], val[3]}, 0); },
@@ -507,13 +513,9 @@ std::string checkNormGrad(const OpView &v, size_t outs) {
 }
 
 std::string checkAttentionGrad(const OpView &v) {
-  if (std::string e = v.arity(6, 6, 3, 3, kAny, 1); !e.empty())
-    return e;
-  if (std::string e = v.intCount(1, 2); !e.empty())
+  if (std::string e = checkAttentionCall(v, 6, 3); !e.empty())
     return e;
   const Shape &q = v.in(0).shape, &k = v.in(1).shape, &val = v.in(2).shape;
-  if (std::string e = checkAttentionOperands(q, k, val); !e.empty())
-    return e;
   Shape rows = {q[0], q[1], q[2]}, o = {q[0], q[1], q[2], val[3]};
   return first(
       [&] { return hasShape(v.in(3), o, "output"); },
