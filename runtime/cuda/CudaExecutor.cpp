@@ -28,6 +28,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <map>
@@ -151,6 +152,11 @@ public:
         scratch = std::max(scratch, bytes);
       }
       ctx_.cudnn = cudnn_.get();
+    } else if (attention && noCudnn != "LOOM_CUDNN=0") {
+      // Not an error (loom's kernels run attention), but a user timing it
+      // should know: cuDNN's engines are several times faster on Hopper.
+      std::fprintf(stderr, "loom: attention runs on loom's kernels, not cuDNN: %s\n",
+                   noCudnn.c_str());
     }
     ctx_.cudnnPlans = &cudnnPlans_;
     if ((e = cudaMalloc(&scratch_, scratch)) != cudaSuccess)
