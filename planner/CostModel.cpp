@@ -121,10 +121,14 @@ double CostModel::opTime(const CostOp &op, int tp, int cp, bool fp8) const {
       dims[op.tpDim] /= tp;
     if (op.tokenDim >= 0)
       dims[op.tokenDim] /= cp;
-    double minDim = std::max(1.0, std::min({dims[0], dims[1], dims[2]}));
+    // The calibration measured n^3 cubes; a product is looked up at the
+    // cube of equal work, cbrt(m n k). (The smallest dim undersold the
+    // tall products of training, [B T, d] x [d, d'], at 0.43 of peak where
+    // they run at 0.7; a skinny one is bound by memory below anyway.)
+    double cubeDim = std::max(1.0, std::cbrt(dims[0] * dims[1] * dims[2]));
     bool low = fp8 && op.fp8;
     double peak = low ? hw.peakFp8 * hw.fp8Efficiency : hw.peakBf16;
-    double compute = op.flops / div / (peak * hw.gemm.at(minDim));
+    double compute = op.flops / div / (peak * hw.gemm.at(cubeDim));
     double memory = op.elements / div * (low ? 1 : kActBytes) / hw.hbmBandwidth;
     // fp8 first quantizes the GEMM's inputs: read bf16, write fp8 (3 B per
     // input element), a memory-bound pass of its own.
