@@ -131,7 +131,7 @@ double unaryValue(OpCode op, double x) {
   case OpCode::Log: return std::log(x);
   case OpCode::Tanh: return std::tanh(x);
   case OpCode::Sigmoid: return 1.0 / (1.0 + std::exp(-x));
-  case OpCode::Silu: return x / (1.0 + std::exp(-x));
+  case OpCode::Silu: return siluValue(x);
   case OpCode::GeluTanh: return 0.5 * x * (1.0 + std::tanh(kSqrt2OverPi * (x + 0.044715 * x * x * x)));
   case OpCode::GeluErf: return 0.5 * x * (1.0 + std::erf(x * M_SQRT1_2));
   case OpCode::Cos: return std::cos(x);

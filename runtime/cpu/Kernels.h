@@ -14,10 +14,20 @@
 #include "cpu/ThreadPool.h"
 #include "loom/runtime/Program.h"
 
+#include <cmath>
 #include <string>
 #include <vector>
 
 namespace loom::rt {
+
+/// silu(x) = x sigmoid(x) and silu'(x) = s (1 + x (1 - s)), s = sigmoid(x),
+/// in double: the one definition the unary, activation_grad and swiglu
+/// kernels share.
+inline double siluValue(double x) { return x / (1.0 + std::exp(-x)); }
+inline double siluDerivative(double x) {
+  double s = 1.0 / (1.0 + std::exp(-x));
+  return s * (1.0 + x * (1.0 - s));
+}
 
 /// A buffer as a kernel sees it: where its bytes are and what they hold.
 struct Tensor {

@@ -298,10 +298,7 @@ bool activationGradTyped(const KernelCall &c, ThreadPool &pool, std::string &) {
   constexpr double kInvSqrt2Pi = 0.3989422804014327;  // 1 / sqrt(2 pi)
   auto derivative = [kind](double v) {
     switch (kind) {
-    case 0: {
-      double s = 1.0 / (1.0 + std::exp(-v));
-      return s * (1.0 + v * (1.0 - s));
-    }
+    case 0: return siluDerivative(v);
     case 1: return 0.5 * (1.0 + std::erf(v * M_SQRT1_2)) + v * kInvSqrt2Pi * std::exp(-0.5 * v * v);
     default: {
       double t = std::tanh(kSqrt2OverPi * (v + 0.044715 * v * v * v));
@@ -323,10 +320,7 @@ template <typename T> void swiGluTyped(const KernelCall &c, ThreadPool &pool) {
   const T *g = c.in[0].as<T>(), *u = c.in[1].as<T>();
   T *y = c.out[0].as<T>();
   pool.parallelFor(c.out[0].numel(), 1 << 12, [&](int64_t begin, int64_t end) {
-    for (int64_t i = begin; i < end; ++i) {
-      double v = g[i];
-      y[i] = T(v / (1.0 + std::exp(-v)) * double(u[i]));
-    }
+    for (int64_t i = begin; i < end; ++i) y[i] = T(siluValue(g[i]) * double(u[i]));
   });
 }
 
@@ -335,9 +329,9 @@ template <typename T> void swiGluGradTyped(const KernelCall &c, ThreadPool &pool
   T *dg = c.out[0].as<T>(), *du = c.out[1].as<T>();
   pool.parallelFor(c.out[0].numel(), 1 << 12, [&](int64_t begin, int64_t end) {
     for (int64_t i = begin; i < end; ++i) {
-      double v = g[i], s = 1.0 / (1.0 + std::exp(-v)), d = dy[i];
-      du[i] = T(d * (v * s));
-      dg[i] = T(d * double(u[i]) * (s * (1.0 + v * (1.0 - s))));
+      double d = dy[i];
+      du[i] = T(d * siluValue(g[i]));
+      dg[i] = T(d * double(u[i]) * siluDerivative(g[i]));
     }
   });
 }

@@ -518,7 +518,7 @@ public:
       DevTensor f32{at, &d};
       at += align256(d.bytes);
       if (output) narrow_.push_back({f32, t});
-      else cast(t, f32, ctx);
+      else castTensor(t, f32, ctx);
       t = f32;
     };
     for (DevTensor &t : call_.in) retype(t, false);
@@ -530,19 +530,10 @@ public:
   const CudaCall &call() const { return call_; }
 
   void narrow(CudaContext &ctx) const {
-    for (const auto &[f32, bf16] : narrow_) cast(f32, bf16, ctx);
+    for (const auto &[f32, bf16] : narrow_) castTensor(f32, bf16, ctx);
   }
 
 private:
-  void cast(const DevTensor &from, const DevTensor &to, CudaContext &ctx) const {
-    CudaCall conv;
-    conv.instr = call_.instr;
-    conv.index = call_.index;
-    conv.in = {from};
-    conv.out = {to};
-    launchCast(conv, ctx);
-  }
-
   CudaCall call_;
   std::deque<BufferDesc> descs_; // the copies' descriptions (stable addresses)
   std::vector<std::pair<DevTensor, DevTensor>> narrow_; // f32 copy -> bf16 output

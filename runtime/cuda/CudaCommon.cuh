@@ -164,11 +164,6 @@ struct FloatOut {
   }
 };
 
-/// n rounded up to a multiple of 256: scratch regions start 256-byte
-/// aligned (the executor's scratch block is), as cuBLASLt and 16-byte
-/// vector accesses want.
-inline size_t align256(size_t n) { return (n + 255) / 256 * 256; }
-
 inline FloatIn floatIn(const DevTensor &t) { return {t.data, t.dtype() == DType::BF16}; }
 inline FloatOut floatOut(const DevTensor &t) { return {t.data, t.dtype() == DType::BF16}; }
 

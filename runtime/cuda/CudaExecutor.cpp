@@ -32,6 +32,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <map>
+#include <set>
 
 namespace loom::rt {
 
@@ -146,10 +147,17 @@ public:
     });
     std::string noCudnn;
     if (attention && (cudnn_ = CudnnAttention::create(noCudnn))) {
+      std::set<std::string> said; // once per reason, not once per layer
       for (size_t i = 0; i < p.instrs.size(); ++i) {
         size_t bytes = 0;
-        cudnnPlans_[i] = planCudnnAttention(p, int(i), *cudnn_, bytes);
+        std::string refused;
+        cudnnPlans_[i] = planCudnnAttention(p, int(i), *cudnn_, bytes, refused);
         scratch = std::max(scratch, bytes);
+        // Not an error: loom's kernels run it; a user timing attention
+        // should know which implementation ran.
+        if (!refused.empty() && said.insert(refused).second)
+          std::fprintf(stderr, "loom: %s keeps loom's attention kernels: %s\n",
+                       opcodeName(p.instrs[i].op), refused.c_str());
       }
       ctx_.cudnn = cudnn_.get();
     } else if (attention && noCudnn != "LOOM_CUDNN=0") {
@@ -333,11 +341,10 @@ private:
     double runs = double(profiledRuns_);
     std::fprintf(stderr, "loom cuda profile: %d runs, %.3f ms per run in kernels, device memory %.2f GiB\n",
                  profiledRuns_, total / runs, double(allocated_) / double(1ull << 30));
-    int onCudnn = int(std::count_if(cudnnPlans_.begin(), cudnnPlans_.end(),
-                                    [](int id) { return id >= 0; }));
     if (cudnn_)
       std::fprintf(stderr, "  attention: %d instructions on cuDNN %zu's fused engines, the rest on loom's\n",
-                   onCudnn, cudnn_->version());
+                   int(std::count_if(cudnnPlans_.begin(), cudnnPlans_.end(), [](int id) { return id >= 0; })),
+                   cudnn_->version());
     std::fprintf(stderr, "  %-22s %6s %12s %7s\n", "opcode", "instrs", "ms/run", "share");
     for (const auto &[ms, name] : rows)
       std::fprintf(stderr, "  %-22s %6d %12.3f %6.1f%%\n", name.c_str(), byOp.at(name).second,

@@ -76,6 +76,10 @@ void launchBinary(const CudaCall &c, CudaContext &ctx);
 void launchUnary(const CudaCall &c, CudaContext &ctx);
 void launchWhere(const CudaCall &c, CudaContext &ctx);
 void launchCast(const CudaCall &c, CudaContext &ctx);
+/// Cast's kernels from one device tensor into another of as many elements
+/// (rounding or widening as Cast does; a copy when the dtypes match), for
+/// launchers that stage operands through copies of another dtype.
+void castTensor(const DevTensor &from, const DevTensor &to, CudaContext &ctx);
 void launchActivationGrad(const CudaCall &c, CudaContext &ctx);
 void launchSwiGlu(const CudaCall &c, CudaContext &ctx);
 void launchSwiGluGrad(const CudaCall &c, CudaContext &ctx);
@@ -116,9 +120,11 @@ bool planAttentionGemms(const Program &p, int index, GemmCache &gemms, std::vect
                         std::string &err);
 size_t normScratchBytes(const Program &p, const Instr &I);      // NormKernels.cu
 /// Plans attention instruction `index` on cuDNN's fused engines where its
-/// shape and storage allow (AttentionKernels.cu). Returns the plan id, with
-/// the scratch bytes its launch needs, or -1: loom's own kernels run it.
-int planCudnnAttention(const Program &p, int index, CudnnAttention &cudnn, size_t &scratchBytes);
+/// shape and storage allow (CudnnAttentionLaunch.cu). Returns the plan id,
+/// with the scratch bytes its launch needs, or -1: loom's own kernels run
+/// it, and `refused` says why when cuDNN itself turned the shape down.
+int planCudnnAttention(const Program &p, int index, CudnnAttention &cudnn, size_t &scratchBytes,
+                       std::string &refused);
 /// The scratch a cuDNN launch of `I` needs apart from the engine's own
 /// workspace (known only once planned on a GPU): what the planner counts.
 size_t cudnnAttentionScratchEstimate(const Program &p, const Instr &I);
@@ -157,6 +163,11 @@ public:
   virtual void run(int id, const void *a, const void *b, void *c, float alpha, CudaContext &ctx,
                    void *workspace) = 0;
 };
+
+/// n rounded up to a multiple of 256: scratch regions start 256-byte
+/// aligned (the executor's scratch block is), as cuBLASLt and 16-byte
+/// vector accesses want.
+inline size_t align256(size_t n) { return (n + 255) / 256 * 256; }
 
 /// The byte alignment (<= 256) a pointer at byte offset `bytes` of a
 /// cudaMalloc'd block has.

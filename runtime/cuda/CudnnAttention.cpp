@@ -25,6 +25,7 @@
 // without it; every entry point comes from the one handle.
 //===----------------------------------------------------------------------===//
 #include "cuda/CudnnAttention.h"
+#include "cuda/CudaKernels.h"
 
 #if __has_include(<cudnn_graph.h>)
 #include <cudnn_graph.h>
@@ -49,6 +50,8 @@ std::unique_ptr<CudnnAttention> CudnnAttention::create(std::string &why) {
   why = "loom was built without cuDNN's headers";
   return nullptr;
 }
+
+size_t CudnnAttention::auxiliaryBytes(const SdpaShape &, bool) { return 0; }
 
 #else
 
@@ -425,15 +428,32 @@ void buildBackward(GraphBuilder &g, const SdpaShape &a) {
 struct Plan {
   SdpaShape shape;
   bool backward = false;
-  Desc plan;
-  int64_t engineWorkspace = 0;
-  // Backward only: delta and the f32 dQ accumulator live in the workspace
-  // ahead of the engine's own part.
-  size_t deltaOffset = 0, dqAccumOffset = 0, dqAccumBytes = 0, engineOffset = 0;
+  Desc plan;           // null for a shape cuDNN refused
+  std::string refused; // why, for a refused shape
   size_t workspaceBytes = 0;
 };
 
-size_t align256(size_t n) { return (n + 255) / 256 * 256; }
+/// The workspace ahead of the engine's own part: for the backward, delta
+/// (one f32 per query row), then the f32 dQ accumulator; each 256-byte
+/// aligned. `engine` is where the engine's part starts.
+struct AuxLayout {
+  size_t dqAccum = 0, dqAccumBytes = 0, engine = 0; // delta at 0
+};
+
+AuxLayout auxLayout(const SdpaShape &s, bool backward) {
+  AuxLayout l;
+  if (backward) {
+    l.dqAccum = align256(size_t(s.B * s.Hq * s.T) * sizeof(float));
+    l.dqAccumBytes = size_t(s.B * s.Hq * s.T * s.D) * sizeof(float);
+    l.engine = l.dqAccum + align256(l.dqAccumBytes);
+  }
+  return l;
+}
+
+bool sameShape(const SdpaShape &a, const SdpaShape &b) {
+  return a.B == b.B && a.Hq == b.Hq && a.Hkv == b.Hkv && a.T == b.T && a.D == b.D &&
+         a.scale == b.scale;
+}
 
 class CudnnAttentionImpl final : public CudnnAttention {
 public:
@@ -448,17 +468,16 @@ public:
 
   int plan(const SdpaShape &s, bool backward, size_t &workspaceBytes,
            std::string &why) override {
-    for (size_t i = 0; i < plans_.size(); ++i) {
-      const SdpaShape &o = plans_[i].shape;
-      if (plans_[i].backward == backward && o.B == s.B && o.Hq == s.Hq && o.Hkv == s.Hkv &&
-          o.T == s.T && o.D == s.D && o.scale == s.scale) {
-        workspaceBytes = plans_[i].workspaceBytes;
-        return int(i);
-      }
-    }
+    // Every layer has the same shape: one plan (or one refusal) serves all.
+    for (size_t i = 0; i < plans_.size(); ++i)
+      if (plans_[i].backward == backward && sameShape(plans_[i].shape, s))
+        return result(i, workspaceBytes, why);
+    Plan &p = plans_.emplace_back();
+    p.shape = s;
+    p.backward = backward;
     if (s.Hkv <= 0 || s.Hq % s.Hkv != 0 || s.D % 8 != 0 || s.D > 128) {
-      why = "cuDNN's fused attention takes head dims of multiples of 8 up to 128";
-      return -1;
+      p.refused = "cuDNN's fused attention takes head dims of multiples of 8 up to 128";
+      return result(plans_.size() - 1, workspaceBytes, why);
     }
     try {
       GraphBuilder g;
@@ -467,30 +486,18 @@ public:
       else
         buildForward(g, s);
       Desc graph = g.graph(handle_);
-      Plan p;
-      p.shape = s;
-      p.backward = backward;
-      if (!pickEngine(graph, p.plan, why))
-        return -1;
-      api().getAttribute(p.plan.get(), CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE, CUDNN_TYPE_INT64,
-                         1, nullptr, &p.engineWorkspace);
-      size_t at = 0;
-      if (backward) {
-        p.deltaOffset = at;
-        at += align256(size_t(s.B * s.Hq * s.T) * sizeof(float));
-        p.dqAccumOffset = at;
-        p.dqAccumBytes = size_t(s.B * s.Hq * s.T * s.D) * sizeof(float);
-        at += align256(p.dqAccumBytes);
+      Desc chosen;
+      if (pickEngine(graph, chosen, p.refused)) {
+        int64_t engineBytes = 0;
+        api().getAttribute(chosen.get(), CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE,
+                           CUDNN_TYPE_INT64, 1, nullptr, &engineBytes);
+        p.workspaceBytes = auxLayout(s, backward).engine + align256(size_t(engineBytes));
+        p.plan = std::move(chosen);
       }
-      p.engineOffset = at;
-      p.workspaceBytes = at + align256(size_t(p.engineWorkspace));
-      workspaceBytes = p.workspaceBytes;
-      plans_.push_back(std::move(p));
-      return int(plans_.size() - 1);
     } catch (const std::exception &e) {
-      why = e.what();
-      return -1;
+      p.refused = e.what();
     }
+    return result(plans_.size() - 1, workspaceBytes, why);
   }
 
   bool forward(int id, const void *q, const void *k, const void *v, void *o, float *lse,
@@ -509,9 +516,10 @@ public:
     const Plan &p = plans_.at(size_t(id));
     float scale = p.shape.scale, negInf = -INFINITY, one = 1.f;
     auto *ws = static_cast<char *>(workspace);
+    AuxLayout aux = auxLayout(p.shape, true);
     // Before 9.6 the engines expected a zeroed dQ accumulator.
     if (version() < 90600 &&
-        cudaMemsetAsync(ws + p.dqAccumOffset, 0, p.dqAccumBytes, stream) != cudaSuccess) {
+        cudaMemsetAsync(ws + aux.dqAccum, 0, aux.dqAccumBytes, stream) != cudaSuccess) {
       err = "cannot clear cuDNN's dQ accumulator";
       return false;
     }
@@ -521,11 +529,22 @@ public:
                              const_cast<void *>(v),   const_cast<void *>(o),
                              const_cast<float *>(lse), const_cast<void *>(dy),
                              dq, dk, dv, &scale, &negInf, &one,
-                             ws + p.deltaOffset, ws + p.dqAccumOffset};
+                             ws, ws + aux.dqAccum};
     return run(p, uids, ptrs, workspace, stream, err);
   }
 
 private:
+  /// plan()'s answer for plans_[i]: its id and workspace, or -1 and why.
+  int result(size_t i, size_t &workspaceBytes, std::string &why) const {
+    const Plan &p = plans_[i];
+    if (!p.plan.get()) {
+      why = p.refused;
+      return -1;
+    }
+    workspaceBytes = p.workspaceBytes;
+    return int(i);
+  }
+
   /// The first engine configuration cuDNN's heuristics rank that finalizes
   /// into a plan for this device.
   bool pickEngine(const Desc &graph, Desc &plan, std::string &why) {
@@ -574,7 +593,7 @@ private:
     try {
       check(api().setStream(handle_, stream), "cudnnSetStream");
       Desc pack(CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR);
-      void *engineWs = static_cast<char *>(workspace) + p.engineOffset;
+      void *engineWs = static_cast<char *>(workspace) + auxLayout(p.shape, p.backward).engine;
       pack.set(CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, CUDNN_TYPE_INT64, int64_t(uids.size()),
                uids.data())
           .set(CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS, CUDNN_TYPE_VOID_PTR, int64_t(ptrs.size()),
@@ -594,6 +613,10 @@ private:
 };
 
 } // namespace
+
+size_t CudnnAttention::auxiliaryBytes(const SdpaShape &s, bool backward) {
+  return auxLayout(s, backward).engine;
+}
 
 std::unique_ptr<CudnnAttention> CudnnAttention::create(std::string &why) {
   if (const char *env = std::getenv("LOOM_CUDNN"); env && std::strcmp(env, "0") == 0) {

@@ -48,6 +48,11 @@ public:
   virtual int plan(const SdpaShape &s, bool backward, size_t &workspaceBytes,
                    std::string &why) = 0;
 
+  /// The part of a launch's workspace that does not depend on the engine
+  /// cuDNN picks (the backward's delta and f32 dQ accumulator), known
+  /// without a GPU: what the planner counts.
+  static size_t auxiliaryBytes(const SdpaShape &s, bool backward);
+
   /// The workspace bytes plan `id` needs (as plan() returned them).
   virtual size_t workspaceBytes(int id) const = 0;
 

@@ -20,25 +20,13 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <deque>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace loom::rt::cuda {
 namespace {
-
-/// dst = bf16(src), n elements (src holds bf16 values: exact).
-__global__ void roundToBf16(const float *src, uint16_t *dst, int64_t n) {
-  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
-       i += int64_t(gridDim.x) * blockDim.x)
-    dst[i] = floatToBf16(src[i]);
-}
-
-/// dst = float(src), n elements.
-__global__ void widenBf16(const uint16_t *src, float *dst, int64_t n) {
-  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
-       i += int64_t(gridDim.x) * blockDim.x)
-    dst[i] = bf16ToFloat(src[i]);
-}
 
 /// The bf16-sized operands of an attention instruction, in the order the
 /// cuDNN launch binds them: forward q, k, v -> o; backward q, k, v, o, dy ->
@@ -102,28 +90,19 @@ size_t cudnnAttentionScratchEstimate(const Program &p, const Instr &I) {
   SdpaShape s;
   if (!cudnnShape(p, I, s))
     return 0;
-  size_t bytes = stagingBytes(p, I);
-  if (I.op == OpCode::AttentionGrad) // delta and the f32 dQ accumulator (CudnnAttention.cpp)
-    bytes += align256(size_t(s.B * s.Hq * s.T) * 4) + align256(size_t(s.B * s.Hq * s.T * s.D) * 4);
-  return bytes;
+  return CudnnAttention::auxiliaryBytes(s, I.op == OpCode::AttentionGrad) + stagingBytes(p, I);
 }
 
-int planCudnnAttention(const Program &p, int index, CudnnAttention &cudnn, size_t &scratchBytes) {
+int planCudnnAttention(const Program &p, int index, CudnnAttention &cudnn, size_t &scratchBytes,
+                       std::string &refused) {
   const Instr &I = p.instrs[size_t(index)];
   SdpaShape s;
   if (!cudnnShape(p, I, s))
     return -1;
   size_t workspace = 0;
-  std::string why;
-  int id = cudnn.plan(s, I.op == OpCode::AttentionGrad, workspace, why);
-  if (id < 0) {
-    // Not an error: loom's kernels run it. Said once per shape, so a user
-    // timing attention knows which implementation ran.
-    std::fprintf(stderr, "loom: instr %d (%s) keeps loom's attention kernels: %s\n", index,
-                 opcodeName(I.op), why.c_str());
-    return -1;
-  }
-  scratchBytes = align256(workspace) + stagingBytes(p, I);
+  int id = cudnn.plan(s, I.op == OpCode::AttentionGrad, workspace, refused);
+  if (id >= 0)
+    scratchBytes = align256(workspace) + stagingBytes(p, I);
   return id;
 }
 
@@ -136,39 +115,38 @@ bool launchCudnnAttention(const CudaCall &c, CudaContext &ctx) {
   // Scratch: cuDNN's workspace, then the staged copies.
   void *workspace = ctx.scratch;
   char *next = static_cast<char *>(ctx.scratch) + align256(ctx.cudnn->workspaceBytes(plan));
-  // An operand cuDNN binds in place, or its staged bf16 copy (rounded from
-  // f32 storage, or moved off an unaligned address).
+  std::deque<BufferDesc> stagedDescs; // the copies' descriptions (stable addresses)
+  std::vector<std::pair<DevTensor, DevTensor>> copyBack; // staged output -> its buffer
+  // An operand cuDNN binds in place, or a bf16 copy in scratch through
+  // Cast's kernels (rounded from f32 storage, or moved off an unaligned
+  // address); outputs are copied back after the launch.
   auto bf16View = [&](const DevTensor &t, bool input) -> void * {
     if (bindsInPlace(*t.desc))
       return t.data;
-    void *copy = next;
-    next += align256(size_t(t.numel()) * 2);
-    if (input && t.numel() > 0) {
-      if (t.dtype() == DType::BF16)
-        cudaMemcpyAsync(copy, t.data, size_t(t.numel()) * 2, cudaMemcpyDeviceToDevice, ctx.stream);
-      else
-        roundToBf16<<<gridFor(t.numel()), 256, 0, ctx.stream>>>(
-            t.as<float>(), static_cast<uint16_t *>(copy), t.numel());
-    }
-    return copy;
+    BufferDesc &d = stagedDescs.emplace_back(*t.desc);
+    d.dtype = DType::BF16;
+    d.bytes = uint64_t(d.numElements()) * 2;
+    DevTensor copy{next, &d};
+    next += align256(d.bytes);
+    if (input)
+      castTensor(t, copy, ctx);
+    else
+      copyBack.push_back({copy, t});
+    return copy.data;
   };
-  std::vector<const DevTensor *> outs;
-  std::vector<void *> outPtrs;
   std::string err;
   bool ok;
   if (!backward) {
     void *q = bf16View(c.in[0], true), *k = bf16View(c.in[1], true), *v = bf16View(c.in[2], true);
-    outs = {&c.out[0]};
-    outPtrs = {bf16View(c.out[0], false)};
-    ok = ctx.cudnn->forward(plan, q, k, v, outPtrs[0], c.out[1].as<float>(), workspace, ctx.stream,
-                            err);
+    void *o = bf16View(c.out[0], false);
+    ok = ctx.cudnn->forward(plan, q, k, v, o, c.out[1].as<float>(), workspace, ctx.stream, err);
   } else {
     void *q = bf16View(c.in[0], true), *k = bf16View(c.in[1], true), *v = bf16View(c.in[2], true),
          *o = bf16View(c.in[3], true), *dy = bf16View(c.in[5], true);
-    outs = {&c.out[0], &c.out[1], &c.out[2]};
-    for (const DevTensor *t : outs) outPtrs.push_back(bf16View(*t, false));
-    ok = ctx.cudnn->backward(plan, q, k, v, o, c.in[4].as<float>(), dy, outPtrs[0], outPtrs[1],
-                             outPtrs[2], workspace, ctx.stream, err);
+    void *dq = bf16View(c.out[0], false), *dk = bf16View(c.out[1], false),
+         *dv = bf16View(c.out[2], false);
+    ok = ctx.cudnn->backward(plan, q, k, v, o, c.in[4].as<float>(), dy, dq, dk, dv, workspace,
+                             ctx.stream, err);
   }
   if (!ok) {
     // Planned but refused at launch: say so, and let loom's kernels run it.
@@ -177,17 +155,7 @@ bool launchCudnnAttention(const CudaCall &c, CudaContext &ctx) {
     (*ctx.cudnnPlans)[size_t(c.index)] = -1;
     return false;
   }
-  for (size_t i = 0; i < outs.size(); ++i) {
-    const DevTensor &t = *outs[i];
-    if (bindsInPlace(*t.desc) || t.numel() == 0)
-      continue;
-    if (t.dtype() == DType::BF16)
-      cudaMemcpyAsync(t.data, outPtrs[i], size_t(t.numel()) * 2, cudaMemcpyDeviceToDevice,
-                      ctx.stream);
-    else
-      widenBf16<<<gridFor(t.numel()), 256, 0, ctx.stream>>>(
-          static_cast<const uint16_t *>(outPtrs[i]), t.as<float>(), t.numel());
-  }
+  for (const auto &[staged, out] : copyBack) castTensor(staged, out, ctx);
   return true;
 }
 

@@ -228,13 +228,19 @@ __global__ void castPackedKernel(FloatIn x, FloatOut y, int64_t n) {
 //   gelu erf:  Phi(x) + x phi(x)
 //   gelu tanh: (1 + t) / 2 + x (1 - t^2) sqrt(2/pi) (1 + 3 0.044715 x^2) / 2,
 //              t = tanh(sqrt(2/pi) (x + 0.044715 x^3))
+/// silu'(x) = s (1 + x (1 - s)), s = sigmoid(x): activation_grad's and
+/// swiglu_grad's.
+__device__ inline double siluDerivative(double v) {
+  double s = 1.0 / (1.0 + exp(-v));
+  return s * (1.0 + v * (1.0 - s));
+}
+
 __device__ float activationGrad(int kind, float xf, float dyf) {
   constexpr double kSqrt2OverPi = 0.7978845608028654;
   constexpr double kInvSqrt2Pi = 0.3989422804014327;
   double v = xf, d;
   if (kind == 0) {
-    double s = 1.0 / (1.0 + exp(-v));
-    d = s * (1.0 + v * (1.0 - s));
+    d = siluDerivative(v);
   } else if (kind == 1) {
     d = 0.5 * (1.0 + erf(v * 0.7071067811865476)) + v * kInvSqrt2Pi * exp(-0.5 * v * v);
   } else {
@@ -264,14 +270,13 @@ __global__ void activationGradPackedKernel(int kind, FloatIn x, FloatIn dy, Floa
 // One pass over gate and up (forward) or gate, up and dy (backward): the
 // silu values never reach memory.
 __device__ inline float swiGlu(float g, float u) {
-  double v = g;
-  return float(v / (1.0 + exp(-v)) * double(u));
+  return float(unaryValue(int(OpCode::Silu), g) * double(u));
 }
 
 __device__ inline void swiGluGrad(float g, float u, float dy, float &dg, float &du) {
-  double v = g, s = 1.0 / (1.0 + exp(-v)), d = dy;
-  du = float(d * (v * s));
-  dg = float(d * double(u) * (s * (1.0 + v * (1.0 - s))));
+  double d = dy;
+  du = float(d * unaryValue(int(OpCode::Silu), g));
+  dg = float(d * double(u) * siluDerivative(g));
 }
 
 __global__ void swiGluKernel(FloatIn g, FloatIn u, FloatOut y, int64_t n) {
@@ -407,8 +412,9 @@ void launchWhere(const CudaCall &c, CudaContext &ctx) {
   }
 }
 
-void launchCast(const CudaCall &c, CudaContext &ctx) {
-  const DevTensor &x = c.in[0], &y = c.out[0];
+void launchCast(const CudaCall &c, CudaContext &ctx) { castTensor(c.in[0], c.out[0], ctx); }
+
+void castTensor(const DevTensor &x, const DevTensor &y, CudaContext &ctx) {
   int64_t n = y.numel();
   if (n == 0) return;
   if (x.dtype() == y.dtype()) { // a reshape or a copy
