@@ -18,6 +18,7 @@ tools_dirs = [
 ]
 config.environment["PATH"] = os.pathsep.join(tools_dirs + [config.environment.get("PATH", os.environ["PATH"])])
 config.substitutions.append(("%fixtures", os.path.join(config.loom_src_root, "test", "fixtures")))
+config.substitutions.append(("%zoo", config.loom_zoo_dir))
 config.substitutions.append(("%examples", os.path.join(config.loom_src_root, "examples")))
 
 # "gpu": this machine has a usable NVIDIA GPU (tests of the no-GPU error
