@@ -4,6 +4,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "planner/BufferPlanMemory.h"
+#include "loom/runtime/Communicator.h"
 
 #include <algorithm>
 #include <unordered_map>
@@ -12,7 +13,7 @@
 namespace loom::planner {
 
 namespace {
-enum class Role { Other, Param, Optimizer, Grad };
+enum class Role { Other, Param, Optimizer, Grad, Comm };
 } // namespace
 
 bool bufferPlanMemory(const rt::Program &p, MemoryBreakdown &out, std::string &err) {
@@ -48,6 +49,17 @@ bool bufferPlanMemory(const rt::Program &p, MemoryBreakdown &out, std::string &e
         if (p.buffers[in.in[k]].numElements() == p.buffers[in.out[0]].numElements() &&
             p.buffers[in.in[1 - k]].numElements() == 1 && role[in.in[k]] == Role::Other)
           role[in.in[k]] = Role::Grad;
+  // What collectives read and write besides the state itself: FSDP's
+  // gathered parameters and unsharded gradients, DDP's buckets, tensor
+  // parallelism's gathered activations.
+  // A view holds no bytes of its own (a reshape without a copy): its base
+  // does, and plays its role.
+  std::vector<uint32_t> base = rt::viewBases(p);
+  for (const rt::Instr &in : p.instrs)
+    if (rt::isCollectiveOp(in.op))
+      for (uint32_t id : {base[in.in[0]], base[in.out[0]]})
+        if (role[id] == Role::Other && p.buffers[id].numElements() > 1)
+          role[id] = Role::Comm;
   // Outputs the driver reads are copies (see codegen): follow a Cast whose
   // input plays a role, so params' etc. keep it.
   for (const rt::Instr &in : p.instrs)
@@ -57,9 +69,7 @@ bool bufferPlanMemory(const rt::Program &p, MemoryBreakdown &out, std::string &e
 
   int64_t end = int64_t(p.instrs.size());
   std::vector<int64_t> first(n, -1), last(n, -1);
-  // A view (a reshape without a copy) holds no bytes of its own: reading it
-  // keeps its base live, as the arena planner does.
-  std::vector<uint32_t> base = rt::viewBases(p);
+  // Reading a view keeps its base live, as the arena planner does.
   for (int64_t i = 0; i < end; ++i) {
     for (uint32_t id : p.instrs[i].out) first[id] = i;
     for (uint32_t id : p.instrs[i].in) last[id] = last[base[id]] = i;
@@ -107,6 +117,7 @@ bool bufferPlanMemory(const rt::Program &p, MemoryBreakdown &out, std::string &e
     case Role::Param: m.params += bytes; break;
     case Role::Optimizer: m.optimizer += bytes; break;
     case Role::Grad: m.grads += bytes; break;
+    case Role::Comm: m.comm += bytes; break;
     case Role::Other: {
       const rt::BufferDesc &d = p.buffers[id];
       bool forward = d.kind == BufferKind::Input ? d.numElements() > 1 // tokens, targets

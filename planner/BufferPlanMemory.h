@@ -11,6 +11,9 @@
 //   optimizer state : AdamW's moment inputs and updated-moment outputs
 //   gradients       : AdamW's gradient inputs (and, with clipping, the
 //                     unscaled gradients they are a scalar multiple of)
+//   communication   : what collectives read and write besides the above
+//                     (FSDP's gathered parameters and unsharded
+//                     gradients, DDP's buckets, gathered activations)
 //   activations     : forward temporaries (defined up to the loss) and the
 //                     token inputs
 //   workspace       : backward temporaries, scalars, the arena's

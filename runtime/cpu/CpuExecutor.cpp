@@ -28,10 +28,6 @@ namespace loom::rt {
 
 namespace {
 
-bool isCollective(OpCode op) {
-  return op == OpCode::AllReduce || op == OpCode::AllGather || op == OpCode::ReduceScatter;
-}
-
 bool isOneOf(DType t, std::initializer_list<DType> ts) {
   for (DType u : ts)
     if (t == u)
@@ -83,6 +79,7 @@ std::string cpuSupports(const Program &p, const Instr &I) {
       return e;
     return need(I.in[2], {DType::F32, DType::F64}, "the loss gradient");
   case OpCode::AllReduce: case OpCode::AllGather: case OpCode::ReduceScatter:
+  case OpCode::AllToAll:
     return ""; // validate() insists on f32; the communicator is checked at creation
   case OpCode::AdamW: // validate() already insists on f32
     return need(I.in[0], {DType::F32}, "operands");
@@ -137,6 +134,7 @@ bool dispatch(const KernelCall &c, ThreadPool &pool, std::string &err) {
   case OpCode::SliceGrad: return runSliceGrad(c, pool, err);
   case OpCode::AdamW: return runAdamW(c, pool, err);
   case OpCode::AllReduce: case OpCode::AllGather: case OpCode::ReduceScatter:
+  case OpCode::AllToAll:
     err = "a collective needs the communicator (CpuExecutor::run routes it there)";
     return false;
   }
@@ -215,7 +213,7 @@ public:
       std::string why;
       const KernelCall &c = calls_[i];
       for (const KernelCall &w : staging_[i].widen) runCast(w, pool_, why);
-      bool ok = isCollective(c.instr->op)
+      bool ok = isCollectiveOp(c.instr->op)
                     ? comm_->collective(rank_, *c.instr, c.in[0].shape(), c.out[0].shape(),
                                         c.in[0].as<float>(), c.out[0].as<float>(), why)
                     : dispatch(c, pool_, why);
@@ -311,7 +309,7 @@ std::unique_ptr<Executor> createCpuRankExecutor(std::shared_ptr<const Program> p
     }
   for (size_t i = 0; i < p->instrs.size(); ++i) {
     const Instr &I = p->instrs[i];
-    if (!isCollective(I.op))
+    if (!isCollectiveOp(I.op))
       continue;
     int64_t world = 1;
     for (int a = 0; a < kMeshAxes; ++a) world *= I.ints[2 + a];

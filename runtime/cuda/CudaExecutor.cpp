@@ -22,7 +22,7 @@
 #include "cuda/CudaExecutor.h"
 #include "cuda/CudaKernels.h"
 #include "cuda/CudnnAttention.h"
-#include "cuda/NcclCommunicator.h"
+#include "cuda/StreamCommunicator.h"
 #include "lib/Diagnostics.h"
 
 #include <cuda_runtime.h>
@@ -101,14 +101,15 @@ void launch(const CudaCall &c, CudaContext &ctx, void *gemmWorkspace) {
   case OpCode::SliceGrad: return launchSliceGrad(c, ctx);
   case OpCode::AdamW: return launchAdamW(c, ctx);
   case OpCode::AllReduce: case OpCode::AllGather: case OpCode::ReduceScatter:
-    return; // CudaExecutor::run enqueues these through NCCL
+  case OpCode::AllToAll:
+    return; // CudaExecutor::run enqueues these through its communicator
   }
 }
 
 class CudaExecutor : public Executor {
 public:
-  CudaExecutor(std::shared_ptr<const Program> p, NcclCommunicator *comm)
-      : Executor(std::move(p)), comm_(comm) {}
+  CudaExecutor(std::shared_ptr<const Program> p, StreamCommunicator *comm, int rank)
+      : Executor(std::move(p)), comm_(comm), rank_(rank) {}
 
   ~CudaExecutor() override {
     if (profile_)
@@ -196,6 +197,11 @@ public:
       for (uint32_t id : p.instrs[i].out) call.out.push_back(tensor(id));
       calls_.push_back(std::move(call));
     }
+    if (comm_) {
+      if (!comm_->prepare(p, rank_, arena_, err))
+        return false;
+      planCollectiveJoins();
+    }
     const char *g = std::getenv("LOOM_CUDA_GRAPH");
     const char *prof = std::getenv("LOOM_CUDA_PROFILE");
     profile_ = prof && std::strcmp(prof, "1") == 0;
@@ -208,13 +214,16 @@ public:
       for (cudaEvent_t &ev : events_) cudaEventCreate(&ev);
       opMs_.assign(calls_.size(), 0.0);
     }
-    allocated_ = arenaBytes + p.constants.size() + scratch + kGemmWorkspaceBytes;
+    allocated_.arena = arenaBytes;
+    allocated_.constants = p.constants.size();
+    allocated_.workspace = scratch + kGemmWorkspaceBytes;
+    allocated_.communication = comm_ ? comm_->deviceBytes(rank_) : 0;
     if ((e = cudaDeviceSynchronize()) != cudaSuccess)
       return fail(err, cudaErr("setting up the CUDA executor", e));
     return true;
   }
 
-  uint64_t deviceMemoryBytes() const override { return allocated_; }
+  DeviceMemory deviceMemory() const override { return allocated_; }
   std::string deviceName() const override {
     cudaDeviceProp prop{};
     int dev = 0;
@@ -247,11 +256,17 @@ public:
     cudaError_t e = cudaSuccess;
     if (!useGraph_) {
       for (const CudaCall &c : calls_) {
-        if (profile_) cudaEventRecord(events_[2 * size_t(c.index)], ctx_.stream);
         std::string why;
+        size_t i = size_t(c.index);
+        // A collective still in flight whose input or output this
+        // instruction touches must have finished first.
+        if (comm_ && joinBefore_[i] >= 0 && !comm_->join(rank_, joinBefore_[i], ctx_.stream, why))
+          return fail(err, cat("instr ", c.index, " (", opcodeName(c.instr->op), "): ", why));
+        if (profile_) cudaEventRecord(events_[2 * i], ctx_.stream);
         if (isCollectiveOp(c.instr->op) &&
-            !comm_->enqueue(*c.instr, c.in[0].shape(), c.out[0].shape(), c.in[0].as<float>(),
-                            c.out[0].as<float>(), ctx_.stream, why))
+            !comm_->enqueue(rank_, collectiveIndex_[i], *c.instr, c.in[0].shape(),
+                            c.out[0].shape(), c.in[0].as<float>(), c.out[0].as<float>(),
+                            ctx_.stream, why))
           return fail(err, cat("instr ", c.index, " (", opcodeName(c.instr->op), "): ", why));
         launch(c, ctx_, workspace_);
         if (profile_) cudaEventRecord(events_[2 * size_t(c.index) + 1], ctx_.stream);
@@ -266,7 +281,7 @@ public:
     }
     // With collectives in flight, wait through the communicator: it
     // notices a dead or hung peer where a stream synchronize never returns.
-    if (e == cudaSuccess && comm_ && !comm_->wait(ctx_.stream, err))
+    if (e == cudaSuccess && comm_ && !comm_->wait(rank_, ctx_.stream, err))
       return false;
     DeviceError de{};
     if (e == cudaSuccess)
@@ -340,7 +355,7 @@ private:
     std::sort(rows.rbegin(), rows.rend());
     double runs = double(profiledRuns_);
     std::fprintf(stderr, "loom cuda profile: %d runs, %.3f ms per run in kernels, device memory %.2f GiB\n",
-                 profiledRuns_, total / runs, double(allocated_) / double(1ull << 30));
+                 profiledRuns_, total / runs, double(allocated_.total()) / double(1ull << 30));
     if (cudnn_)
       std::fprintf(stderr, "  attention: %d instructions on cuDNN %zu's fused engines, the rest on loom's\n",
                    int(std::count_if(cudnnPlans_.begin(), cudnnPlans_.end(), [](int id) { return id >= 0; })),
@@ -377,7 +392,56 @@ private:
     return true;
   }
 
-  NcclCommunicator *comm_ = nullptr; // collectives (null: a one-GPU program)
+  /// For every instruction, the last collective that must have finished
+  /// before it runs (-1: none more than already joined): the first
+  /// instruction after a collective that reads its output or writes its
+  /// input or output (arena byte ranges, so reuse by a later buffer
+  /// counts), and a later collective that stages through the same
+  /// buffer. Joins are cumulative, so the list only grows.
+  void planCollectiveJoins() {
+    const Program &p = *program_;
+    std::vector<uint32_t> base = viewBases(p);
+    struct Range {
+      uint64_t from, to;
+    };
+    auto range = [&](uint32_t id) -> Range {
+      const BufferDesc &b = p.buffers[base[id]];
+      if (b.kind == BufferKind::Constant) return {0, 0};
+      return {b.offset, b.offset + p.buffers[id].bytes};
+    };
+    auto overlaps = [](Range a, Range b) { return a.from < b.to && b.from < a.to; };
+    size_t n = p.instrs.size();
+    joinBefore_.assign(n, -1);
+    collectiveIndex_.assign(n, -1);
+    int k = 0;
+    for (size_t i = 0; i < n; ++i)
+      if (isCollectiveOp(p.instrs[i].op)) collectiveIndex_[i] = k++;
+    for (size_t c = 0; c < n; ++c) {
+      const Instr &C = p.instrs[c];
+      if (!isCollectiveOp(C.op)) continue;
+      Range in = range(C.in[0]), out = range(C.out[0]);
+      bool staged = collectiveNeedsStaging(p, C);
+      size_t at = n; // the end of the run (wait() joins the rest)
+      for (size_t i = c + 1; i < n && at == n; ++i) {
+        const Instr &I = p.instrs[i];
+        bool touch = staged && isCollectiveOp(I.op) && collectiveNeedsStaging(p, I);
+        for (uint32_t id : I.in) touch |= overlaps(range(id), out);
+        for (uint32_t id : I.out) touch |= overlaps(range(id), in) || overlaps(range(id), out);
+        if (touch) at = i;
+      }
+      if (at < n) joinBefore_[at] = std::max(joinBefore_[at], collectiveIndex_[c]);
+    }
+    // Joins are cumulative: drop those an earlier one already covers.
+    int joined = -1;
+    for (size_t i = 0; i < n; ++i) {
+      if (joinBefore_[i] <= joined) joinBefore_[i] = -1;
+      else joined = joinBefore_[i];
+    }
+  }
+
+  StreamCommunicator *comm_ = nullptr; // collectives (null: a one-GPU program)
+  int rank_ = 0;
+  std::vector<int> joinBefore_, collectiveIndex_; // per instruction
   CudaContext ctx_;
   void *arena_ = nullptr, *constants_ = nullptr, *scratch_ = nullptr, *workspace_ = nullptr;
   DeviceError *error_ = nullptr;
@@ -391,7 +455,7 @@ private:
   std::vector<cudaEvent_t> events_; // start/stop per instruction (profiling)
   std::vector<double> opMs_;        // summed over profiled runs
   int profiledRuns_ = 0;
-  size_t allocated_ = 0;
+  DeviceMemory allocated_;
   cudaGraph_t graph_ = nullptr;
   cudaGraphExec_t graphExec_ = nullptr;
 };
@@ -450,12 +514,32 @@ std::string cuda::cudaSupports(const Program &p, const Instr &I) {
   case OpCode::SliceGrad:
     return "";
   case OpCode::AllReduce: case OpCode::AllGather: case OpCode::ReduceScatter:
-    return need(I.in[0], {DType::F32}, "operands"); // through NCCL (createCudaRankExecutor)
+  case OpCode::AllToAll:
+    return need(I.in[0], {DType::F32}, "operands"); // through a StreamCommunicator
   }
   return cat("unknown opcode ", int(I.op));
 }
 
 uint64_t cudaWorkspaceBytes(const Program &p) { return scratchBytesOf(p) + kGemmWorkspaceBytes; }
+
+uint64_t cudaRankDeviceBytes(const Program &p) {
+  bool collectives = std::any_of(p.instrs.begin(), p.instrs.end(),
+                                 [](const Instr &I) { return isCollectiveOp(I.op); });
+  return std::max<uint64_t>(p.arenaBytes, 1) + p.constants.size() + cudaWorkspaceBytes(p) +
+         (collectives ? collectiveStagingBytes(p) : 0);
+}
+
+bool cudaMemoryInfo(uint64_t &freeBytes, uint64_t &totalBytes, std::string &why) {
+  size_t f = 0, t = 0;
+  cudaError_t e = cudaMemGetInfo(&f, &t);
+  if (e != cudaSuccess) {
+    why = cudaErr("cannot read the GPU's free memory", e);
+    cudaGetLastError();
+    return false;
+  }
+  freeBytes = f, totalBytes = t;
+  return true;
+}
 
 bool cudaDeviceAvailable(std::string &why) {
   int n = 0;
@@ -487,7 +571,7 @@ std::unique_ptr<Executor> createCudaRankExecutor(std::shared_ptr<const Program> 
       err = cat("instr ", i, " (", opcodeName(p->instrs[i].op), "): ", why);
       return nullptr;
     }
-  NcclCommunicator *nccl = nullptr;
+  StreamCommunicator *streamComm = nullptr;
   for (size_t i = 0; i < p->instrs.size(); ++i) {
     const Instr &I = p->instrs[i];
     if (!isCollectiveOp(I.op))
@@ -495,13 +579,15 @@ std::unique_ptr<Executor> createCudaRankExecutor(std::shared_ptr<const Program> 
     int64_t world = Communicator::meshSize(I.ints);
     if (!comm) {
       err = cat("instr ", i, " (", opcodeName(I.op), ") is a collective over a ", world,
-                "-rank mesh; run one process per GPU (loom train --nproc ", world,
-                " --backend cuda)");
+                "-rank mesh; run its ranks on one GPU (loom train --plan ...: simulated ranks) "
+                "or one process per GPU (loom train --nproc ", world, " --backend cuda)");
       return nullptr;
     }
-    if (std::strcmp(comm->transport(), "nccl") != 0) {
-      err = cat("the cuda backend runs collectives through NCCL, not a ", comm->transport(),
-                " communicator");
+    if (std::strcmp(comm->transport(), "nccl") != 0 &&
+        std::strcmp(comm->transport(), "device-memory") != 0) {
+      err = cat("the cuda backend runs collectives through NCCL or the device-memory "
+                "communicator, not a ",
+                comm->transport(), " communicator");
       return nullptr;
     }
     if (world != comm->worldSize()) {
@@ -509,13 +595,11 @@ std::unique_ptr<Executor> createCudaRankExecutor(std::shared_ptr<const Program> 
                 " ranks; this executor is rank ", rank, " of ", comm->worldSize());
       return nullptr;
     }
-    nccl = static_cast<NcclCommunicator *>(comm);
+    streamComm = static_cast<StreamCommunicator *>(comm);
   }
   if (!cudaDeviceAvailable(err))
     return nullptr;
-  if (nccl && !nccl->prepare(*p, rank, err))
-    return nullptr;
-  auto exec = std::make_unique<CudaExecutor>(std::move(p), nccl);
+  auto exec = std::make_unique<CudaExecutor>(std::move(p), streamComm, rank);
   if (!exec->init(err))
     return nullptr;
   return exec;

@@ -24,6 +24,14 @@ class Communicator;
 std::unique_ptr<Executor> createCudaRankExecutor(std::shared_ptr<const Program> p,
                                                  Communicator *comm, int rank, std::string &err);
 
+/// Device bytes the CUDA executor of `p` allocates in all (arena,
+/// constants, workspace, and collective staging when `p` has collectives):
+/// known before it allocates anything.
+uint64_t cudaRankDeviceBytes(const Program &p);
+
+/// The current GPU's free and total memory (cudaMemGetInfo).
+bool cudaMemoryInfo(uint64_t &freeBytes, uint64_t &totalBytes, std::string &why);
+
 /// True when a CUDA device can be used; otherwise `why` says why not.
 bool cudaDeviceAvailable(std::string &why);
 

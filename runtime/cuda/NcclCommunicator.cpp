@@ -25,7 +25,7 @@
 // Results are NCCL's (ring or tree order, f32 sums): deterministic for a
 // fixed topology, not bit-identical to the CPU communicators.
 //===----------------------------------------------------------------------===//
-#include "cuda/NcclCommunicator.h"
+#include "cuda/StreamCommunicator.h"
 #include "lib/Diagnostics.h"
 #include "loom/runtime/NcclCommunicator.h"
 #include "loom/runtime/Rendezvous.h"
@@ -43,7 +43,7 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-class NcclWorld : public cuda::NcclCommunicator {
+class NcclWorld : public cuda::StreamCommunicator {
 public:
   NcclWorld(Rendezvous &rv, double timeoutS) : rv_(rv), timeoutS_(timeoutS) {}
 
@@ -57,6 +57,7 @@ public:
   }
 
   int worldSize() const override { return rv_.worldSize(); }
+  const char *transport() const override { return "nccl"; }
   bool peerFailed() const override { return peerFailed_; }
 
   bool init(int localRank, std::string &err) {
@@ -89,8 +90,7 @@ public:
     return settle(world_, r, deadline, "ncclCommInitRankConfig", err);
   }
 
-  bool prepare(const Program &p, int rank, std::string &err) override {
-    size_t scratch = 0;
+  bool prepare(const Program &p, int rank, void *, std::string &err) override {
     for (const Instr &I : p.instrs) {
       if (!isCollectiveOp(I.op))
         continue;
@@ -108,13 +108,11 @@ public:
           return false;
         groups_[mask] = c;
       }
-      if (needsScratch(p, I))
-        scratch = std::max<size_t>(scratch, std::max(p.buffers[I.in[0]].bytes,
-                                                     p.buffers[I.out[0]].bytes));
     }
-    if (scratch) {
-      if (cudaError_t e = cudaMalloc(&scratch_, scratch); e != cudaSuccess) {
-        err = cat("cannot allocate ", scratch, " bytes of collective scratch: ",
+    scratchBytes_ = cuda::collectiveStagingBytes(p);
+    if (scratchBytes_) {
+      if (cudaError_t e = cudaMalloc(&scratch_, scratchBytes_); e != cudaSuccess) {
+        err = cat("cannot allocate ", scratchBytes_, " bytes of collective scratch: ",
                   cudaGetErrorString(e));
         return false;
       }
@@ -122,9 +120,18 @@ public:
     return true;
   }
 
-  bool enqueue(const Instr &I, const std::vector<int64_t> &inShape,
+  uint64_t deviceBytes(int) const override { return scratchBytes_; }
+
+  // NCCL runs every collective on the executor's stream itself.
+  bool join(int, int, cudaStream_t, std::string &) override { return true; }
+
+  bool enqueue(int, int, const Instr &I, const std::vector<int64_t> &inShape,
                const std::vector<int64_t> &outShape, const float *in, float *out,
                cudaStream_t stream, std::string &err) override {
+    if (aborted_) {
+      err = "the NCCL communicator was aborted (an earlier failure); the job cannot go on";
+      return false;
+    }
     auto it = groups_.find(I.ints[2 + kMeshAxes]);
     if (it == groups_.end()) {
       err = "collective group was not prepared";
@@ -163,6 +170,33 @@ public:
           return false;
       return true;
     }
+    if (I.op == OpCode::AllToAll) {
+      // Block g (per outer row: `per` floats) goes to group member g and
+      // block g of the result comes from it; along an inner dim the blocks
+      // are first made contiguous in scratch ([group][outer][per]) and the
+      // received ones interleaved back.
+      size_t per = piece / size_t(n);
+      const float *src = in;
+      float *dst = out;
+      if (outer > 1) {
+        for (int g = 0; g < n; ++g)
+          if (!copy2d(tmp + g * outer * per, per, in + g * per, n * per, per, outer, stream, err))
+            return false;
+        src = tmp;
+        dst = tmp + count(inShape);
+      }
+      ncclGroupStart();
+      for (int g = 0; g < n; ++g) {
+        ncclSend(src + g * outer * per, outer * per, ncclFloat32, g, c, stream);
+        ncclRecv(dst + g * outer * per, outer * per, ncclFloat32, g, c, stream);
+      }
+      if (!settle(c, ncclGroupEnd(), deadline, "ncclSend/ncclRecv (all-to-all)", err))
+        return false;
+      for (int g = 0; g < n && outer > 1; ++g)
+        if (!copy2d(out + g * per, n * per, dst + g * outer * per, per, per, outer, stream, err))
+          return false;
+      return true;
+    }
     if (outer == 1)
       return settle(c, ncclReduceScatter(in, out, count(outShape), ncclFloat32, op, c, stream),
                     deadline, "ncclReduceScatter", err);
@@ -175,7 +209,7 @@ public:
                   deadline, "ncclReduceScatter", err);
   }
 
-  bool wait(cudaStream_t stream, std::string &err) override {
+  bool wait(int, cudaStream_t stream, std::string &err) override {
     auto deadline = Clock::now() + seconds();
     while (true) {
       cudaError_t e = cudaStreamQuery(stream);
@@ -206,7 +240,7 @@ public:
       err = cat("this process is rank ", rv_.rank(), ", not ", rank);
       return false;
     }
-    return enqueue(I, inShape, outShape, in, out, nullptr, err) && wait(nullptr, err);
+    return enqueue(rank, 0, I, inShape, outShape, in, out, nullptr, err) && wait(rank, nullptr, err);
   }
 
   void abort(const std::string &) override { abortAll(); }
@@ -214,17 +248,6 @@ public:
 private:
   Clock::duration seconds() const {
     return std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(timeoutS_));
-  }
-
-  static bool needsScratch(const Program &p, const Instr &I) {
-    if (I.op == OpCode::AllReduce)
-      return false;
-    const std::vector<int64_t> &small =
-        p.buffers[I.op == OpCode::AllGather ? I.in[0] : I.out[0]].shape;
-    for (int64_t d = 0; d < I.ints[1]; ++d)
-      if (small[d] != 1)
-        return true;
-    return false;
   }
 
   bool copy2d(float *dst, size_t dpitch, const float *src, size_t spitch, size_t width,
@@ -300,6 +323,7 @@ private:
   ncclComm_t world_ = nullptr;
   std::map<int64_t, ncclComm_t> groups_; // by axes mask
   void *scratch_ = nullptr;
+  uint64_t scratchBytes_ = 0;
   bool aborted_ = false, peerFailed_ = false;
 };
 

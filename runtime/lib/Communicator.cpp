@@ -71,6 +71,16 @@ void Communicator::compute(const Instr &I, const std::vector<int64_t> &inShape,
         for (int64_t j = 0; j < chunk * inner; ++j)
           out[(o * n * chunk + g * chunk) * inner + j] = src[o * chunk * inner + j];
     }
+  } else if (I.op == OpCode::AllToAll) {
+    // Chunk g of the output is chunk `me` of member g's input.
+    int64_t outer, chunk, inner;
+    split(inShape, outer, chunk, inner);
+    chunk /= n;
+    for (int g = 0; g < n; ++g)
+      for (int64_t o = 0; o < outer; ++o)
+        for (int64_t j = 0; j < chunk * inner; ++j)
+          out[(o * n * chunk + g * chunk) * inner + j] =
+              inputs[g][(o * n * chunk + me * chunk) * inner + j];
   } else if (I.op == OpCode::ReduceScatter) {
     int64_t outer, chunk, inner;
     split(outShape, outer, chunk, inner);

@@ -601,7 +601,7 @@ std::string checkCollective(const OpView &v, const Instr &I) {
   if (std::string e = v.arity(1, 1, 1, 1, kCollectiveInts, 0); !e.empty())
     return e;
   int64_t kind = I.ints[0], dim = I.ints[1], mask = I.ints[2 + kMeshAxes];
-  if (I.op != OpCode::AllGather && kind != 0 && kind != 1)
+  if (I.op != OpCode::AllGather && I.op != OpCode::AllToAll && kind != 0 && kind != 1)
     return cat("reduction kind ", kind, " is neither 0 (sum) nor 1 (mean)");
   int64_t group = 1;
   for (int a = 0; a < kMeshAxes; ++a) {
@@ -618,6 +618,14 @@ std::string checkCollective(const OpView &v, const Instr &I) {
     return cat("collectives move f32, got ", dtypeName(x.dtype), " -> ", dtypeName(y.dtype));
   if (I.op == OpCode::AllReduce)
     return dim == -1 ? v.outShape(x.shape) : cat("all_reduce takes dim -1, got ", dim);
+  if (I.op == OpCode::AllToAll) {
+    if (std::string e = v.axisInRange(dim, x.shape.size()); !e.empty())
+      return e;
+    if (x.shape[dim] % group)
+      return cat("all_to_all dim ", dim, " of size ", x.shape[dim], " does not divide by the group size ",
+                 group);
+    return v.outShape(x.shape);
+  }
   const Shape &small = I.op == OpCode::AllGather ? x.shape : y.shape;
   const Shape &big = I.op == OpCode::AllGather ? y.shape : x.shape;
   if (std::string e = v.axisInRange(dim, small.size()); !e.empty())
@@ -734,6 +742,7 @@ std::string checkOpShapes(const Program &p, const Instr &I) {
   case OpCode::SliceGrad: return checkSliceGrad(v, I);
   case OpCode::AdamW: return checkAdamW(v);
   case OpCode::AllReduce: case OpCode::AllGather: case OpCode::ReduceScatter:
+  case OpCode::AllToAll:
     return checkCollective(v, I);
   }
   return cat("unknown opcode ", int(I.op));

@@ -100,6 +100,7 @@ const char *opcodeName(OpCode op) {
   case OpCode::AllReduce: return "all_reduce";
   case OpCode::AllGather: return "all_gather";
   case OpCode::ReduceScatter: return "reduce_scatter";
+  case OpCode::AllToAll: return "all_to_all";
   }
   return "unknown-opcode";
 }

@@ -127,7 +127,9 @@ public:
   }
 
   bool peerFailed() const override { return peerFailed_; }
-  uint64_t deviceMemoryBytes() const override { return exec_->deviceMemoryBytes(); }
+  std::vector<RankDeviceMemory> deviceMemoryPerRank() const override {
+    return {{exec_->deviceMemory(), 0}};
+  }
 
 private:
   /// Outputs first .. first + P - 1 (parameter-shaped) of every rank of

@@ -4,6 +4,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "SpmdPlan.h"
+#include "planner/BufferPlanMemory.h"
 
 #include <cstdio>
 
@@ -67,6 +68,35 @@ void printSpmdSummary(const planner::Plan &plan, const TrainProgram &tp, const S
               (unsigned long long)m.params, (unsigned long long)m.grads,
               (unsigned long long)m.optimizer, (unsigned long long)one.params,
               (unsigned long long)one.grads, (unsigned long long)one.optimizer);
+}
+
+void printRankDeviceMemory(const TrainProgram &tp, const StepRunner &r) {
+  std::vector<RankDeviceMemory> ranks = r.deviceMemoryPerRank();
+  if (ranks.empty() || ranks[0].allocated.total() == 0)
+    return;
+  planner::MemoryBreakdown plan;
+  std::string err;
+  if (!planner::bufferPlanMemory(*tp.program, plan, err)) {
+    std::printf("device memory per rank: %s\n", err.c_str());
+    return;
+  }
+  auto gib = [](double b) { return b / double(1ull << 30); };
+  std::printf("device memory per rank, GiB (the buffer plan at its peak; workspace adds kernel "
+              "scratch and the GEMM workspace, communication the collective staging):\n"
+              "  %4s %10s %10s %10s %11s %13s %10s %10s %10s\n",
+              "rank", "parameters", "gradients", "optimizer", "activations", "communication",
+              "workspace", "allocated", "measured");
+  for (size_t k = 0; k < ranks.size(); ++k) {
+    const rt::DeviceMemory &a = ranks[k].allocated;
+    std::printf("  %4zu %10.4f %10.4f %10.4f %11.4f %13.4f %10.4f %10.4f ", k, gib(plan.params),
+                gib(plan.grads), gib(plan.optimizer), gib(plan.activations),
+                gib(plan.comm + double(a.communication)),
+                gib(plan.workspace + double(a.workspace)), gib(double(a.total())));
+    if (ranks[k].measured)
+      std::printf("%10.4f\n", gib(double(ranks[k].measured)));
+    else
+      std::printf("%10s\n", "-");
+  }
 }
 
 } // namespace loom::tools

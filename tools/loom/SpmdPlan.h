@@ -23,6 +23,13 @@ bool parseSpmdPlan(const std::string &text, int worldSize, planner::Plan &plan, 
 void printSpmdSummary(const planner::Plan &plan, const TrainProgram &tp, const StepRunner &r,
                       const std::string &ranksAre = "simulated ranks on the cpu backend");
 
+/// Prints each rank's device memory by category (the compiler's buffer
+/// plan split at its peak, plus the backend's workspace and the
+/// communicator's staging), what the rank allocated and, for simulated
+/// ranks on one GPU, what the GPU lost while the rank was created.
+/// Nothing when the runner holds no device memory (the CPU backend).
+void printRankDeviceMemory(const TrainProgram &tp, const StepRunner &r);
+
 } // namespace loom::tools
 
 #endif

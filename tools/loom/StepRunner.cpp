@@ -119,7 +119,9 @@ public:
     return true;
   }
 
-  uint64_t deviceMemoryBytes() const override { return exec_->deviceMemoryBytes(); }
+  std::vector<RankDeviceMemory> deviceMemoryPerRank() const override {
+    return {{exec_->deviceMemory(), 0}};
+  }
 
 private:
   bool putState(const TrainState &st, std::string &err) {
@@ -142,7 +144,7 @@ private:
 class SimulatedRanksRunner : public StepRunner {
 public:
   SimulatedRanksRunner(const TrainProgram &tp, std::unique_ptr<rt::SimulatedRanks> w)
-      : StepRunner(tp), world_(std::move(w)) {}
+      : StepRunner(tp), world_(std::move(w)), resident_(updatesWholeState(*tp.program)) {}
 
   int rankOf(int rep, int shard, int t) const { return rankOfCoords(tp_, rep, shard, t); }
 
@@ -159,24 +161,29 @@ public:
     });
   }
 
+  // As on one device: when every rank's program updates its parameter and
+  // moment slices in place, the state lives on the ranks (uploaded on the
+  // first step, gathered only when syncState() asks), which on the GPU
+  // saves copying the whole model in and out every step.
   bool step(TrainState &st, int64_t s, const Batch &batch, bool wantGrads, StepResult &out,
             std::string &err) override {
     size_t P = st.params.size();
     int N = world_->size(), T = tp_.tp, S = tp_.dpShard;
     int64_t rowElems = (int64_t(batch.inputs.size()) / tp_.batch) * tp_.localBatch();
     float stepValue = float(s);
+    bool putState = !(resident_ && uploaded_);
     for (int r = 0; r < N; ++r) {
       rt::Executor &e = world_->rank(r);
       int t = r % T, shard = (r / T) % S, dataIndex = r / T;
-      size_t in = 0;
+      size_t in = putState ? 0 : 3 * P;
       auto put = [&](const std::vector<float> &full, const ParamSlot &slot) {
         std::vector<float> v = local(full, slot, shard, t);
         return e.setInput(in++, v.data(), v.size() * 4, err);
       };
       bool ok = true;
-      for (size_t i = 0; i < P && ok; ++i) ok = put(st.params[i].value, st.params[i]);
-      for (size_t i = 0; i < P && ok; ++i) ok = put(st.expAvg[i], st.params[i]);
-      for (size_t i = 0; i < P && ok; ++i) ok = put(st.expAvgSq[i], st.params[i]);
+      for (size_t i = 0; i < P && ok && putState; ++i) ok = put(st.params[i].value, st.params[i]);
+      for (size_t i = 0; i < P && ok && putState; ++i) ok = put(st.expAvg[i], st.params[i]);
+      for (size_t i = 0; i < P && ok && putState; ++i) ok = put(st.expAvgSq[i], st.params[i]);
       // Data-parallel rank d = r / T takes the d-th block of rows of the
       // global batch; tensor-parallel ranks share their rows.
       const int64_t *ids = batch.inputs.data() + dataIndex * rowElems;
@@ -195,16 +202,15 @@ public:
     }
     if (!world_->run(err))
       return false;
+    uploaded_ = true;
+    stale_ = true;
     // Scalars are identical on every rank (all-reduced); read rank 0's.
     rt::Executor &r0 = world_->rank(0);
     if (!r0.getOutput(0, &out.loss, 4, err) || !r0.getOutput(1, &out.gradNorm, 4, err) ||
         !r0.getOutput(2, &out.lr, 4, err))
       return false;
-    for (size_t i = 0; i < P; ++i)
-      if (!gather(3 + i, st.params[i].value, st.params[i], err) ||
-          !gather(3 + P + i, st.expAvg[i], st.params[i], err) ||
-          !gather(3 + 2 * P + i, st.expAvgSq[i], st.params[i], err))
-        return false;
+    if (!resident_ && !syncState(st, err))
+      return false;
     if (wantGrads && tp_.hasGradients) {
       out.grads.assign(P, {});
       for (size_t i = 0; i < P; ++i) {
@@ -232,8 +238,29 @@ public:
     return true;
   }
 
+  bool syncState(TrainState &st, std::string &err) override {
+    if (!stale_)
+      return true;
+    for (size_t i = 0, P = st.params.size(); i < P; ++i)
+      if (!gather(3 + i, st.params[i].value, st.params[i], err) ||
+          !gather(3 + P + i, st.expAvg[i], st.params[i], err) ||
+          !gather(3 + 2 * P + i, st.expAvgSq[i], st.params[i], err))
+        return false;
+    stale_ = false;
+    return true;
+  }
+
+  std::vector<RankDeviceMemory> deviceMemoryPerRank() const override {
+    std::vector<RankDeviceMemory> v;
+    for (int r = 0; r < world_->size(); ++r)
+      v.push_back({world_->rank(r).deviceMemory(), world_->measuredDeviceBytes(r)});
+    return v;
+  }
+
 private:
   std::unique_ptr<rt::SimulatedRanks> world_;
+  bool resident_;
+  bool uploaded_ = false, stale_ = false;
 };
 
 } // namespace
@@ -246,14 +273,8 @@ std::unique_ptr<StepRunner> StepRunner::create(const TrainProgram &tp, int threa
       return nullptr;
     return std::make_unique<SingleDeviceRunner>(tp, std::move(exec));
   }
-  if (backend != "cpu") {
-    err = "a " + std::to_string(tp.worldSize()) +
-          "-rank plan runs as simulated ranks on the cpu backend, not '" + backend +
-          "' (one process per GPU: --nproc " + std::to_string(tp.worldSize()) + ")";
-    return nullptr;
-  }
   int perRank = threads > 0 ? std::max(1, threads / tp.worldSize()) : 0;
-  auto world = rt::SimulatedRanks::create(tp.program, tp.worldSize(), perRank, err);
+  auto world = rt::SimulatedRanks::create(tp.program, tp.worldSize(), backend, perRank, err);
   if (!world)
     return nullptr;
   return std::make_unique<SimulatedRanksRunner>(tp, std::move(world));

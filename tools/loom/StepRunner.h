@@ -18,6 +18,7 @@
 #include "Checkpoint.h"
 #include "TokenData.h"
 #include "TrainProgram.h"
+#include "loom/runtime/Executor.h"
 
 #include <memory>
 #include <string>
@@ -42,11 +43,19 @@ struct RankMemory {
   uint64_t params = 0, grads = 0, optimizer = 0;
 };
 
+/// What one rank's executor allocated on its device, and what the device
+/// lost while it was created (0 where not measured).
+struct RankDeviceMemory {
+  rt::DeviceMemory allocated;
+  uint64_t measured = 0;
+};
+
 class StepRunner {
 public:
   virtual ~StepRunner() = default;
   /// `threads` <= 0: all hardware threads, split among the ranks. One
-  /// device runs on `backend`; simulated ranks exist on "cpu" only.
+  /// device or simulated ranks (every rank on this machine's CPU, or all on
+  /// its one GPU) run on `backend`.
   static std::unique_ptr<StepRunner> create(const TrainProgram &tp, int threads,
                                             std::string &err,
                                             const std::string &backend = "cpu");
@@ -75,8 +84,14 @@ public:
                                                        int localRank, int localRanks,
                                                        double collectiveTimeoutS,
                                                        std::string &err);
-  /// Accelerator memory the runner holds (0 on the CPU).
-  virtual uint64_t deviceMemoryBytes() const { return 0; }
+  /// Accelerator memory the runner holds (0 on the CPU): every rank's.
+  uint64_t deviceMemoryBytes() const {
+    uint64_t sum = 0;
+    for (const RankDeviceMemory &m : deviceMemoryPerRank()) sum += m.allocated.total();
+    return sum;
+  }
+  /// Per rank of this process (simulated ranks: all of them).
+  virtual std::vector<RankDeviceMemory> deviceMemoryPerRank() const { return {}; }
   int worldSize() const { return tp_.worldSize(); }
 
   /// Testing: at step `step`, rank `rank` gets token ids outside the

@@ -304,12 +304,16 @@ int runTrain(int argc, char **argv) {
               precision.c_str(), (long long)steps, compileS,
               double(tp.program->arenaBytes) / (1 << 20), tp.program->updates.size());
   if (uint64_t dev = runner->deviceMemoryBytes())
-    std::printf("device memory: %.2f GiB (arena, constants, scratch, GEMM workspace)\n",
-                double(dev) / double(1ull << 30));
+    std::printf("device memory: %.2f GiB (arena, constants, scratch, GEMM workspace%s)\n",
+                double(dev) / double(1ull << 30),
+                runner->deviceMemoryPerRank().size() > 1 ? "; every rank's, together" : "");
   if (tp.worldSize() > 1)
     printSpmdSummary(plan, tp, *runner,
                      env.multiProcess ? "processes on the " + args.get("backend") + " backend"
-                                      : "simulated ranks on the cpu backend");
+                     : args.get("backend") == "cuda"
+                         ? "simulated ranks on one GPU (verification and memory, not speed)"
+                         : "simulated ranks on the " + args.get("backend") + " backend");
+  printRankDeviceMemory(tp, *runner);
   if (args.has("fail-rank")) {
     int64_t r = args.getInt("fail-rank");
     if (r < 0 || r >= tp.worldSize())

@@ -17,6 +17,7 @@
 #include "TokenData.h"
 #include "TrainProgram.h"
 #include "WeightFiles.h"
+#include "planner/BufferPlanMemory.h"
 
 #include <algorithm>
 #include <cmath>
@@ -37,6 +38,8 @@ struct PlanRun {
   std::vector<double> activationNorms0;   // residual stream entering each norm
   std::vector<std::string> paramNames;
   RankMemory perRank;
+  std::vector<RankDeviceMemory> device; // per rank, on a GPU
+  planner::MemoryBreakdown bufferPlan;  // one rank's program, at its peak
   // Against the first plan.
   double maxAbs = 0, meanAbs = 0, finalAbs = 0, maxRel = 0, worstGradRel = 0;
   std::vector<double> gradRel;
@@ -94,7 +97,11 @@ std::string jsonReport(const std::string &model, int64_t steps, const std::vecto
       for (size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + num(v[i]);
       return s + "]";
     };
+    double mn = *std::min_element(r.loss.begin(), r.loss.end()), mean = 0;
+    for (double v : r.loss) mean += v / double(r.loss.size());
     j << "    {\"plan\": " << jsonString(r.name) << ", \"ranks\": " << r.plan.gpus()
+      << ",\n     \"initial_loss\": " << num(r.loss.front()) << ", \"final_loss\": "
+      << num(r.loss.back()) << ", \"min_loss\": " << num(mn) << ", \"mean_loss\": " << num(mean)
       << ",\n     \"loss\": " << list(r.loss) << ",\n     \"grad_norm\": " << list(r.gradNorm)
       << ",\n     \"max_abs_loss_diff\": " << num(r.maxAbs)
       << ", \"mean_abs_loss_diff\": " << num(r.meanAbs)
@@ -103,7 +110,18 @@ std::string jsonReport(const std::string &model, int64_t steps, const std::vecto
       << ", \"worst_grad_rel_l2\": " << num(r.worstGradRel)
       << ",\n     \"bytes_per_rank\": {\"parameters\": " << r.perRank.params
       << ", \"gradients\": " << r.perRank.grads << ", \"optimizer\": " << r.perRank.optimizer
-      << "},\n     \"step0_grad_norms\": {";
+      << "},\n     \"device_memory_per_rank\": [";
+    for (size_t k = 0; k < r.device.size(); ++k) {
+      const RankDeviceMemory &d = r.device[k];
+      const planner::MemoryBreakdown &b = r.bufferPlan;
+      j << (k ? ", " : "") << "{\"parameters\": " << num(b.params) << ", \"gradients\": "
+        << num(b.grads) << ", \"optimizer\": " << num(b.optimizer) << ", \"activations\": "
+        << num(b.activations) << ", \"communication\": "
+        << num(b.comm + double(d.allocated.communication)) << ", \"workspace\": "
+        << num(b.workspace + double(d.allocated.workspace)) << ", \"allocated\": "
+        << d.allocated.total() << ", \"measured\": " << d.measured << "}";
+    }
+    j << "],\n     \"step0_grad_norms\": {";
     for (size_t i = 0; i < r.grads0.size(); ++i)
       j << (i ? ", " : "") << jsonString(r.paramNames[i]) << ": " << num(l2(r.grads0[i]));
     j << "},\n     \"step0_activation_norms\": [";
@@ -130,9 +148,12 @@ std::string xmlText(const std::string &s) {
 }
 
 /// Loss curves, one polyline per plan; later plans dashed so that curves
-/// lying on top of each other (the expected outcome) stay visible.
+/// lying on top of each other (the expected outcome) stay visible. Below
+/// them a panel of |loss - reference loss| per step for every other plan,
+/// on a log scale (fp32 plans differ by rounding, bf16 ones by far more).
 std::string svgPlot(const std::string &model, const std::vector<PlanRun> &runs) {
   const double W = 720, H = 420, left = 70, right = 200, top = 40, bottom = 50;
+  const double panelTop = H + 10, panelH = 200; // the |delta| panel, below
   double lo = INFINITY, hi = -INFINITY;
   size_t steps = 0;
   for (const PlanRun &r : runs) {
@@ -149,8 +170,8 @@ std::string svgPlot(const std::string &model, const std::vector<PlanRun> &runs) 
   auto y = [&](double v) { return top + (hi - v) / (hi - lo) * (H - top - bottom); };
   static const char *colors[] = {"#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b"};
   std::ostringstream s;
-  s << "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" << W << "\" height=\"" << H
-    << "\" font-family=\"sans-serif\" font-size=\"12\">\n"
+  s << "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" << W << "\" height=\""
+    << panelTop + panelH + 40 << "\" font-family=\"sans-serif\" font-size=\"12\">\n"
     << "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n"
     << "<text x=\"" << left << "\" y=\"22\" font-size=\"14\">loom verify: " << xmlText(model)
     << " loss per step</text>\n"
@@ -177,6 +198,31 @@ std::string svgPlot(const std::string &model, const std::vector<PlanRun> &runs) 
         s << x(t) << "," << y(runs[k].loss[t]) << " ";
     s << "\"/>\n<text x=\"" << W - right + 10 << "\" y=\"" << top + 18 * k + 10 << "\" fill=\"" << c
       << "\">" << xmlText(runs[k].name) << "</text>\n";
+  }
+  // |delta loss| against the first plan, log10 from 1e-9 up to the largest.
+  double dmax = 1e-9;
+  for (size_t k = 1; k < runs.size(); ++k)
+    for (size_t t = 0; t < runs[k].loss.size() && t < runs[0].loss.size(); ++t)
+      dmax = std::max(dmax, std::fabs(runs[k].loss[t] - runs[0].loss[t]));
+  double lhi = std::ceil(std::log10(dmax)), llo = std::min(lhi - 1, -9.0);
+  auto yd = [&](double d) {
+    double l = std::log10(std::max(d, 1e-9));
+    return panelTop + (lhi - l) / (lhi - llo) * panelH;
+  };
+  s << "<text x=\"" << left << "\" y=\"" << panelTop - 4 << "\">|loss - loss(" << xmlText(runs[0].name)
+    << ")| per step, log scale</text>\n"
+    << "<line x1=\"" << left << "\" y1=\"" << panelTop + panelH << "\" x2=\"" << W - right << "\" y2=\""
+    << panelTop + panelH << "\" stroke=\"black\"/>\n<line x1=\"" << left << "\" y1=\"" << panelTop
+    << "\" x2=\"" << left << "\" y2=\"" << panelTop + panelH << "\" stroke=\"black\"/>\n";
+  for (double l = llo; l <= lhi; l += std::max(1.0, std::floor((lhi - llo) / 4)))
+    s << "<text x=\"" << left - 6 << "\" y=\"" << yd(std::pow(10.0, l)) + 4
+      << "\" text-anchor=\"end\">1e" << int(l) << "</text>\n";
+  for (size_t k = 1; k < runs.size(); ++k) {
+    s << "<polyline fill=\"none\" stroke=\"" << colors[k % 6] << "\" stroke-width=\"1.5\" points=\"";
+    for (size_t t = 0; t < runs[k].loss.size() && t < runs[0].loss.size(); ++t)
+      if (std::isfinite(runs[k].loss[t]))
+        s << x(t) << "," << yd(std::fabs(runs[k].loss[t] - runs[0].loss[t])) << " ";
+    s << "\"/>\n";
   }
   s << "</svg>\n";
   return s.str();
@@ -220,6 +266,7 @@ int runVerify(int argc, char **argv) {
   args.flag("max-grad-norm", "clip the global gradient norm (0: off)", false, "1.0");
   args.flag("precision", "fp32 or bf16", false, "fp32");
   args.flag("threads", "CPU threads (0: all)", false, "0");
+  args.flag("backend", "cpu, or cuda: every plan's ranks on this machine's one GPU", false, "cpu");
   args.flag("ddp-bucket-mib", "gradient MiB per dp_replicate all-reduce (0: one per gradient)",
             false, "25");
   args.flag("fsdp-prefetch", "issue each FSDP all-gather this many parameters early", false, "1");
@@ -229,6 +276,8 @@ int runVerify(int argc, char **argv) {
   args.flag("svg", "write the loss curves to this .svg file");
   args.flag("max-loss-rel", "fail when a plan's loss differs from the first by more (relative)");
   args.flag("max-grad-rel", "fail when a step-0 gradient differs by more (relative L2)");
+  args.flag("max-abs-loss", "fail when a plan's |loss - reference loss| exceeds this at any step");
+  args.flag("max-mean-abs-loss", "fail when a plan's mean |loss - reference loss| exceeds this");
   if (!args.parse(argc, argv, 2))
     return args.wantsHelp() ? 0 : 1;
   if (args.positional().size() != 1)
@@ -291,10 +340,13 @@ int runVerify(int argc, char **argv) {
     if (args.has("init-weights") &&
         !loadInitWeights(args.get("init-weights"), tp.params, hfNames, aliases, err))
       return fail("verify", err);
-    auto runner = StepRunner::create(tp, int(args.getInt("threads")), err);
+    auto runner = StepRunner::create(tp, int(args.getInt("threads")), err, args.get("backend"));
     if (!runner)
       return fail("verify", "plan " + r.name + ": " + err);
     r.perRank = runner->perRank();
+    r.device = runner->deviceMemoryPerRank();
+    if (!r.device.empty() && !planner::bufferPlanMemory(*tp.program, r.bufferPlan, err))
+      return fail("verify", "plan " + r.name + ": " + err);
     TrainState st;
     st.params = tp.params;
     for (const ParamSlot &p : st.params) {
@@ -343,9 +395,10 @@ int runVerify(int argc, char **argv) {
     }
   }
 
-  std::printf("loom verify: %s, batch %lld x seq %lld, %s, %lld steps, reference plan %s\n",
+  std::printf("loom verify: %s, batch %lld x seq %lld, %s, %lld steps, %s backend, reference "
+              "plan %s\n",
               model.c_str(), (long long)B, (long long)T, precision.c_str(), (long long)steps,
-              ref.name.c_str());
+              args.get("backend").c_str(), ref.name.c_str());
   std::printf("%-28s %5s %11s %11s %11s %11s %10s %10s %10s %10s %10s\n", "plan", "ranks",
               "loss0", "final", "min", "mean", "max|d|", "mean|d|", "final|d|", "max rel",
               "grad rel");
@@ -374,6 +427,19 @@ int runVerify(int argc, char **argv) {
       std::printf(" %16.9g", k < r.activationNorms0.size() ? r.activationNorms0[k] : NAN);
     std::printf("\n");
   }
+  for (const PlanRun &r : runs)
+    for (size_t k = 0; k < r.device.size(); ++k) {
+      const RankDeviceMemory &d = r.device[k];
+      auto gib = [](double b) { return b / double(1ull << 30); };
+      if (k == 0)
+        std::printf("device memory per rank, GiB (parameters gradients optimizer activations "
+                    "communication workspace | allocated measured): %s\n", r.name.c_str());
+      std::printf("  rank %zu: %.4f %.4f %.4f %.4f %.4f %.4f | %.4f %.4f\n", k, gib(r.bufferPlan.params),
+                  gib(r.bufferPlan.grads), gib(r.bufferPlan.optimizer), gib(r.bufferPlan.activations),
+                  gib(r.bufferPlan.comm + double(d.allocated.communication)),
+                  gib(r.bufferPlan.workspace + double(d.allocated.workspace)),
+                  gib(double(d.allocated.total())), gib(double(d.measured)));
+    }
   std::printf("per-rank bytes (parameters / gradients / optimizer state):\n");
   for (const PlanRun &r : runs)
     std::printf("  %-28s %llu / %llu / %llu\n", r.name.c_str(), (unsigned long long)r.perRank.params,
@@ -390,15 +456,18 @@ int runVerify(int argc, char **argv) {
     std::printf("wrote %s\n", args.get("svg").c_str());
   }
   bool pass = true;
-  if (args.has("max-loss-rel") || args.has("max-grad-rel")) {
-    double lossTol = args.has("max-loss-rel") ? args.getDouble("max-loss-rel") : INFINITY;
-    double gradTol = args.has("max-grad-rel") ? args.getDouble("max-grad-rel") : INFINITY;
+  if (args.has("max-loss-rel") || args.has("max-grad-rel") || args.has("max-abs-loss") ||
+      args.has("max-mean-abs-loss")) {
+    auto bound = [&](const char *flag) { return args.has(flag) ? args.getDouble(flag) : INFINITY; };
+    double lossTol = bound("max-loss-rel"), gradTol = bound("max-grad-rel");
+    double absTol = bound("max-abs-loss"), meanTol = bound("max-mean-abs-loss");
     for (const PlanRun &r : runs) {
-      bool ok = r.maxRel <= lossTol && r.worstGradRel <= gradTol;
+      bool ok = r.maxRel <= lossTol && r.worstGradRel <= gradTol && r.maxAbs <= absTol &&
+                r.meanAbs <= meanTol;
       std::printf("%s: %s: max relative loss difference %.3e over %lld steps, worst step-0 "
-                  "gradient relative L2 %.3e\n",
+                  "gradient relative L2 %.3e, |loss diff| max %.3e mean %.3e\n",
                   ok ? "PASS" : "FAIL", r.name.c_str(), r.maxRel, (long long)steps,
-                  r.worstGradRel);
+                  r.worstGradRel, r.maxAbs, r.meanAbs);
       pass &= ok;
     }
   }

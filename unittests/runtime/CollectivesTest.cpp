@@ -123,6 +123,29 @@ TEST(Collectives, ReduceScatterKeepsThisRanksSlice) {
     }
 }
 
+TEST(Collectives, AllToAllSwapsBlocksInGroupOrder) {
+  Rng rng;
+  // [2, 4, 3] along dim 1 over dp_shard (2 ranks): block g of rank r's
+  // output is block (r's place) of member g's input.
+  std::vector<std::vector<float>> x;
+  for (int r = 0; r < 4; ++r) x.push_back(rng.uniform(24));
+  auto ints = collectiveInts(0, 1, 2, 2, kShardBit);
+  auto outs = runWorld(oneCollective(OpCode::AllToAll, {2, 4, 3}, {2, 4, 3}, ints), 4, x);
+  ASSERT_EQ(outs.size(), 4u);
+  for (int r = 0; r < 4; ++r) {
+    auto group = InProcessCommunicator::groupOf(r, ints);
+    int me = group[0] == r ? 0 : 1;
+    for (int64_t o = 0; o < 2; ++o)
+      for (int g = 0; g < 2; ++g)
+        for (int64_t j = 0; j < 2 * 3; ++j)
+          EXPECT_EQ(outs[r][(o * 4 + g * 2) * 3 + j], x[group[g]][(o * 4 + me * 2) * 3 + j])
+              << "rank " << r;
+  }
+  Program bad = oneCollective(OpCode::AllToAll, {3, 3}, {3, 3}, collectiveInts(0, 1, 1, 2, kShardBit));
+  EXPECT_NE(bad.validate().find("does not divide by the group size 2"), std::string::npos)
+      << bad.validate();
+}
+
 TEST(Collectives, ValidateChecksTheGatheredShapeAndTheMesh) {
   Program p = oneCollective(OpCode::AllGather, {2, 3}, {2, 5}, collectiveInts(0, 1, 1, 2, kShardBit));
   EXPECT_NE(p.validate().find("expected [2,6]"), std::string::npos) << p.validate();

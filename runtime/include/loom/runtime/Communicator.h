@@ -25,7 +25,8 @@
 namespace loom::rt {
 
 inline bool isCollectiveOp(OpCode op) {
-  return op == OpCode::AllReduce || op == OpCode::AllGather || op == OpCode::ReduceScatter;
+  return op == OpCode::AllReduce || op == OpCode::AllGather || op == OpCode::ReduceScatter ||
+         op == OpCode::AllToAll;
 }
 
 class Communicator {
@@ -37,8 +38,8 @@ public:
   /// reaches their memory (NCCL moves device pointers, the others host).
   virtual const char *transport() const = 0;
 
-  /// Runs collective instruction `I` (AllReduce, AllGather, ReduceScatter;
-  /// already validated) for `rank`: `in` and `out` are that rank's f32
+  /// Runs collective instruction `I` (AllReduce, AllGather, ReduceScatter,
+  /// AllToAll; already validated) for `rank`: `in` and `out` are that rank's f32
   /// buffers with the instruction's shapes. Blocks until the rank's group
   /// has made the same call. False with `err` (naming the rank at fault
   /// where one is known) when the job failed or the ranks disagree about

@@ -17,6 +17,15 @@
 
 namespace loom::rt {
 
+/// The device memory an executor allocated at creation, by purpose.
+struct DeviceMemory {
+  uint64_t arena = 0;         // the program's arena (Program::arenaBytes)
+  uint64_t constants = 0;     // the constant blob
+  uint64_t workspace = 0;     // kernel scratch and the GEMM library's workspace
+  uint64_t communication = 0; // the communicator's staging for this rank
+  uint64_t total() const { return arena + constants + workspace + communication; }
+};
+
 class Executor {
 public:
   virtual ~Executor() = default;
@@ -34,7 +43,9 @@ public:
   const Program &program() const { return *program_; }
   /// Bytes of accelerator memory the executor holds (all of it is
   /// allocated at creation); 0 for the CPU backend.
-  virtual uint64_t deviceMemoryBytes() const { return 0; }
+  uint64_t deviceMemoryBytes() const { return deviceMemory().total(); }
+  /// The same by purpose (all zero for the CPU backend).
+  virtual DeviceMemory deviceMemory() const { return {}; }
   /// What runs the program ("cpu", or the GPU's name).
   virtual std::string deviceName() const { return "cpu"; }
 
@@ -58,7 +69,8 @@ class Communicator;
 
 /// Rank `rank` of a multi-rank world: the program's collectives go through
 /// `comm`, which must outlive the executor (cpu: any CPU communicator;
-/// cuda: an NcclCommunicator, see NcclCommunicator.h).
+/// cuda: an NCCL communicator (NcclCommunicator.h, one process per GPU) or
+/// the device-memory one (DeviceMemoryCommunicator.h, every rank on one GPU)).
 std::unique_ptr<Executor> createRankExecutor(std::shared_ptr<const Program> p,
                                              const std::string &backend, int threads,
                                              Communicator *comm, int rank, std::string &err);

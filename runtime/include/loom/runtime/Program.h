@@ -207,6 +207,12 @@ enum class OpCode : uint16_t {
   // in: x -> out: slice g (the rank's place in the group) of the group's
   // sum or mean, along dim (x dim = out dim * group size).
   ReduceScatter = 102,
+  // in: x -> out (x's shape): x is the group's n chunks along dim (x dim =
+  // n * chunk); out's chunk g is chunk `me` (the rank's place in the group)
+  // of member g's x, in group order. MPI's all-to-all, for layouts that
+  // move a sharded dim to another (context and expert parallelism); ints
+  // as above, kind ignored.
+  AllToAll = 103,
 };
 
 struct Program;

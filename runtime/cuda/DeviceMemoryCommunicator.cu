@@ -1,0 +1,353 @@
+//===- DeviceMemoryCommunicator.cu - Every rank of a job on one GPU -------===//
+//
+// Part of loom, under the Apache License v2.0.
+//
+// The simulated ranks of a plan on one GPU (loom train|verify --backend
+// cuda --plan ... without --nproc): one CUDA executor per rank, each with
+// its own stream, arena and scratch, all in one process, their collectives
+// carried out here in device memory. NCCL cannot do this (it refuses two
+// ranks on one device), and a job's GPU code (FSDP's gathered buffers, the
+// tensor-parallel slices) should run on a GPU before it runs on many.
+// This mode is for verification and memory measurement, not for speed:
+// the ranks share one GPU's compute.
+//
+// Semantics, as NCCL on a side stream (PyTorch's process groups):
+//   - each rank has a communication stream; collective k of rank r starts
+//     on it once r's stream and the streams of every member of r's group
+//     have reached collective k (one event per rank and collective, the
+//     host making sure each is recorded before anyone waits on it);
+//   - its output is computed on r's communication stream from the group's
+//     inputs (device pointers into the other ranks' arenas, same device);
+//   - the executor joins it (its stream waits for the collective to have
+//     finished on every member of the group) only before an instruction
+//     that touches the collective's input or output, so the kernels in
+//     between overlap it.
+// Arithmetic: reductions add the group's values in group (rank) order in
+// double precision and round once (the mean divides before rounding):
+// exactly Communicator::compute, so every rank gets identical bits and the
+// run equals the CPU backend's collectives bit for bit. Gathers and
+// scatters along an inner dim stage through the same [group][outer][chunk]
+// buffer NCCL uses, so a rank allocates what one process per GPU would.
+//===----------------------------------------------------------------------===//
+#include "cuda/StreamCommunicator.h"
+#include "lib/Diagnostics.h"
+#include "loom/runtime/DeviceMemoryCommunicator.h"
+
+#include <condition_variable>
+#include <map>
+#include <mutex>
+
+namespace loom::rt {
+
+namespace cuda {
+
+bool collectiveNeedsStaging(const Program &p, const Instr &I) {
+  if (I.op == OpCode::AllReduce)
+    return false;
+  const std::vector<int64_t> &small =
+      p.buffers[I.op == OpCode::ReduceScatter ? I.out[0] : I.in[0]].shape;
+  for (int64_t d = 0; d < I.ints[1]; ++d)
+    if (small[d] != 1)
+      return true;
+  return false;
+}
+
+uint64_t collectiveStagingBytes(const Program &p) {
+  uint64_t bytes = 0;
+  for (const Instr &I : p.instrs) {
+    if (!isCollectiveOp(I.op) || !collectiveNeedsStaging(p, I))
+      continue;
+    uint64_t big = std::max(p.buffers[I.in[0]].bytes, p.buffers[I.out[0]].bytes);
+    // All-to-all stages both its input and what it receives.
+    bytes = std::max(bytes, I.op == OpCode::AllToAll ? 2 * big : big);
+  }
+  return bytes;
+}
+
+} // namespace cuda
+
+namespace {
+
+constexpr int kMaxGroup = 64;
+
+struct GroupPtrs {
+  const float *p[kMaxGroup];
+};
+
+/// out[i] = sum over the group of in_g[from + i], in group order, in double,
+/// rounded once (Communicator::compute's order and rounding).
+__global__ void groupReduce(GroupPtrs in, int n, size_t from, float *out, size_t count, bool mean) {
+  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < count;
+       i += size_t(gridDim.x) * blockDim.x) {
+    double acc = 0;
+    for (int g = 0; g < n; ++g) acc += double(in.p[g][from + i]);
+    out[i] = float(mean ? acc / n : acc);
+  }
+}
+
+std::string cudaErr(const char *what, cudaError_t e) {
+  return cat(what, ": ", cudaGetErrorString(e));
+}
+
+size_t elements(const std::vector<int64_t> &s) {
+  size_t n = 1;
+  for (int64_t d : s) n *= size_t(d);
+  return n;
+}
+
+class DeviceMemoryWorld : public cuda::StreamCommunicator {
+public:
+  explicit DeviceMemoryWorld(int world) : ranks_(world) {}
+
+  ~DeviceMemoryWorld() override {
+    for (Rank &r : ranks_) {
+      for (cudaEvent_t e : r.ready) cudaEventDestroy(e);
+      for (cudaEvent_t e : r.done) cudaEventDestroy(e);
+      if (r.staging) cudaFree(r.staging);
+      if (r.comm) cudaStreamDestroy(r.comm);
+    }
+  }
+
+  int worldSize() const override { return int(ranks_.size()); }
+  const char *transport() const override { return "device-memory"; }
+
+  bool prepare(const Program &p, int rank, void *, std::string &err) override {
+    if (rank < 0 || rank >= worldSize())
+      return fail(err, cat("rank ", rank, " is outside the ", worldSize(), "-rank world"));
+    Rank &r = ranks_[size_t(rank)];
+    cudaError_t e = cudaStreamCreateWithFlags(&r.comm, cudaStreamNonBlocking);
+    if (e != cudaSuccess)
+      return fail(err, cudaErr("cannot create a communication stream", e));
+    for (const Instr &I : p.instrs) {
+      if (!isCollectiveOp(I.op))
+        continue;
+      std::vector<int> group = groupOf(rank, I.ints);
+      if (int(group.size()) > kMaxGroup)
+        return fail(err, cat("a collective group of ", group.size(), " ranks (one GPU runs at most ",
+                             kMaxGroup, ")"));
+      r.groups.push_back(std::move(group));
+      r.staged.push_back(cuda::collectiveNeedsStaging(p, I));
+      for (auto *events : {&r.ready, &r.done}) {
+        events->emplace_back();
+        if ((e = cudaEventCreateWithFlags(&events->back(), cudaEventDisableTiming)) != cudaSuccess)
+          return fail(err, cudaErr("cannot create a CUDA event", e));
+      }
+    }
+    size_t k = r.groups.size();
+    r.source.assign(k, nullptr);
+    r.seq.assign(k, 0);
+    r.stagingBytes = cuda::collectiveStagingBytes(p);
+    if (r.stagingBytes && (e = cudaMalloc(&r.staging, r.stagingBytes)) != cudaSuccess)
+      return fail(err, cat("cannot allocate ", r.stagingBytes, " bytes of collective staging: ",
+                           cudaGetErrorString(e)));
+    return true;
+  }
+
+  bool enqueue(int rank, int k, const Instr &I, const std::vector<int64_t> &inShape,
+               const std::vector<int64_t> &outShape, const float *in, float *out,
+               cudaStream_t stream, std::string &err) override {
+    Rank &r = ranks_[size_t(rank)];
+    if (size_t(k) >= r.groups.size())
+      return fail(err, cat("collective ", k, " was not prepared"));
+    const std::vector<int> &group = r.groups[size_t(k)];
+    const int n = int(group.size());
+    int me = 0;
+    while (group[size_t(me)] != rank) ++me;
+    // [outer, n * piece] around dim of the larger side: what moves per rank
+    // and outer row.
+    int64_t dim = I.ints[1];
+    const std::vector<int64_t> &big = I.op == OpCode::AllGather ? outShape : inShape;
+    size_t outer = 1;
+    for (int64_t d = 0; d < std::max<int64_t>(dim, 0); ++d) outer *= size_t(big[size_t(d)]);
+    size_t total = elements(big), piece = total / outer / size_t(n);
+    float *staging = static_cast<float *>(r.staging);
+    const float *source = in; // what the group's peers read of this rank
+    cudaError_t e = cudaSuccess;
+    // Scatters along an inner dim: lay the input out [group][outer][piece]
+    // first, on the rank's own stream (NCCL's staging, same bytes).
+    if (r.staged[size_t(k)] && I.op != OpCode::AllGather) {
+      for (int g = 0; g < n && e == cudaSuccess; ++g)
+        e = cudaMemcpy2DAsync(staging + size_t(g) * outer * piece, piece * 4, in + size_t(g) * piece,
+                              size_t(n) * piece * 4, piece * 4, outer, cudaMemcpyDeviceToDevice, stream);
+      source = staging;
+    }
+    if (e == cudaSuccess)
+      e = cudaEventRecord(r.ready[size_t(k)], stream);
+    if (e != cudaSuccess)
+      return failAndAbort(rank, err, cudaErr("collective input staging", e));
+    // Host rendezvous: every member has recorded its ready event and said
+    // where its input lives.
+    {
+      std::unique_lock<std::mutex> lock(m_);
+      r.source[size_t(k)] = source;
+      r.seq[size_t(k)] = ++r.arrived;
+      cv_.notify_all();
+      int64_t want = r.arrived;
+      cv_.wait(lock, [&] {
+        if (aborted_) return true;
+        for (int g : group)
+          if (ranks_[size_t(g)].arrived < want) return false;
+        return true;
+      });
+      if (aborted_)
+        return fail(err, abortWhy_);
+    }
+    for (int g : group)
+      if ((e = cudaStreamWaitEvent(r.comm, ranks_[size_t(g)].ready[size_t(k)], 0)) != cudaSuccess)
+        return failAndAbort(rank, err, cudaErr("ordering a collective after its inputs", e));
+    GroupPtrs ptrs{};
+    for (int g = 0; g < n; ++g) ptrs.p[g] = ranks_[size_t(group[size_t(g)])].source[size_t(k)];
+    bool mean = I.ints[0] == 1;
+    int blocks = 0;
+    auto reduce = [&](size_t from, float *dst, size_t count) {
+      blocks = int(std::min<size_t>((count + 255) / 256, 4096));
+      groupReduce<<<std::max(blocks, 1), 256, 0, r.comm>>>(ptrs, n, from, dst, count, mean);
+      return cudaGetLastError();
+    };
+    switch (I.op) {
+    case OpCode::AllReduce:
+      e = reduce(0, out, total);
+      break;
+    case OpCode::ReduceScatter: // chunk `me` of the group's sum
+      e = reduce(size_t(me) * outer * piece, out, outer * piece);
+      break;
+    case OpCode::AllGather: {
+      // Each member's whole input as a block; along an inner dim through
+      // staging, then interleaved into [outer][group][piece].
+      float *dst = r.staged[size_t(k)] ? staging : out;
+      for (int g = 0; g < n && e == cudaSuccess; ++g)
+        e = cudaMemcpyAsync(dst + size_t(g) * outer * piece, ptrs.p[g], outer * piece * 4,
+                            cudaMemcpyDeviceToDevice, r.comm);
+      for (int g = 0; g < n && e == cudaSuccess && dst != out; ++g)
+        e = cudaMemcpy2DAsync(out + size_t(g) * piece, size_t(n) * piece * 4,
+                              staging + size_t(g) * outer * piece, piece * 4, piece * 4, outer,
+                              cudaMemcpyDeviceToDevice, r.comm);
+      break;
+    }
+    case OpCode::AllToAll: {
+      // Block g of the result is block `me` of member g's (staged) input.
+      float *dst = r.staged[size_t(k)] ? staging + total : out;
+      for (int g = 0; g < n && e == cudaSuccess; ++g)
+        e = cudaMemcpyAsync(dst + size_t(g) * outer * piece, ptrs.p[g] + size_t(me) * outer * piece,
+                            outer * piece * 4, cudaMemcpyDeviceToDevice, r.comm);
+      for (int g = 0; g < n && e == cudaSuccess && dst != out; ++g)
+        e = cudaMemcpy2DAsync(out + size_t(g) * piece, size_t(n) * piece * 4,
+                              dst + size_t(g) * outer * piece, piece * 4, piece * 4, outer,
+                              cudaMemcpyDeviceToDevice, r.comm);
+      break;
+    }
+    default:
+      return failAndAbort(rank, err, cat(opcodeName(I.op), " is not a collective"));
+    }
+    (void)outShape;
+    if (e == cudaSuccess)
+      e = cudaEventRecord(r.done[size_t(k)], r.comm);
+    if (e != cudaSuccess)
+      return failAndAbort(rank, err, cudaErr(opcodeName(I.op), e));
+    std::lock_guard<std::mutex> lock(m_);
+    r.recorded = r.seq[size_t(k)];
+    cv_.notify_all();
+    return true;
+  }
+
+  bool join(int rank, int k, cudaStream_t stream, std::string &err) override {
+    Rank &r = ranks_[size_t(rank)];
+    for (int j = r.joined + 1; j <= k; ++j) {
+      const std::vector<int> &group = r.groups[size_t(j)];
+      int64_t want = r.seq[size_t(j)];
+      {
+        std::unique_lock<std::mutex> lock(m_);
+        cv_.wait(lock, [&] {
+          if (aborted_) return true;
+          for (int g : group)
+            if (ranks_[size_t(g)].recorded < want) return false;
+          return true;
+        });
+        if (aborted_)
+          return fail(err, abortWhy_);
+      }
+      for (int g : group)
+        if (cudaError_t e = cudaStreamWaitEvent(stream, ranks_[size_t(g)].done[size_t(j)], 0);
+            e != cudaSuccess)
+          return failAndAbort(rank, err, cudaErr("joining a collective", e));
+      r.joined = j;
+    }
+    return true;
+  }
+
+  bool wait(int rank, cudaStream_t stream, std::string &err) override {
+    Rank &r = ranks_[size_t(rank)];
+    if (!join(rank, int(r.groups.size()) - 1, stream, err))
+      return false;
+    r.joined = -1; // the next run starts joining from its first collective
+    cudaError_t e = cudaStreamSynchronize(stream);
+    if (e != cudaSuccess)
+      return failAndAbort(rank, err, cudaErr("the GPU stream failed", e));
+    return true;
+  }
+
+  bool collective(int rank, const Instr &, const std::vector<int64_t> &,
+                  const std::vector<int64_t> &, const float *, float *,
+                  std::string &err) override {
+    return fail(err, cat("rank ", rank, ": the device-memory communicator runs collectives on "
+                                        "CUDA streams (a cuda executor's), not host calls"));
+  }
+
+  void abort(const std::string &why) override {
+    std::lock_guard<std::mutex> lock(m_);
+    if (!aborted_) {
+      aborted_ = true;
+      abortWhy_ = why;
+    }
+    cv_.notify_all();
+  }
+
+  bool peerFailed() const override {
+    std::lock_guard<std::mutex> lock(m_);
+    return aborted_;
+  }
+
+  uint64_t deviceBytes(int rank) const override { return ranks_[size_t(rank)].stagingBytes; }
+
+private:
+  struct Rank {
+    cudaStream_t comm = nullptr;
+    std::vector<std::vector<int>> groups;   // per collective: the group, rank order
+    std::vector<char> staged;               // per collective: through staging
+    std::vector<cudaEvent_t> ready, done;   // per collective
+    std::vector<const float *> source;      // per collective: what peers read
+    std::vector<int64_t> seq;               // per collective: its `arrived` count
+    int64_t arrived = 0, recorded = 0;      // collectives enqueued / done recorded
+    int joined = -1;                        // collectives joined this run
+    void *staging = nullptr;
+    uint64_t stagingBytes = 0;
+  };
+
+  static bool fail(std::string &err, std::string msg) {
+    err = std::move(msg);
+    return false;
+  }
+  bool failAndAbort(int rank, std::string &err, std::string msg) {
+    err = std::move(msg);
+    abort(cat("rank ", rank, " failed: ", err));
+    return false;
+  }
+
+  std::vector<Rank> ranks_;
+  mutable std::mutex m_;
+  std::condition_variable cv_;
+  bool aborted_ = false;
+  std::string abortWhy_;
+};
+
+} // namespace
+
+std::unique_ptr<Communicator> createDeviceMemoryCommunicator(int worldSize, std::string &err) {
+  if (worldSize < 1) {
+    err = "a device-memory communicator needs at least one rank";
+    return nullptr;
+  }
+  return std::make_unique<DeviceMemoryWorld>(worldSize);
+}
+
+} // namespace loom::rt
