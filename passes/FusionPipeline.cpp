@@ -46,6 +46,31 @@ void buildTrainStepTail(mlir::OpPassManager &pm, bool bf16, bool fuseGradientCli
     pm.nest<mlir::func::FuncOp>().addPass(createFuseGradientClipping());
 }
 
+void buildSpmdTrainStep(mlir::OpPassManager &pm, const SpmdStepOptions &o) {
+  if (o.tp > 1) {
+    ShardTensorParallelOptions tpo;
+    tpo.tp = o.tp;
+    pm.addPass(createShardTensorParallel(tpo));
+  }
+  pm.addPass(createBuildTrainStep(o.step));
+  if (o.tp > 1)
+    pm.addPass(createReduceTensorParallelNorm());
+  if (o.dpReplicate * o.dpShard > 1) {
+    AnnotateDataParallelOptions ann;
+    ann.dpReplicate = o.dpReplicate;
+    ann.dpShard = o.dpShard;
+    pm.addPass(createAnnotateDataParallel(ann));
+    InsertFsdpCollectivesOptions fsdp;
+    fsdp.reshardAfterForward = o.fsdpReshardAfterForward;
+    fsdp.prefetch = o.fsdpPrefetch;
+    pm.addPass(createInsertFsdpCollectives(fsdp));
+    InsertDdpCollectivesOptions ddp;
+    ddp.bucketBytes = o.ddpBucketBytes;
+    pm.addPass(createInsertDdpCollectives(ddp));
+  }
+  buildTrainStepTail(pm, o.bf16, o.fuseGradientClipping);
+}
+
 void registerFusionPipeline() {
   mlir::PassPipelineRegistration<>(
       "loom-fusion-pipeline",

@@ -31,6 +31,26 @@ void buildFusionPipeline(mlir::OpPassManager &pm, bool autocastBf16 = false);
 /// train` and the planner's buffer plan share it, so the planner sizes the
 /// very step loom runs.
 void buildTrainStepTail(mlir::OpPassManager &pm, bool bf16, bool fuseGradientClipping = true);
+
+/// One rank's training step under a data- and tensor-parallel plan.
+struct SpmdStepOptions {
+  BuildTrainStepOptions step;
+  int64_t tp = 1, dpReplicate = 1, dpShard = 1;
+  int64_t ddpBucketBytes = 25 << 20;   // gradients per dp_replicate all_reduce (0: one each)
+  bool fsdpReshardAfterForward = true; // gather again for backward
+  int64_t fsdpPrefetch = 1;            // gathers issued this many parameters ahead
+  bool bf16 = false;                   // the forward went through autocast
+  bool fuseGradientClipping = true;
+};
+
+/// From the fused @forward (at the rank's own batch) to the rank's
+/// @train_step: tensor parallelism before autodiff (its collectives carry
+/// their gradients), BuildTrainStep, the tp-split norm terms, the
+/// data-parallel placements, FSDP's and DDP's collectives, then the tail.
+/// `loom train`, `loom verify` and the planner's per-rank memory build the
+/// step through this one function, so the planner sizes the program the
+/// ranks run.
+void buildSpmdTrainStep(mlir::OpPassManager &pm, const SpmdStepOptions &o);
 void registerFusionPipeline();
 
 /// Every loom pass and pipeline, for loom-opt.

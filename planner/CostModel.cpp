@@ -318,6 +318,23 @@ MemoryBreakdown CostModel::deviceMemory(int d, const Plan &p) const {
   return mem;
 }
 
+bool CostModel::compilesPerRank(const Plan &plan) {
+  return plan.pp == 1 && plan.cp == 1 && plan.microbatches == 1 &&
+         plan.checkpoint == Checkpoint::None && !plan.fp8;
+}
+
+void CostModel::useRankBufferPlan(PlanEstimate &e, const MemoryBreakdown &mem) const {
+  e.memory = mem;
+  e.memorySource = "buffer-plan";
+  e.worstDevice = 0;
+  e.rejections.erase(std::remove_if(e.rejections.begin(), e.rejections.end(),
+                                    [](const std::string &r) { return r.rfind("memory ", 0) == 0; }),
+                     e.rejections.end());
+  if (e.memory.total() > hw.memoryBytes)
+    e.rejections.push_back("memory " + gib(e.memory.total()) + " > " + gib(hw.memoryBytes) +
+                           " usable");
+}
+
 PlanEstimate CostModel::evaluate(const Plan &plan, bool detail) const {
   PlanEstimate est;
   est.plan = plan;

@@ -68,6 +68,15 @@ public:
 
   PlanEstimate evaluate(const Plan &plan, bool detail = false) const;
 
+  /// True when the compiler can build the plan's per-rank step today
+  /// (data and tensor parallelism: pp = cp = 1, one microbatch, no
+  /// recompute, no fp8), so its memory can come from the buffer plan.
+  static bool compilesPerRank(const Plan &plan);
+  /// Replaces `e`'s memory with `mem`, the compiler's buffer plan of one of
+  /// its ranks (planner/ir/IrCost.h, rankBufferPlan), and checks it
+  /// against the GPU again.
+  void useRankBufferPlan(PlanEstimate &e, const MemoryBreakdown &mem) const;
+
   /// Seconds one op takes on one GPU of a (tp, cp) group, one microbatch.
   double opTime(const CostOp &op, int tp, int cp, bool fp8) const;
   /// Reasons the plan cannot run (besides memory), empty when it can.

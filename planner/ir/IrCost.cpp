@@ -949,4 +949,44 @@ bool buildModelCost(const std::string &path, const IrCostOptions &opts, ModelCos
   return true;
 }
 
+bool rankBufferPlan(const std::string &path, int64_t microbatch, int64_t seq, int dpReplicate,
+                    int dpShard, int tp, MemoryBreakdown &out, std::string &err) {
+  MLIRContext ctx;
+  double scale = 1;
+  std::vector<std::string> notes;
+  OwningOpRef<ModuleOp> module = loadForward(ctx, path, microbatch, seq, scale, notes, err);
+  if (!module)
+    return false;
+  if (scale != 1) {
+    err = path + ": the model's batch is fixed; it cannot be compiled at " +
+          std::to_string(microbatch) + " rows per rank";
+    return false;
+  }
+  FirstDiagnostic diag(ctx);
+  PassManager pm(&ctx);
+  // As compileTrainStep (tools/loom/TrainProgram.cpp) with --precision bf16.
+  buildFusionPipeline(pm, /*autocastBf16=*/true);
+  pm.addPass(createCSEPass());
+  SpmdStepOptions o;
+  o.tp = tp;
+  o.dpReplicate = dpReplicate;
+  o.dpShard = dpShard;
+  o.bf16 = true;
+  buildSpmdTrainStep(pm, o);
+  if (failed(pm.run(*module))) {
+    err = path + ": building the per-rank training step failed: " + diag.text;
+    return false;
+  }
+  rt::Program program;
+  if (!lowerToProgram(module->lookupSymbol<func::FuncOp>("train_step"), program, err)) {
+    err = path + ": codegen: " + err;
+    return false;
+  }
+  if (!bufferPlanMemory(program, out, err))
+    return false;
+  out.workspace += double(rt::backendWorkspaceBytes(program, "cuda"));
+  out.comm += double(rt::backendCommunicationBytes(program, "cuda"));
+  return true;
+}
+
 } // namespace loom::planner

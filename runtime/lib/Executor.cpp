@@ -7,7 +7,11 @@
 #include "cpu/CpuExecutor.h"
 #ifdef LOOM_HAVE_CUDA
 #include "cuda/CudaExecutor.h"
+#include "cuda/StreamCommunicator.h"
 #endif
+#include "loom/runtime/Communicator.h"
+
+#include <algorithm>
 
 namespace loom::rt {
 
@@ -15,6 +19,19 @@ uint64_t backendWorkspaceBytes(const Program &p, const std::string &backend) {
 #ifdef LOOM_HAVE_CUDA
   if (backend == "cuda")
     return cudaWorkspaceBytes(p);
+#else
+  (void)p;
+  (void)backend;
+#endif
+  return 0;
+}
+
+uint64_t backendCommunicationBytes(const Program &p, const std::string &backend) {
+#ifdef LOOM_HAVE_CUDA
+  bool collectives = std::any_of(p.instrs.begin(), p.instrs.end(),
+                                 [](const Instr &I) { return isCollectiveOp(I.op); });
+  if (backend == "cuda" && collectives)
+    return cuda::collectiveStagingBytes(p);
 #else
   (void)p;
   (void)backend;

@@ -12,6 +12,7 @@
 #include "planner/Report.h"
 #include "planner/ir/IrCost.h"
 
+#include <cstdio>
 #include <cstdlib>
 #include <iostream>
 
@@ -51,6 +52,10 @@ int runPlan(int argc, char **argv) {
   args.flag("cost-from", "train-step (default; falls back to forward) or forward (backward = 2x)",
             false, "train-step");
   args.flag("dump-costs", "print what the planner read off the IR (JSON) and stop", true);
+  args.flag("rank-buffer-plan",
+            "with --explain: memory of a data/tensor-parallel plan from the compiler's per-rank "
+            "program (0: the analytical model)",
+            false, "1");
   if (!args.parse(argc, argv, 2))
     return args.wantsHelp() ? 0 : 1;
   if (args.positional().size() != 1)
@@ -163,6 +168,18 @@ int runPlan(int argc, char **argv) {
                                   " GPUs (dpr*dps*cp*tp*pp must equal --gpus)");
       }
     }
+  }
+
+  // The explained plan's memory from the compiler's own per-rank program
+  // where it can build one: what each of its ranks allocates.
+  if (explain && CostModel::compilesPerRank(chosen.plan) && args.get("rank-buffer-plan") == "1") {
+    MemoryBreakdown rankMem;
+    if (rankBufferPlan(model, req.microbatch, req.seq, chosen.plan.dpReplicate,
+                       chosen.plan.dpShard, chosen.plan.tp, rankMem, err))
+      cm.useRankBufferPlan(chosen, rankMem);
+    else
+      std::fprintf(stderr, "loom plan: the per-rank buffer plan is not available (%s); memory "
+                           "stays %s\n", err.c_str(), chosen.memorySource.c_str());
   }
 
   if (args.get("json") == "1") {

@@ -108,33 +108,20 @@ bool compileTrainStep(const std::string &path, int64_t batch, int64_t seq,
     f.shape.assign(t.getShape().begin(), t.getShape().end());
     f.isF32 = floatValues(c, f.value);
   });
-  auto addPasses = [&](mlir::PassManager &pm) {
-    if (o.tp > 1) {
-      ShardTensorParallelOptions tpo;
-      tpo.tp = o.tp;
-      pm.addPass(createShardTensorParallel(tpo));
-    }
-    pm.addPass(createBuildTrainStep(bt));
-    if (o.tp > 1)
-      pm.addPass(createReduceTensorParallelNorm());
-    if (dp > 1) {
-      AnnotateDataParallelOptions ann;
-      ann.dpReplicate = o.dpReplicate;
-      ann.dpShard = o.dpShard;
-      pm.addPass(createAnnotateDataParallel(ann));
-      InsertFsdpCollectivesOptions fsdp;
-      fsdp.reshardAfterForward = o.fsdpReshardAfterForward;
-      fsdp.prefetch = o.fsdpPrefetch;
-      pm.addPass(createInsertFsdpCollectives(fsdp));
-      InsertDdpCollectivesOptions ddp;
-      ddp.bucketBytes = o.ddpBucketBytes;
-      pm.addPass(createInsertDdpCollectives(ddp));
-    }
-    // The same bits with or without the fused clipping; LOOM_FUSE_GRAD_CLIP=0
-    // keeps the unfused ops (an A/B switch for timing and for checking that).
-    const char *f = std::getenv("LOOM_FUSE_GRAD_CLIP");
-    buildTrainStepTail(pm, o.bf16, !f || std::string(f) != "0");
-  };
+  SpmdStepOptions spmd;
+  spmd.step = bt;
+  spmd.tp = o.tp;
+  spmd.dpReplicate = o.dpReplicate;
+  spmd.dpShard = o.dpShard;
+  spmd.ddpBucketBytes = o.ddpBucketBytes;
+  spmd.fsdpReshardAfterForward = o.fsdpReshardAfterForward;
+  spmd.fsdpPrefetch = o.fsdpPrefetch;
+  spmd.bf16 = o.bf16;
+  // The same bits with or without the fused clipping; LOOM_FUSE_GRAD_CLIP=0
+  // keeps the unfused ops (an A/B switch for timing and for checking that).
+  const char *f = std::getenv("LOOM_FUSE_GRAD_CLIP");
+  spmd.fuseGradientClipping = !f || std::string(f) != "0";
+  auto addPasses = [&](mlir::PassManager &pm) { buildSpmdTrainStep(pm, spmd); };
   if (!runPipeline(*module, path, "building the training step", addPasses, err))
     return false;
   auto step = module->lookupSymbol<mlir::func::FuncOp>("train_step");

@@ -59,6 +59,12 @@ protected:
 /// the memory a run takes. 0 for "cpu" and for a backend not built.
 uint64_t backendWorkspaceBytes(const Program &p, const std::string &backend);
 
+/// Device bytes a rank of a multi-rank `p` allocates on `backend` for its
+/// collectives (staging of gathers and scatters along inner dims, as NCCL
+/// needs it): 0 for "cpu", for programs without collectives and for a
+/// backend not built.
+uint64_t backendCommunicationBytes(const Program &p, const std::string &backend);
+
 /// Creates an executor for `backend` ("cpu"; "cuda" when built with CUDA).
 /// `threads` <= 0 means one per hardware thread.
 std::unique_ptr<Executor> createExecutor(std::shared_ptr<const Program> p,
