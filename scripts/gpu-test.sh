@@ -22,6 +22,17 @@
 #  - per model: the bf16 curve on loom's own attention kernels
 #    (LOOM_CUDNN=0) within the same bound; cuDNN's attention backward adds
 #    dQ with atomics, so bit-for-bit checks run on loom's kernels:
+#  - device-ranks: DeviceMemoryCommunicator.* (every collective of simulated
+#    ranks on one GPU equals the CPU's bit for bit, overlap, a failing rank,
+#    the memory check before allocating);
+#  - nccl-world-1: the NCCL communicator as a world of one (rendezvous,
+#    every collective opcode, async-error polling, abort);
+#  - per model: spmd-<m>-cuda, the plans 1, dp_replicate=2, dp_shard=2,
+#    tp=2, dp_replicate=2,dp_shard=2, dp_shard=2,tp=2 and dp_shard=4 as
+#    simulated ranks on the GPU (loom verify --backend cuda), fp32, 20 steps:
+#    each within 1e-5 relative loss of the one-rank CUDA run and step-0
+#    gradients within 1e-5 relative L2; spmd-<m>-cpu-vs-cuda, each plan's
+#    CUDA losses within 1e-4 relative of the same plan on the CPU backend;
 #  - per model: the bf16 curve with autocast's casts left unfolded
 #    (LOOM_FOLD_CASTS=0), and the one with the gradient norm and clip left
 #    unfused (LOOM_FUSE_GRAD_CLIP=0), have exactly the same losses and grad
@@ -38,8 +49,10 @@ mkdir -p "$OUT"
 [ -d "$BUILD/lib" ] && export LD_LIBRARY_PATH="$PWD/$BUILD/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 
 pass=0 fail=0 skip=0
-checks=(unit)
+checks=(unit device-ranks nccl-world-1)
+SPMD_PLANS="1 dp_replicate=2 dp_shard=2 tp=2 dp_replicate=2,dp_shard=2 dp_shard=2,tp=2 dp_shard=4"
 for m in llama qwen2 gpt2; do
+  checks+=("spmd-$m-cuda" "spmd-$m-cpu-vs-cuda")
   for v in static dynamic dynamic-noopt; do checks+=("grads-$m-$v"); done
   checks+=("curve-$m-fp32" "curve-$m-bf16" "curve-$m-bf16-loomattn" "fold-$m-bf16" "gradclip-$m-bf16")
 done
@@ -64,6 +77,48 @@ if "$UNIT" --gtest_filter='CudaBackend.*:CudaMixedDtype.*:CudnnAttention.*' > "$
 else
   report unit FAIL "see below"; grep -E 'FAILED|Failure|error|seed' "$OUT/unit.log" | head -20
 fi
+
+if "$UNIT" --gtest_filter='DeviceMemoryCommunicator.*' > "$OUT/device-ranks.log" 2>&1; then
+  report device-ranks PASS "$(grep -c '^\[       OK \]' "$OUT/device-ranks.log") tests of simulated ranks on one GPU"
+else
+  report device-ranks FAIL "see below"; grep -E 'FAILED|Failure|error' "$OUT/device-ranks.log" | head -20
+fi
+if env NCCL_NVLS_ENABLE=0 "$UNIT" --gtest_filter='NcclCommunicator.*' > "$OUT/nccl.log" 2>&1 &&
+   grep -q '^\[       OK \]' "$OUT/nccl.log"; then
+  report nccl-world-1 PASS "NCCL $(grep -o 'NCCL version [0-9.+a-z]*' "$OUT/nccl.log" | head -1) world of one: every collective, abort"
+else
+  report nccl-world-1 FAIL "see below"; grep -E 'FAILED|Failure|error|SKIPPED' "$OUT/nccl.log" | head -20
+fi
+
+# Every plan's ranks on the one GPU against the one-rank CUDA run, and each
+# plan's CUDA run against the same plan on the CPU backend.
+for m in llama qwen2 gpt2; do
+  common=(--plans $SPMD_PLANS --data "$FIX/corpus.u16.bin" --batch 4 --seq 64 --steps 20 --batching fixture
+          --warmup 5 --init-weights "$FIX/$m.init.safetensors")
+  if "$LOOM" verify "$FIX/$m.dynamic.onnx" "${common[@]}" --backend cuda --json "$OUT/spmd-$m-cuda.json" \
+       --svg "$OUT/spmd-$m-cuda.svg" --max-loss-rel 1e-5 --max-grad-rel 1e-5 > "$OUT/spmd-$m-cuda.log" 2>&1; then
+    report "spmd-$m-cuda" PASS "$(python3 -c "
+import json, sys
+r = json.load(open(sys.argv[1]))['plans']
+print('7 plans x 20 steps; worst relative loss %.2e, worst step-0 gradient %.2e' % (
+    max(p['max_rel_loss_diff'] for p in r), max(p['worst_grad_rel_l2'] for p in r)))" "$OUT/spmd-$m-cuda.json")"
+  else
+    report "spmd-$m-cuda" FAIL "$(grep -E '^FAIL|error' "$OUT/spmd-$m-cuda.log" | head -3 | tr '\n' ';')"
+  fi
+  if "$LOOM" verify "$FIX/$m.dynamic.onnx" "${common[@]}" --backend cpu --json "$OUT/spmd-$m-cpu.json" \
+       > "$OUT/spmd-$m-cpu.log" 2>&1 && [ -f "$OUT/spmd-$m-cuda.json" ] &&
+     res=$(python3 -c "
+import json, sys
+a = {p['plan']: p['loss'] for p in json.load(open(sys.argv[1]))['plans']}
+b = {p['plan']: p['loss'] for p in json.load(open(sys.argv[2]))['plans']}
+worst = max(abs(x - y) / abs(y) for k in a for x, y in zip(a[k], b[k]))
+print('cuda vs cpu, every plan and step: worst relative loss difference %.2e' % worst)
+sys.exit(0 if set(a) == set(b) and worst <= 1e-4 else 1)" "$OUT/spmd-$m-cuda.json" "$OUT/spmd-$m-cpu.json"); then
+    report "spmd-$m-cpu-vs-cuda" PASS "$res"
+  else
+    report "spmd-$m-cpu-vs-cuda" FAIL "${res:-$(tail -1 "$OUT/spmd-$m-cpu.log")}"
+  fi
+done
 
 loss0() { python3 -c "import json,sys; print(json.load(open('$FIX/reference.json'))['models']['$1']['loss0_fp64'])"; }
 

@@ -2,7 +2,8 @@
 //
 // Part of loom, under the Apache License v2.0.
 //
-// UNTESTED ON GPUs: compiled in CI, not yet run on a multi-GPU machine.
+// Run on one GPU only, as a world of one (make gpu-test, nccl-world-1);
+// not yet on several GPUs.
 //
 // Setup: the device is LOCAL_RANK's; rank 0's ncclGetUniqueId travels to
 // every rank over the TCP rendezvous; ncclCommInitRankConfig creates the
@@ -262,6 +263,14 @@ private:
   /// Finishes a non-blocking NCCL call: polls while it is in progress.
   bool settle(ncclComm_t c, ncclResult_t r, Clock::time_point deadline, const char *what,
               std::string &err) {
+    // A non-blocking communicator has finished an operation when its
+    // asynchronous state leaves ncclInProgress, also when the call itself
+    // returned ncclSuccess (seen on NCCL 2.28: ncclCommInitRankConfig
+    // returned success and the next call on the communicator was refused,
+    // "Attempt to use communicator before the previous operation returned
+    // ncclSuccess").
+    if (r == ncclSuccess && c && ncclCommGetAsyncError(c, &r) != ncclSuccess)
+      r = ncclSuccess;
     while (r == ncclInProgress) {
       if (Clock::now() > deadline) {
         peerFailed_ = true;
