@@ -97,7 +97,7 @@ EOF
 
 # The seeds' comparison: same weights (the export's), same batches.
 timeout 560 "$LOOM" verify "$MODEL" --plans "${PLANS[@]}" --backend cuda --precision bf16 "${DATA[@]}" \
-  --steps "$STEPS" --lr 3e-4 --warmup 10 --json "$OUT/verify.json" --svg "$OUT/verify.svg" \
+  --steps "$STEPS" --lr "${LOOM_VERIFY_LR:-3e-4}" --warmup 10 --json "$OUT/verify.json" --svg "$OUT/verify.svg" \
   --max-abs-loss 2e-2 --max-mean-abs-loss 1e-3 > "$OUT/verify.txt" 2>&1
 st=$?
 grep -E "^loom verify|^plan |^[0-9a-z_=,]+ +[0-9]+ |^PASS|^FAIL|error" "$OUT/verify.txt"
