@@ -282,6 +282,21 @@ bool ProgramBuilder::lowerOp(Operation *op, std::string &err) {
         ok = emitCollective(rt::OpCode::ReduceScatter, op, c.getKind(), int64_t(c.getDim()),
                             c.getAxes(), err);
       })
+      // Sequence, context and vocabulary parallelism (issue 18). The
+      // permute's shift travels in the collectives' dim slot.
+      .Case<CollectivePermuteOp>([&](CollectivePermuteOp c) {
+        ok = emitCollective(rt::OpCode::CollectivePermute, op, ReduceKind::sum, c.getShift(),
+                            c.getAxes(), err);
+      })
+      .Case<ShardSliceOp>([&](ShardSliceOp c) {
+        ok = emitCollective(rt::OpCode::ShardSlice, op, ReduceKind::sum, int64_t(c.getDim()),
+                            c.getAxes(), err);
+      })
+      .Case<VocabShardEmbeddingOp>([&](auto) { emit(OpCode::VocabShardEmbedding, op); })
+      .Case<VocabShardEmbeddingGradOp>([&](auto) { emit(OpCode::VocabShardEmbeddingGrad, op); })
+      .Case<VocabShardCrossEntropyOp>([&](auto) { emit(OpCode::VocabShardCrossEntropy, op); })
+      .Case<VocabShardCrossEntropyGradOp>(
+          [&](auto) { emit(OpCode::VocabShardCrossEntropyGrad, op); })
       .Default([&](Operation *) {
         err = "codegen does not handle " + opName(op);
         ok = false;

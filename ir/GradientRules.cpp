@@ -317,7 +317,7 @@ LogicalResult RotaryOp::buildGradients(OpBuilder &b, ArrayRef<Value> dys, SmallV
   return success();
 }
 
-/// The output of `op` as its readers see it, which the backward's delta =
+/// The attention output `o` as its readers see it, which the backward's delta =
 /// <dy, o> must use. Under autocast (AutocastBf16) the fused op stands for
 /// SDPA, whose output is a bf16 tensor: the IR computes it in f32 and rounds
 /// it right after the op, cast(bf16) then cast(f32). The rounded values are
@@ -325,8 +325,7 @@ LogicalResult RotaryOp::buildGradients(OpBuilder &b, ArrayRef<Value> dys, SmallV
 /// rounding the f32 result's only reader, so that codegen folds it into the
 /// attention kernel (FoldCasts) instead of keeping an f32 copy of the
 /// output alive until the backward.
-static Value savedAttentionOutput(AttentionOp op) {
-  Value o = op.getOutput();
+Value loom::attentionOutputAsRead(Value o) {
   auto wide = cast<RankedTensorType>(o.getType());
   if (!o.hasOneUse())
     return o;
@@ -346,7 +345,7 @@ LogicalResult AttentionOp::buildGradients(OpBuilder &b, ArrayRef<Value> dys, Sma
   if (dys.size() > 1 && dys[1])
     return emitOpError("has a gradient for its lse result, which attention_grad does not take");
   auto op = b.create<AttentionGradOp>(getLoc(), getQuery(), getKey(), getValue(),
-                                      savedAttentionOutput(*this), getLse(), dys[0],
+                                      attentionOutputAsRead(getOutput()), getLse(), dys[0],
                                       getScaleAttr(), getCausalAttr());
   dx.assign({op.getQueryGrad(), op.getKeyGrad(), op.getValueGrad()});
   return success();

@@ -7,6 +7,7 @@
 // optimizer together.
 //===----------------------------------------------------------------------===//
 #include "passes/Autodiff.h"
+#include "passes/ParallelLoss.h"
 #include "passes/PatternUtils.h"
 #include "passes/Passes.h"
 
@@ -182,7 +183,11 @@ struct BuildTrainStepPass : impl::BuildTrainStepBase<BuildTrainStepPass> {
         loc, RankedTensorType::get({rows, vocab}, logitsType.getElementType()), logits);
     Value flatTargets = b.create<ReshapeOp>(
         loc, RankedTensorType::get({rows}, tokensType.getElementType()), targets);
-    Value loss = b.create<CrossEntropyOp>(loc, flatLogits, flatTargets);
+    // Sharded logits (loss, context or sequence parallelism) reduce over
+    // their ranks; otherwise this is one device's cross_entropy.
+    Value loss = buildParallelLoss(b, loc, flatLogits, flatTargets,
+                                   fwd.getResultAttrOfType<ShardingAttr>(0, kShardingAttrName),
+                                   logitsType.getRank() - 1);
     // Checks: the residual stream entering every norm, as a sum of squares
     // (sums add up across data-parallel ranks; the driver takes the root).
     SmallVector<Value> activationSums;

@@ -52,7 +52,28 @@ void buildSpmdTrainStep(mlir::OpPassManager &pm, const SpmdStepOptions &o) {
     tpo.tp = o.tp;
     pm.addPass(createShardTensorParallel(tpo));
   }
+  // Issue 18, in this order: the vocabulary split sees the whole head, cp
+  // cuts every rank's sequence, sp cuts that between tp regions.
+  bool vocab = o.tp > 1 && o.lossParallel, sp = o.tp > 1 && o.sequenceParallel;
+  if (vocab) {
+    ShardVocabParallelOptions vo;
+    vo.tp = o.tp;
+    pm.addPass(createShardVocabParallel(vo));
+  }
+  if (o.cp > 1) {
+    ShardContextParallelOptions co;
+    co.cp = o.cp;
+    co.rotate = o.cpRotate;
+    pm.addPass(createShardContextParallel(co));
+  }
+  if (sp) {
+    ShardSequenceParallelOptions so;
+    so.tp = o.tp;
+    pm.addPass(createShardSequenceParallel(so));
+  }
   pm.addPass(createBuildTrainStep(o.step));
+  if (o.cp > 1 || vocab || sp)
+    pm.addPass(createExpandContextAttention());
   if (o.tp > 1)
     pm.addPass(createReduceTensorParallelNorm());
   if (o.dpReplicate * o.dpShard > 1) {

@@ -41,6 +41,11 @@ struct SpmdStepOptions {
   int64_t fsdpPrefetch = 1;            // gathers issued this many parameters ahead
   bool bf16 = false;                   // the forward went through autocast
   bool fuseGradientClipping = true;
+  // Issue 18: context parallelism over cp ranks ("allgather" or "ring"),
+  // and with tp > 1 sequence parallelism and vocabulary-parallel loss.
+  int64_t cp = 1;
+  std::string cpRotate = "allgather";
+  bool sequenceParallel = false, lossParallel = false;
 };
 
 /// From the fused @forward (at the rank's own batch) to the rank's

@@ -248,4 +248,87 @@ def ReduceTensorParallelNorm : Pass<"loom-reduce-tensor-parallel-norm", "mlir::M
   let dependentDialects = ["loom::LoomDialect"];
 }
 
+//===----------------------------------------------------------------------===//
+// Context, sequence and loss parallelism (issue 18). On @forward before
+// autodiff, in this order after loom-shard-tensor-parallel; then
+// loom-expand-context-attention on the finished step.
+//===----------------------------------------------------------------------===//
+
+def ShardVocabParallel : Pass<"loom-shard-vocab-parallel", "mlir::ModuleOp"> {
+  let summary = "Vocabulary-parallel embedding and LM head over tp (loss parallelism)";
+  let description = [{
+    Splits the output head's weight along the vocabulary (column parallel:
+    each tp rank computes logits [..., V / tp] from the head's input, which
+    enters through copy_to_parallel) and every embedding table of the token
+    ids along its rows (vocab_shard_embedding, whose shares an all_reduce
+    (sum) adds up); a tied table is split once for both. @forward's result
+    then carries `#loom.placement<tp, shard(last)>`, and
+    loom-build-train-step computes cross-entropy from the sharded logits
+    (max and sum of exponentials reduced over tp, never [B, T, V] on a
+    rank). Refuses a vocabulary that does not divide by tp.
+  }];
+  let options = [
+    Option<"tp", "tp", "int64_t", "1", "tensor-parallel ranks">,
+  ];
+  let dependentDialects = ["loom::LoomDialect"];
+}
+
+def ShardContextParallel : Pass<"loom-shard-context-parallel", "mlir::ModuleOp"> {
+  let summary = "Context parallelism: @forward on this rank's load-balanced sequence chunks";
+  let description = [{
+    The sequence of T tokens is cut into 2 cp chunks and rank c keeps chunks
+    c and 2 cp - 1 - c (every rank then sees the same number of causal
+    keys). From the token ids, every activation takes its local type (the
+    sequence dim / cp), position tables (rotary cos/sin, position ids) are
+    reordered into that layout and sliced per rank (shard_slice), attention
+    becomes context_attention over the cp group (`rotate`: allgather or
+    ring), and each parameter is read through copy_to_parallel over cp, so
+    its gradient sums every rank's tokens. The token ids and the logits
+    carry `#loom.placement<cp, shard(1)>`; loom-build-train-step averages
+    the loss over cp. Refuses T not divisible by 2 cp.
+  }];
+  let options = [
+    Option<"cp", "cp", "int64_t", "1", "context-parallel ranks">,
+    Option<"rotate", "rotate", "std::string", "\"allgather\"",
+           "how the keys and values reach the other ranks: allgather or ring">,
+  ];
+  let dependentDialects = ["loom::LoomDialect"];
+}
+
+def ShardSequenceParallel : Pass<"loom-shard-sequence-parallel", "mlir::ModuleOp"> {
+  let summary = "Megatron sequence parallelism between tensor-parallel regions";
+  let description = [{
+    After loom-shard-tensor-parallel (and the vocabulary and context
+    passes): each tensor-parallel region's entry (copy_to_parallel of an
+    activation) becomes an all_gather over tp along the sequence, each exit
+    (all_reduce (sum) over tp) a reduce_scatter along it, and everything in
+    between (norms, residual adds, bias adds, an unsplit embedding or head)
+    runs on 1/tp of the tokens, with the parameters it reads entering
+    through copy_to_parallel over tp. Without loss parallelism the token ids
+    themselves are split over tp and the logits are rows of this rank.
+    Refuses attention outside a tensor-parallel region.
+  }];
+  let options = [
+    Option<"tp", "tp", "int64_t", "1", "tensor-parallel ranks">,
+  ];
+  let dependentDialects = ["loom::LoomDialect"];
+}
+
+def ExpandContextAttention : Pass<"loom-expand-context-attention", "mlir::ModuleOp"> {
+  let summary = "Explicit collectives and per-block attention for context_attention";
+  let description = [{
+    On the built @train_step: every context_attention becomes causal
+    attention over the local chunks plus, for each of the cp - 1 other
+    ranks' key blocks (an all_gather once, then a per-rank pick; or a
+    collective_permute per step around the ring), two unmasked attention
+    calls whose rows the rank's place in the ring selects (where), merged
+    by their logsumexp; every context_attention_grad becomes attention_grad
+    per block with the merged output and logsumexp, the key and value
+    gradients returned by a reduce_scatter (allgather) or carried around
+    the ring. copy_to_parallel, the identity once autodiff has run, is
+    dropped.
+  }];
+  let dependentDialects = ["loom::LoomDialect"];
+}
+
 #endif // LOOM_PASSES

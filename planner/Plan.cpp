@@ -28,6 +28,8 @@ const char *checkpointName(Checkpoint c) {
   return "?";
 }
 
+const char *cpRotateName(CpRotate r) { return r == CpRotate::Ring ? "ring" : "allgather"; }
+
 std::string Plan::id() const {
   std::ostringstream s;
   s << "dpr=" << dpReplicate << ",dps=" << dpShard << ",cp=" << cp << ",tp=" << tp
@@ -144,6 +146,29 @@ bool planMatches(const Plan &p, const PlanFilter &f) {
   return true;
 }
 
+namespace {
+
+/// cp_rotate=allgather|ring, tp_sp=on|off, loss_parallel=on|off.
+bool parseChoice(const std::string &text, const std::string &key, const std::string &value,
+                 Plan &out, std::string &err) {
+  if (key == "cp_rotate") {
+    if (value != "allgather" && value != "ring") {
+      err = "plan '" + text + "': cp_rotate must be allgather or ring, not '" + value + "'";
+      return false;
+    }
+    out.cpRotate = value == "ring" ? CpRotate::Ring : CpRotate::AllGather;
+    return true;
+  }
+  if (value != "on" && value != "off") {
+    err = "plan '" + text + "': " + key + " must be on or off, not '" + value + "'";
+    return false;
+  }
+  (key == "tp_sp" ? out.tpSp : out.lossParallel) = value == "on";
+  return true;
+}
+
+} // namespace
+
 bool parseMeshPlan(const std::string &text, Plan &out, std::string &err) {
   out = Plan();
   if (text == "1")
@@ -168,8 +193,10 @@ bool parseMeshPlan(const std::string &text, Plan &out, std::string &err) {
     }
     std::string key = item.substr(0, eq), value = item.substr(eq + 1);
     auto it = keys.find(key);
-    if (it == keys.end()) {
-      err = "plan '" + text + "': unknown key '" + key + "' (dp_replicate, dp_shard, cp, tp, pp)";
+    bool choice = key == "cp_rotate" || key == "tp_sp" || key == "loss_parallel";
+    if (it == keys.end() && !choice) {
+      err = "plan '" + text + "': unknown key '" + key +
+            "' (dp_replicate, dp_shard, cp, tp, pp, cp_rotate, tp_sp, loss_parallel)";
       return false;
     }
     if (seen[key]) {
@@ -177,6 +204,11 @@ bool parseMeshPlan(const std::string &text, Plan &out, std::string &err) {
       return false;
     }
     seen[key] = true;
+    if (choice) {
+      if (!parseChoice(text, key, value, out, err))
+        return false;
+      continue;
+    }
     bool digits = value.size() <= 6 && value.find_first_not_of("0123456789") == std::string::npos;
     int v = digits ? std::stoi(value) : 0;
     if (v <= 0) {
@@ -202,7 +234,16 @@ std::string meshPlanName(const Plan &p) {
   add("cp", p.cp);
   add("tp", p.tp);
   add("pp", p.pp);
-  return s.empty() ? "1" : s;
+  if (s.empty())
+    return "1";
+  // The choices that differ from the defaults, where they apply.
+  if (p.cp > 1 && p.cpRotate == CpRotate::Ring)
+    s += ",cp_rotate=ring";
+  if (p.tp > 1 && !p.tpSp)
+    s += ",tp_sp=off";
+  if (p.tp > 1 && !p.lossParallel)
+    s += ",loss_parallel=off";
+  return s;
 }
 
 std::string checkWorldSize(const Plan &p, int worldSize) {
@@ -223,9 +264,7 @@ std::string checkWorldSize(const Plan &p, int worldSize) {
 }
 
 std::string checkExecutable(const Plan &p) {
-  // cp and pp have no passes yet (later issues).
-  if (p.cp > 1)
-    return "plan '" + meshPlanName(p) + "': cp (context parallel) is not executable yet";
+  // pp has no passes yet (a later issue).
   if (p.pp > 1)
     return "plan '" + meshPlanName(p) + "': pp (pipeline parallel) is not executable yet";
   return "";

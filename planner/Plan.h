@@ -23,8 +23,18 @@ enum class Checkpoint : uint8_t { None, Selective, Full };
 const char *scheduleName(Schedule s);
 const char *checkpointName(Checkpoint c);
 
+/// How context parallelism reaches the other ranks' keys and values: one
+/// all-gather (the Llama 3 paper) or cp - 1 ring shifts (torchtitan).
+enum class CpRotate : uint8_t { AllGather, Ring };
+const char *cpRotateName(CpRotate r);
+
 struct Plan {
   int dpReplicate = 1, dpShard = 1, cp = 1, tp = 1, pp = 1;
+  // Issue 18 (loom train/verify --plan): cp's rotation, and with tp > 1
+  // Megatron sequence parallelism and the vocabulary-parallel loss (both
+  // on unless the plan says tp_sp=off or loss_parallel=off).
+  CpRotate cpRotate = CpRotate::AllGather;
+  bool tpSp = true, lossParallel = true;
   Schedule schedule = Schedule::None;
   int virtualStages = 1; // model chunks per GPU (interleaved 1F1B)
   int microbatches = 1;  // per optimizer step, per data-parallel rank
@@ -64,12 +74,14 @@ bool planMatches(const Plan &p, const PlanFilter &f);
 /// The user-facing plan spelling of `loom train --plan` and `loom verify
 /// --plans`: "dp_replicate=R,dp_shard=S,cp=C,tp=T,pp=P" in any order, each
 /// key at most once, missing keys 1; "1" alone is the one-device plan.
+/// Also cp_rotate=allgather|ring, tp_sp=on|off, loss_parallel=on|off.
 /// Only the mesh factors are read (schedule and the rest keep defaults).
 /// False with a one-line `err` on an unknown key, a repeated key or a value
 /// that is not a positive integer.
 bool parseMeshPlan(const std::string &text, Plan &out, std::string &err);
 
-/// "dp_replicate=2,dp_shard=2" (factors above 1 only; "1" for one device).
+/// "dp_replicate=2,dp_shard=2" (factors above 1 only; "1" for one device;
+/// then cp_rotate=ring, tp_sp=off, loss_parallel=off where they apply).
 std::string meshPlanName(const Plan &p);
 
 /// Checks that the plan's factors multiply to `worldSize`; the message
@@ -78,7 +90,7 @@ std::string meshPlanName(const Plan &p);
 std::string checkWorldSize(const Plan &p, int worldSize);
 
 /// Which mesh axes the SPMD passes and executors can run today: data
-/// parallelism (dp_replicate, dp_shard) and tp. Empty when runnable, else a
+/// parallelism (dp_replicate, dp_shard), cp and tp. Empty when runnable, else a
 /// one-line reason naming the axis.
 std::string checkExecutable(const Plan &p);
 

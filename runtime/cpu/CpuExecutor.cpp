@@ -79,8 +79,14 @@ std::string cpuSupports(const Program &p, const Instr &I) {
       return e;
     return need(I.in[2], {DType::F32, DType::F64}, "the loss gradient");
   case OpCode::AllReduce: case OpCode::AllGather: case OpCode::ReduceScatter:
-  case OpCode::AllToAll:
+  case OpCode::AllToAll: case OpCode::CollectivePermute:
     return ""; // validate() insists on f32; the communicator is checked at creation
+  case OpCode::VocabShardEmbedding: case OpCode::VocabShardEmbeddingGrad:
+    return need(I.in[0], {DType::F32, DType::F64}, "operands");
+  case OpCode::VocabShardCrossEntropy: case OpCode::VocabShardCrossEntropyGrad:
+    return need(I.in[0], {DType::F32, DType::F64}, "logits");
+  case OpCode::ShardSlice: // data movement; the rank is checked at creation
+    return "";
   case OpCode::AdamW: // validate() already insists on f32
     return need(I.in[0], {DType::F32}, "operands");
   // Data movement and conversion handle every dtype.
@@ -133,9 +139,14 @@ bool dispatch(const KernelCall &c, ThreadPool &pool, std::string &err) {
   case OpCode::CrossEntropyGrad: return runCrossEntropyGrad(c, pool, err);
   case OpCode::SliceGrad: return runSliceGrad(c, pool, err);
   case OpCode::AdamW: return runAdamW(c, pool, err);
+  case OpCode::VocabShardEmbedding: return runVocabShardEmbedding(c, pool, err);
+  case OpCode::VocabShardEmbeddingGrad: return runVocabShardEmbeddingGrad(c, pool, err);
+  case OpCode::VocabShardCrossEntropy: return runVocabShardCrossEntropy(c, pool, err);
+  case OpCode::VocabShardCrossEntropyGrad: return runVocabShardCrossEntropyGrad(c, pool, err);
   case OpCode::AllReduce: case OpCode::AllGather: case OpCode::ReduceScatter:
-  case OpCode::AllToAll:
-    err = "a collective needs the communicator (CpuExecutor::run routes it there)";
+  case OpCode::AllToAll: case OpCode::CollectivePermute: case OpCode::ShardSlice:
+    err = "a collective needs the communicator and ShardSlice the rank (CpuExecutor::run routes "
+          "them)";
     return false;
   }
   err = cat("unknown opcode ", int(c.instr->op));
@@ -216,7 +227,8 @@ public:
       bool ok = isCollectiveOp(c.instr->op)
                     ? comm_->collective(rank_, *c.instr, c.in[0].shape(), c.out[0].shape(),
                                         c.in[0].as<float>(), c.out[0].as<float>(), why)
-                    : dispatch(c, pool_, why);
+                : c.instr->op == OpCode::ShardSlice ? runShardSlice(c, rank_, pool_, why)
+                                                    : dispatch(c, pool_, why);
       if (ok)
         for (const KernelCall &n : staging_[i].narrow) runCast(n, pool_, why);
       if (!ok) {
@@ -309,7 +321,7 @@ std::unique_ptr<Executor> createCpuRankExecutor(std::shared_ptr<const Program> p
     }
   for (size_t i = 0; i < p->instrs.size(); ++i) {
     const Instr &I = p->instrs[i];
-    if (!isCollectiveOp(I.op))
+    if (!needsMeshRank(I.op))
       continue;
     int64_t world = 1;
     for (int a = 0; a < kMeshAxes; ++a) world *= I.ints[2 + a];

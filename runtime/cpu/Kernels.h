@@ -85,6 +85,13 @@ bool runCrossEntropyGrad(const KernelCall &c, ThreadPool &pool, std::string &err
 bool runSliceGrad(const KernelCall &c, ThreadPool &pool, std::string &err);
 bool runAdamW(const KernelCall &c, ThreadPool &pool, std::string &err);
 
+// SequenceShardingKernels.cpp: context, sequence and vocabulary parallelism
+bool runShardSlice(const KernelCall &c, int rank, ThreadPool &pool, std::string &err);
+bool runVocabShardEmbedding(const KernelCall &c, ThreadPool &pool, std::string &err);
+bool runVocabShardEmbeddingGrad(const KernelCall &c, ThreadPool &pool, std::string &err);
+bool runVocabShardCrossEntropy(const KernelCall &c, ThreadPool &pool, std::string &err);
+bool runVocabShardCrossEntropyGrad(const KernelCall &c, ThreadPool &pool, std::string &err);
+
 /// The dtypes the CPU kernels implement for `I` (shapes are validate()'s
 /// job). Returns "" when supported, else why not.
 std::string cpuSupports(const Program &p, const Instr &I);

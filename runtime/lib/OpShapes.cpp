@@ -660,6 +660,111 @@ std::string checkAdamW(const OpView &v) {
   return "";
 }
 
+/// The group size of a collective-layout instruction (ints[2..7]), after
+/// checking the mesh sizes and the axis mask; 0 with `err` on a problem.
+int64_t meshGroup(const Instr &I, std::string &err) {
+  int64_t group = 1, mask = I.ints[2 + kMeshAxes];
+  for (int a = 0; a < kMeshAxes; ++a) {
+    if (I.ints[2 + a] < 1) {
+      err = cat("mesh axis ", a, " has size ", I.ints[2 + a]);
+      return 0;
+    }
+    if (mask & (int64_t(1) << a))
+      group *= I.ints[2 + a];
+  }
+  if (mask <= 0 || mask >= (int64_t(1) << kMeshAxes)) {
+    err = cat("axis mask ", mask, " names no mesh axis or an unknown one");
+    return 0;
+  }
+  return group;
+}
+
+std::string checkCollectivePermute(const OpView &v, const Instr &I) {
+  std::string e = v.arity(1, 1, 1, 1, kCollectiveInts, 0);
+  if (e.empty())
+    meshGroup(I, e);
+  if (!e.empty())
+    return e;
+  if (v.in(0).dtype != DType::F32 || v.out().dtype != DType::F32)
+    return cat("collectives move f32, got ", dtypeName(v.in(0).dtype), " -> ",
+               dtypeName(v.out().dtype));
+  return v.outShape(v.in(0).shape);
+}
+
+std::string checkShardSlice(const OpView &v, const Instr &I) {
+  std::string e = v.arity(1, 1, 1, 1, kCollectiveInts, 0);
+  int64_t group = e.empty() ? meshGroup(I, e) : 0;
+  if (!e.empty())
+    return e;
+  const Shape &x = v.in(0).shape;
+  int64_t dim = I.ints[1];
+  if (std::string r = v.axisInRange(dim, x.size()); !r.empty())
+    return r;
+  if (x[dim] % group)
+    return cat("shard_slice dim ", dim, " of size ", x[dim], " does not divide by the group size ",
+               group);
+  Shape expected = x;
+  expected[dim] /= group;
+  return first([&] { return v.sameDType({&v.in(0), &v.out()}); },
+               [&] { return v.outShape(expected); });
+}
+
+/// `first` of the vocabulary-shard ops: one integer element.
+std::string checkOffset(const BufferDesc &first) {
+  if (!isIndex(first.dtype) || first.numElements() != 1)
+    return cat("first must be one i64 or i32 element, got ", shapeStr(first.shape), " ",
+               dtypeName(first.dtype));
+  return "";
+}
+
+std::string checkVocabShardEmbedding(const OpView &v, bool grad) {
+  if (std::string e = v.arity(3, 3, 1, 1, 0, 0); !e.empty())
+    return e;
+  const BufferDesc &ids = v.in(1);
+  const BufferDesc &table = grad ? v.out() : v.in(0);
+  const BufferDesc &rows = grad ? v.in(0) : v.out();
+  if (table.shape.size() != 2)
+    return cat("table must be [Vl, D], got ", shapeStr(table.shape));
+  if (!isIndex(ids.dtype))
+    return cat("ids must be i64 or i32, got ", dtypeName(ids.dtype));
+  Shape expected = ids.shape;
+  expected.push_back(table.shape[1]);
+  if (rows.shape != expected)
+    return cat(grad ? "gradient" : "output", " has shape ", shapeStr(rows.shape), ", expected ",
+               shapeStr(expected));
+  return first([&] { return checkOffset(v.in(2)); },
+               [&] { return v.sameDType({&table, &rows}); },
+               [&] { return v.floatDType(table, "table"); });
+}
+
+std::string checkVocabShardCrossEntropy(const OpView &v, bool grad) {
+  if (std::string e = grad ? v.arity(6, 6, 1, 1, 0, 0) : v.arity(4, 4, 2, 2, 0, 0); !e.empty())
+    return e;
+  const Shape &logits = v.in(0).shape;
+  if (logits.size() != 2 || logits[0] == 0 || logits[1] == 0)
+    return cat("logits ", shapeStr(logits), " must be [N, Vl] with N, Vl > 0");
+  if (!isIndex(v.in(1).dtype) || v.in(1).shape != Shape{logits[0]})
+    return cat("targets must be [", logits[0], "] i64 or i32, got ", shapeStr(v.in(1).shape), " ",
+               dtypeName(v.in(1).dtype));
+  if (std::string e = checkOffset(v.in(2)); !e.empty())
+    return e;
+  const Shape row = {logits[0]};
+  std::vector<const BufferDesc *> rows = {&v.in(3)};
+  if (grad)
+    rows.insert(rows.end(), {&v.in(4), &v.in(5)});
+  else
+    rows.insert(rows.end(), {&v.out(0), &v.out(1)});
+  for (const BufferDesc *b : rows) {
+    if (b->shape != row)
+      return cat("row tensors must be [", logits[0], "], got ", shapeStr(b->shape));
+    if (b->dtype != v.in(0).dtype)
+      return cat("dtypes differ: ", dtypeName(v.in(0).dtype), " and ", dtypeName(b->dtype));
+  }
+  return first([&] { return v.floatDType(v.in(0), "logits"); },
+               [&] { return grad ? v.outShape(logits) : std::string(); },
+               [&] { return grad ? v.sameDType({&v.in(0), &v.out()}) : std::string(); });
+}
+
 } // namespace
 
 bool bf16StorageAllowed(OpCode op, bool output, size_t slot) {
@@ -744,6 +849,12 @@ std::string checkOpShapes(const Program &p, const Instr &I) {
   case OpCode::AllReduce: case OpCode::AllGather: case OpCode::ReduceScatter:
   case OpCode::AllToAll:
     return checkCollective(v, I);
+  case OpCode::CollectivePermute: return checkCollectivePermute(v, I);
+  case OpCode::ShardSlice: return checkShardSlice(v, I);
+  case OpCode::VocabShardEmbedding: return checkVocabShardEmbedding(v, false);
+  case OpCode::VocabShardEmbeddingGrad: return checkVocabShardEmbedding(v, true);
+  case OpCode::VocabShardCrossEntropy: return checkVocabShardCrossEntropy(v, false);
+  case OpCode::VocabShardCrossEntropyGrad: return checkVocabShardCrossEntropy(v, true);
   }
   return cat("unknown opcode ", int(I.op));
 }

@@ -101,6 +101,12 @@ const char *opcodeName(OpCode op) {
   case OpCode::AllGather: return "all_gather";
   case OpCode::ReduceScatter: return "reduce_scatter";
   case OpCode::AllToAll: return "all_to_all";
+  case OpCode::CollectivePermute: return "collective_permute";
+  case OpCode::ShardSlice: return "shard_slice";
+  case OpCode::VocabShardEmbedding: return "vocab_shard_embedding";
+  case OpCode::VocabShardEmbeddingGrad: return "vocab_shard_embedding_grad";
+  case OpCode::VocabShardCrossEntropy: return "vocab_shard_cross_entropy";
+  case OpCode::VocabShardCrossEntropyGrad: return "vocab_shard_cross_entropy_grad";
   }
   return "unknown-opcode";
 }

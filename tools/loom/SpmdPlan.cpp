@@ -4,6 +4,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "SpmdPlan.h"
+#include "SequencePlan.h"
 #include "planner/BufferPlanMemory.h"
 
 #include <cstdio>
@@ -15,7 +16,7 @@ bool parseSpmdPlan(const std::string &text, int worldSize, planner::Plan &plan,
   if (!planner::parseMeshPlan(text, plan, err))
     return false;
   if (std::string why = planner::checkExecutable(plan); !why.empty()) {
-    err = why + " (runnable today: dp_replicate, dp_shard, tp)";
+    err = why + " (runnable today: dp_replicate, dp_shard, cp, tp)";
     return false;
   }
   if (worldSize > 0)
@@ -46,6 +47,7 @@ void printSpmdSummary(const planner::Plan &plan, const TrainProgram &tp, const S
     if (!whole.empty())
       std::printf("  whole on every tp rank: %s\n", whole.c_str());
   }
+  printSequenceSummary(plan, tp);
   if (plan.dpShard > 1) {
     size_t sharded = 0;
     for (const ParamSlot &p : tp.params) sharded += p.dim0Shards > 1;

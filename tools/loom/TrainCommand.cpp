@@ -12,6 +12,7 @@
 #include "Commands.h"
 #include "Launcher.h"
 #include "Npy.h"
+#include "SequencePlan.h"
 #include "SpmdPlan.h"
 #include "StepRunner.h"
 #include "TokenData.h"
@@ -143,7 +144,8 @@ int runTrain(int argc, char **argv) {
   args.flag("print-every", "without a terminal: print every K-th step (and the last)", false, "1");
   args.flag("threads", "CPU threads (0: all)", false, "0");
   args.flag("backend", "where the program runs: cpu or cuda", false, "cpu");
-  args.flag("plan", "parallelism: dp_replicate=R,dp_shard=S,tp=T (simulated ranks on the CPU)", false,
+  args.flag("plan", "parallelism: dp_replicate=R,dp_shard=S,cp=C,tp=T (simulated ranks on the "
+            "CPU), with cp_rotate=allgather|ring, tp_sp=on|off, loss_parallel=on|off", false,
             "1");
   args.flag("world-size", "ranks the job has (default: the plan's product)");
   args.flag("nproc", "run the plan's ranks as this many local processes (1: simulated ranks)",
@@ -206,6 +208,7 @@ int runTrain(int argc, char **argv) {
   opts.dpReplicate = plan.dpReplicate;
   opts.dpShard = plan.dpShard;
   opts.tp = plan.tp;
+  applySequencePlan(plan, opts);
   if (args.getDouble("ddp-bucket-mib") < 0)
     return fail("train", "--ddp-bucket-mib must not be negative");
   opts.ddpBucketBytes = int64_t(args.getDouble("ddp-bucket-mib") * (1 << 20));

@@ -5,6 +5,7 @@
 //===----------------------------------------------------------------------===//
 #include "TrainProgram.h"
 #include "ModelLoading.h"
+#include "SequencePlan.h"
 #include "codegen/LowerToProgram.h"
 #include "frontends/onnx/OnnxImporter.h"
 #include "ir/LoomOps.h"
@@ -91,6 +92,8 @@ bool compileTrainStep(const std::string &path, int64_t batch, int64_t seq,
   };
   if (!runPipeline(*module, path, "fusing the model", fuse, err))
     return false;
+  if (!checkSequencePlan(*module, o, seq, err))
+    return false;
   // Initial values: the fused forward's constants, by parameter name, taken
   // before tensor parallelism gives split weights their local shapes.
   struct FullValue {
@@ -117,6 +120,10 @@ bool compileTrainStep(const std::string &path, int64_t batch, int64_t seq,
   spmd.fsdpReshardAfterForward = o.fsdpReshardAfterForward;
   spmd.fsdpPrefetch = o.fsdpPrefetch;
   spmd.bf16 = o.bf16;
+  spmd.cp = o.cp;
+  spmd.cpRotate = o.cpRotate;
+  spmd.sequenceParallel = o.tpSp;
+  spmd.lossParallel = o.lossParallel;
   // The same bits with or without the fused clipping; LOOM_FUSE_GRAD_CLIP=0
   // keeps the unfused ops (an A/B switch for timing and for checking that).
   const char *f = std::getenv("LOOM_FUSE_GRAD_CLIP");
@@ -164,6 +171,7 @@ bool compileTrainStep(const std::string &path, int64_t batch, int64_t seq,
   out.dpReplicate = o.dpReplicate;
   out.dpShard = o.dpShard;
   out.tp = o.tp;
+  recordSequenceLayout(*module, o, out);
   return true;
 }
 

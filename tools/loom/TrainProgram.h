@@ -31,6 +31,11 @@ struct TrainOptions {
   // batch B / (dpReplicate * dpShard) and partitioned by the SPMD passes.
   int dpReplicate = 1, dpShard = 1;
   int tp = 1; // Megatron tensor parallelism of attention and MLP
+  // Issue 18: context parallelism ("allgather" or "ring"), and with tp > 1
+  // sequence parallelism and the vocabulary-parallel loss.
+  int cp = 1;
+  std::string cpRotate = "allgather";
+  bool tpSp = false, lossParallel = false;
   int64_t ddpBucketBytes = 25 << 20; // gradients per dp_replicate all_reduce (0: one each)
   bool fsdpReshardAfterForward = true; // gather again for backward
   int64_t fsdpPrefetch = 1;            // gathers issued this many parameters ahead
@@ -59,7 +64,13 @@ struct TrainProgram {
   bool hasGradients = false;
   size_t activationSums = 0; // outputs after the gradients (act_sumsq.<k>)
   int dpReplicate = 1, dpShard = 1, tp = 1;
-  int worldSize() const { return dpReplicate * dpShard * tp; }
+  // Context parallelism: rank c holds sequence chunks c and 2 cp - 1 - c.
+  // Under sequence parallelism without loss parallelism the token ids are
+  // split over tp as well (tp part t of the cp rank's positions), and the
+  // activations entering the norms are always split over tp with sp.
+  int cp = 1;
+  bool tokensSplitOverTp = false, activationsSplitOverTp = false;
+  int worldSize() const { return dpReplicate * dpShard * cp * tp; }
   int64_t localBatch() const { return batch / (dpReplicate * dpShard); }
 };
 

@@ -12,6 +12,7 @@
 // --max-grad-rel it is a check: exit 1 when a plan is outside the bounds.
 //===----------------------------------------------------------------------===//
 #include "Args.h"
+#include "SequencePlan.h"
 #include "SpmdPlan.h"
 #include "StepRunner.h"
 #include "TokenData.h"
@@ -329,6 +330,7 @@ int runVerify(int argc, char **argv) {
     opts.dpReplicate = r.plan.dpReplicate;
     opts.dpShard = r.plan.dpShard;
     opts.tp = r.plan.tp;
+    applySequencePlan(r.plan, opts);
     opts.ddpBucketBytes = int64_t(args.getDouble("ddp-bucket-mib") * (1 << 20));
     opts.fsdpPrefetch = args.getInt("fsdp-prefetch");
     opts.fsdpReshardAfterForward = !args.has("fsdp-keep-gathered");

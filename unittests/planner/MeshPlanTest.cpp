@@ -44,6 +44,31 @@ TEST(MeshPlan, RejectsBadItemsWithTheirName) {
   EXPECT_FALSE(parseMeshPlan("", p, err));
 }
 
+TEST(MeshPlan, SequenceAndLossChoicesParseAndNameThePlan) {
+  Plan p;
+  std::string err;
+  ASSERT_TRUE(parseMeshPlan("cp=2,tp=2", p, err)) << err;
+  EXPECT_EQ(p.cpRotate, CpRotate::AllGather); // defaults: all-gather, sp and loss parallel on
+  EXPECT_TRUE(p.tpSp);
+  EXPECT_TRUE(p.lossParallel);
+  EXPECT_EQ(meshPlanName(p), "cp=2,tp=2");
+  ASSERT_TRUE(parseMeshPlan("tp=2,cp=2,cp_rotate=ring,tp_sp=off,loss_parallel=off", p, err)) << err;
+  EXPECT_EQ(p.cpRotate, CpRotate::Ring);
+  EXPECT_FALSE(p.tpSp);
+  EXPECT_FALSE(p.lossParallel);
+  EXPECT_EQ(p.gpus(), 4); // the choices are not mesh factors
+  EXPECT_EQ(meshPlanName(p), "cp=2,tp=2,cp_rotate=ring,tp_sp=off,loss_parallel=off");
+  // Choices that do not apply to the plan's axes are left out of its name.
+  ASSERT_TRUE(parseMeshPlan("dp_shard=2,cp_rotate=ring,tp_sp=off", p, err)) << err;
+  EXPECT_EQ(meshPlanName(p), "dp_shard=2");
+  EXPECT_FALSE(parseMeshPlan("cp=2,cp_rotate=zigzag", p, err));
+  EXPECT_EQ(err, "plan 'cp=2,cp_rotate=zigzag': cp_rotate must be allgather or ring, not 'zigzag'");
+  EXPECT_FALSE(parseMeshPlan("tp=2,tp_sp=yes", p, err));
+  EXPECT_EQ(err, "plan 'tp=2,tp_sp=yes': tp_sp must be on or off, not 'yes'");
+  EXPECT_FALSE(parseMeshPlan("tp=2,loss_parallel=on,loss_parallel=off", p, err));
+  EXPECT_NE(err.find("'loss_parallel' is given twice"), std::string::npos) << err;
+}
+
 TEST(MeshPlan, WorldSizeIdentityIsExplained) {
   Plan p;
   std::string err;
@@ -55,7 +80,7 @@ TEST(MeshPlan, WorldSizeIdentityIsExplained) {
   EXPECT_NE(why.find("world size is 2"), std::string::npos) << why;
 }
 
-TEST(MeshPlan, OnlyDataParallelAxesAreExecutable) {
+TEST(MeshPlan, DataContextAndTensorParallelAxesAreExecutable) {
   Plan p;
   std::string err;
   ASSERT_TRUE(parseMeshPlan("dp_replicate=2,dp_shard=2", p, err));
@@ -63,7 +88,7 @@ TEST(MeshPlan, OnlyDataParallelAxesAreExecutable) {
   ASSERT_TRUE(parseMeshPlan("pp=2", p, err));
   EXPECT_NE(checkExecutable(p).find("pp (pipeline parallel)"), std::string::npos);
   ASSERT_TRUE(parseMeshPlan("cp=2", p, err));
-  EXPECT_NE(checkExecutable(p).find("cp (context parallel)"), std::string::npos);
+  EXPECT_EQ(checkExecutable(p), "");
 }
 
 } // namespace

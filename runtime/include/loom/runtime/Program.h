@@ -213,6 +213,42 @@ enum class OpCode : uint16_t {
   // move a sharded dim to another (context and expert parallelism); ints
   // as above, kind ignored.
   AllToAll = 103,
+
+  // --- Sequence, context and vocabulary parallelism (issue 18) -----------
+  // in: x -> out (x's shape): the x of the group member `shift` places
+  // before this rank (member (g - shift) mod n, g the rank's place in its
+  // group): the ring pass of ring attention. ints: [0, shift, pp,
+  // dp_replicate, dp_shard, cp, tp, axes], the collectives' layout with the
+  // dim slot holding the shift. F32. Runs through the communicator.
+  CollectivePermute = 110,
+  // in: x -> out: slice g (the rank's place in its group) of dim, out dim =
+  // x dim / group size. No communication: x is the same on every rank of
+  // the group (a constant table), so each rank reads its own rows. ints:
+  // [0, dim, pp, dp_replicate, dp_shard, cp, tp, axes] as for the
+  // collectives. Any dtype. The executor must know its rank (a world of
+  // the mesh's size, like a collective).
+  ShardSlice = 111,
+  // in: table[Vl, D], ids[...] (I64/I32), first[] (one I64/I32 element)
+  // -> out[..., D]: row ids - first of the table where 0 <= ids - first <
+  // Vl, else a row of zeros (a vocabulary-parallel rank's share of the
+  // embedding; the shares sum to the full lookup). Ids outside [0, V) of
+  // the whole vocabulary are not this rank's to judge and read as zeros.
+  VocabShardEmbedding = 112,
+  // in: dy[..., D], ids[...], first[] -> out[Vl, D] (Vl from out's shape):
+  // out = 0; out[ids[n] - first, :] += dy[n, :] for the ids in range, in
+  // position order.
+  VocabShardEmbeddingGrad = 113,
+  // in: logits[N, Vl], targets[N] (I64/I32), first[], shift[N] -> sumexp[N],
+  // target[N] (logits' dtype): sumexp[n] = sum_v exp(logits[n, v] -
+  // shift[n]); target[n] = logits[n, targets[n] - first] - shift[n] when
+  // 0 <= targets[n] - first < Vl, else 0. One vocabulary shard's part of
+  // cross-entropy: summed over the shards, log(sumexp) - target is row n's
+  // loss when shift is the row's maximum over the whole vocabulary.
+  VocabShardCrossEntropy = 114,
+  // in: logits[N, Vl], targets, first, shift[N], dsumexp[N], dtarget[N]
+  // -> dlogits[N, Vl] = dsumexp[n] exp(logits[n, v] - shift[n]) +
+  // (v == targets[n] - first ? dtarget[n] : 0).
+  VocabShardCrossEntropyGrad = 115,
 };
 
 struct Program;
