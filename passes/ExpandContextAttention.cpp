@@ -173,11 +173,14 @@ public:
       auto [vf, vs] = halves(values[s - 1]);
       auto both = b.create<AttentionOp>(loc, qb, kf, vf, b.getF64FloatAttr(scale),
                                         b.getBoolAttr(false));
-      auto picked = b.create<AttentionOp>(loc, pick(c, qa, qb), pick(c, kf, ks), pick(c, vf, vs),
-                                          b.getF64FloatAttr(scale), b.getBoolAttr(false));
+      // Named first: argument evaluation order is unspecified, the IR's is not.
+      Value pq = pick(c, qa, qb), pk = pick(c, kf, ks), pv = pick(c, vf, vs);
+      auto picked = b.create<AttentionOp>(loc, pq, pk, pv, b.getF64FloatAttr(scale),
+                                          b.getBoolAttr(false));
+      Value forA = pick(c, picked.getLse(), ninf), forB = pick(c, ninf, picked.getLse());
       partsB.push_back({both.getOutput(), both.getLse()});
-      partsA.push_back({picked.getOutput(), pick(c, picked.getLse(), ninf)});
-      partsB.push_back({picked.getOutput(), pick(c, ninf, picked.getLse())});
+      partsA.push_back({picked.getOutput(), forA});
+      partsB.push_back({picked.getOutput(), forB});
     }
     auto [outA, lseA] = merge(partsA);
     auto [outB, lseB] = merge(partsB);
@@ -209,16 +212,17 @@ public:
       auto [vf, vs] = halves(values[s - 1]);
       auto both = b.create<AttentionGradOp>(loc, qb, kf, vf, ob, lb, db, b.getF64FloatAttr(scale),
                                             b.getBoolAttr(false));
-      auto picked = b.create<AttentionGradOp>(
-          loc, pick(c, qa, qb), pick(c, kf, ks), pick(c, vf, vs), pick(c, oa, ob), pick(c, la, lb),
-          pick(c, da, db), b.getF64FloatAttr(scale), b.getBoolAttr(false));
+      Value pq = pick(c, qa, qb), pk = pick(c, kf, ks), pv = pick(c, vf, vs);
+      Value po = pick(c, oa, ob), pl = pick(c, la, lb), pd = pick(c, da, db);
+      auto picked = b.create<AttentionGradOp>(loc, pq, pk, pv, po, pl, pd, b.getF64FloatAttr(scale),
+                                              b.getBoolAttr(false));
       accumulate(dqa, pick(c, picked.getQueryGrad(), zero));
       accumulate(dqb, both.getQueryGrad());
       accumulate(dqb, pick(c, zero, picked.getQueryGrad()));
-      Value dkf = b.create<AddOp>(loc, both.getKeyGrad(), pick(c, picked.getKeyGrad(), zero));
-      Value dvf = b.create<AddOp>(loc, both.getValueGrad(), pick(c, picked.getValueGrad(), zero));
-      dKeys.push_back(join(dkf, pick(c, zero, picked.getKeyGrad())));
-      dValues.push_back(join(dvf, pick(c, zero, picked.getValueGrad())));
+      Value kToF = pick(c, picked.getKeyGrad(), zero), kToS = pick(c, zero, picked.getKeyGrad());
+      Value vToF = pick(c, picked.getValueGrad(), zero), vToS = pick(c, zero, picked.getValueGrad());
+      dKeys.push_back(join(b.create<AddOp>(loc, both.getKeyGrad(), kToF), kToS));
+      dValues.push_back(join(b.create<AddOp>(loc, both.getValueGrad(), vToF), vToS));
     }
     Value dq = b.create<AddOp>(loc, self.getQueryGrad(), join(dqa, dqb));
     Value dk = b.create<AddOp>(loc, self.getKeyGrad(), sendHome(dKeys, ids));

@@ -84,7 +84,7 @@ struct ShardContextParallelPass : impl::ShardContextParallelBase<ShardContextPar
       return;
     std::optional<CpRotate> how = symbolizeCpRotate(rotate);
     if (!how) {
-      module.emitError() << "cp_rotate must be allgather or ring, not '" << rotate << "'";
+      module.emitError() << "cp_rotate must be allgather or ring, not '" << std::string(rotate) << "'";
       return signalPassFailure();
     }
     auto fwd = module.lookupSymbol<func::FuncOp>("forward");

@@ -66,7 +66,7 @@ struct ShardSequenceParallelPass : impl::ShardSequenceParallelBase<ShardSequence
     if (T % tp) {
       fwd.emitError() << "sequence parallelism: the sequence of " << T
                       << (mesh.getCp() > 1 ? " tokens per cp rank" : " tokens")
-                      << " does not divide by tp=" << tp;
+                      << " does not divide by tp=" << int64_t(tp);
       return signalPassFailure();
     }
     // Where the sequence is in every value.

@@ -115,7 +115,7 @@ struct ShardVocabParallelPass : impl::ShardVocabParallelBase<ShardVocabParallelP
     int64_t vocab = tensorType(w).getDimSize(headDim);
     if (vocab % tp) {
       fwd.emitError() << "loss parallelism: the vocabulary " << vocab << " does not divide by tp="
-                      << tp << " (plan loss_parallel=off keeps the head whole)";
+                      << int64_t(tp) << " (plan loss_parallel=off keeps the head whole)";
       return signalPassFailure();
     }
 
@@ -132,7 +132,7 @@ struct ShardVocabParallelPass : impl::ShardVocabParallelBase<ShardVocabParallelP
       auto [it, inserted] = split.insert({table, 0});
       if ((!inserted && it->second != 0) || rows % tp) {
         e.emitError() << "loss parallelism: the embedding table " << e.getTable().getType()
-                      << " cannot be split over tp=" << tp << " along its " << rows
+                      << " cannot be split over tp=" << int64_t(tp) << " along its " << rows
                       << " rows like the head";
         return signalPassFailure();
       }

@@ -38,12 +38,6 @@ bool checkSequencePlan(mlir::ModuleOp fused, const TrainOptions &o, int64_t seq,
           std::to_string(2 * o.cp) + " load-balanced chunks";
     return false;
   }
-  if (o.tp > 1 && o.tpSp && (seq / o.cp) % o.tp) {
-    err = plan + "the sequence length " + std::to_string(seq) +
-          (o.cp > 1 ? " (" + std::to_string(seq / o.cp) + " per cp rank)" : std::string()) +
-          " does not divide by tp=" + std::to_string(o.tp) + " for sequence parallelism";
-    return false;
-  }
   if (o.tp <= 1)
     return true;
   auto fwd = fused.lookupSymbol<mlir::func::FuncOp>("forward");
@@ -61,6 +55,12 @@ bool checkSequencePlan(mlir::ModuleOp fused, const TrainOptions &o, int64_t seq,
       ok = false;
     }
   });
+  if (ok && o.tpSp && (seq / o.cp) % o.tp) {
+    err = plan + "the sequence length " + std::to_string(seq) +
+          (o.cp > 1 ? " (" + std::to_string(seq / o.cp) + " per cp rank)" : std::string()) +
+          " does not divide by tp=" + std::to_string(o.tp) + " for sequence parallelism";
+    ok = false;
+  }
   return ok;
 }
 
