@@ -31,6 +31,7 @@
 #include "ir/Sharding.h"
 #include "passes/Passes.h"
 #include "passes/PatternUtils.h"
+#include "passes/SequenceSharding.h"
 
 #include "mlir/IR/BuiltinOps.h"
 
@@ -57,6 +58,38 @@ public:
     int64_t L = tensorType(x).getDimSize(2) / 2;
     auto s = b.create<SplitOp>(loc, x, 2, SmallVector<int64_t>{L, L});
     return {s.getResult(0), s.getResult(1)};
+  }
+
+  /// The same as slices: the backward cuts the query again rather than
+  /// share the forward's halves (CSE would merge two splits and keep them
+  /// alive from the forward to the backward).
+  std::pair<Value, Value> sliceHalves(Value x) {
+    auto t = tensorType(x);
+    int64_t L = t.getDimSize(2) / 2;
+    SmallVector<int64_t> starts(t.getRank(), 0), sizes(t.getShape()), steps(t.getRank(), 1);
+    sizes[2] = L;
+    Value first = b.create<SliceOp>(loc, x, starts, sizes, steps);
+    starts[2] = L;
+    return {first, b.create<SliceOp>(loc, x, starts, sizes, steps)};
+  }
+
+  /// `x`, or the bf16 value autocast widened into it (cast bf16 -> f32):
+  /// halves and picks then move bf16, and every attention operand is
+  /// widened from them again, a cast codegen folds into the kernel, so no
+  /// f32 copy of the query or output is kept for the backward.
+  static Value storageOf(Value x) {
+    auto c = x.getDefiningOp<CastOp>();
+    if (c && tensorType(c.getInput()).getElementType().isBF16() &&
+        tensorType(x).getElementType().isF32())
+      return c.getInput();
+    return x;
+  }
+
+  Value widened(Value x) {
+    auto t = tensorType(x);
+    if (!t.getElementType().isBF16())
+      return x;
+    return b.create<CastOp>(loc, RankedTensorType::get(t.getShape(), b.getF32Type()), x);
   }
 
   Value join(Value first, Value second) {
@@ -159,7 +192,7 @@ public:
   void forward(ContextAttentionOp a) {
     Value q = a.getQuery(), k = a.getKey(), v = a.getValue();
     auto self = b.create<AttentionOp>(loc, q, k, v, b.getF64FloatAttr(scale), b.getBoolAttr(true));
-    auto [qa, qb] = halves(q);
+    auto [qa, qb] = halves(storageOf(q));
     auto [oa, ob] = halves(self.getOutput());
     auto [la, lb] = halves(self.getLse());
     SmallVector<std::pair<Value, Value>> partsA = {{oa, la}}, partsB = {{ob, lb}};
@@ -171,10 +204,10 @@ public:
       Value c = lower[s - 1];
       auto [kf, ks] = halves(keys[s - 1]);
       auto [vf, vs] = halves(values[s - 1]);
-      auto both = b.create<AttentionOp>(loc, qb, kf, vf, b.getF64FloatAttr(scale),
+      auto both = b.create<AttentionOp>(loc, widened(qb), kf, vf, b.getF64FloatAttr(scale),
                                         b.getBoolAttr(false));
       // Named first: argument evaluation order is unspecified, the IR's is not.
-      Value pq = pick(c, qa, qb), pk = pick(c, kf, ks), pv = pick(c, vf, vs);
+      Value pq = widened(pick(c, qa, qb)), pk = pick(c, kf, ks), pv = pick(c, vf, vs);
       auto picked = b.create<AttentionOp>(loc, pq, pk, pv, b.getF64FloatAttr(scale),
                                           b.getBoolAttr(false));
       Value forA = pick(c, picked.getLse(), ninf), forB = pick(c, ninf, picked.getLse());
@@ -193,10 +226,10 @@ public:
           dy = g.getOutputGrad();
     auto self = b.create<AttentionGradOp>(loc, q, k, v, o, lse, dy, b.getF64FloatAttr(scale),
                                           b.getBoolAttr(true));
-    auto [qa, qb] = halves(q);
-    auto [oa, ob] = halves(o);
-    auto [la, lb] = halves(lse);
-    auto [da, db] = halves(dy);
+    auto [qa, qb] = sliceHalves(storageOf(q));
+    auto [oa, ob] = sliceHalves(storageOf(o));
+    auto [la, lb] = sliceHalves(lse);
+    auto [da, db] = sliceHalves(storageOf(dy));
     Value zero = scalar(0.0, tensorType(q).getElementType());
     SmallVector<Value> lower = lowerSource();
     Value ids;
@@ -210,10 +243,10 @@ public:
       Value c = lower[s - 1];
       auto [kf, ks] = halves(keys[s - 1]);
       auto [vf, vs] = halves(values[s - 1]);
-      auto both = b.create<AttentionGradOp>(loc, qb, kf, vf, ob, lb, db, b.getF64FloatAttr(scale),
-                                            b.getBoolAttr(false));
-      Value pq = pick(c, qa, qb), pk = pick(c, kf, ks), pv = pick(c, vf, vs);
-      Value po = pick(c, oa, ob), pl = pick(c, la, lb), pd = pick(c, da, db);
+      auto both = b.create<AttentionGradOp>(loc, widened(qb), kf, vf, widened(ob), lb, widened(db),
+                                            b.getF64FloatAttr(scale), b.getBoolAttr(false));
+      Value pq = widened(pick(c, qa, qb)), pk = pick(c, kf, ks), pv = pick(c, vf, vs);
+      Value po = widened(pick(c, oa, ob)), pl = pick(c, la, lb), pd = widened(pick(c, da, db));
       auto picked = b.create<AttentionGradOp>(loc, pq, pk, pv, po, pl, pd, b.getF64FloatAttr(scale),
                                               b.getBoolAttr(false));
       accumulate(dqa, pick(c, picked.getQueryGrad(), zero));
@@ -292,13 +325,8 @@ struct ExpandContextAttentionPass
       }
       op->erase();
     }
-    // copy_to_parallel is the identity once autodiff has used it: a copy
-    // of every parameter per step is not worth keeping.
     if (auto step = module.lookupSymbol<func::FuncOp>("train_step"))
-      step.walk([](CopyToParallelOp c) {
-        c.getResult().replaceAllUsesWith(c.getInput());
-        c.erase();
-      });
+      dropCopiesToParallel(step);
   }
 };
 

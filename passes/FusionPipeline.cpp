@@ -72,8 +72,10 @@ void buildSpmdTrainStep(mlir::OpPassManager &pm, const SpmdStepOptions &o) {
     pm.addPass(createShardSequenceParallel(so));
   }
   pm.addPass(createBuildTrainStep(o.step));
-  if (o.cp > 1 || vocab || sp)
+  if (o.cp > 1 || vocab)
     pm.addPass(createExpandContextAttention());
+  if (sp)
+    pm.addPass(createRegatherSequenceParallel());
   if (o.tp > 1)
     pm.addPass(createReduceTensorParallelNorm());
   if (o.dpReplicate * o.dpShard > 1) {

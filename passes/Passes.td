@@ -314,6 +314,20 @@ def ShardSequenceParallel : Pass<"loom-shard-sequence-parallel", "mlir::ModuleOp
   let dependentDialects = ["loom::LoomDialect"];
 }
 
+def RegatherSequenceParallel : Pass<"loom-regather-sequence-parallel", "mlir::ModuleOp"> {
+  let summary = "Gather sequence-parallel activations again for the backward pass";
+  let description = [{
+    On the built @train_step: an all_gather over tp whose result the
+    backward reads too (the input of column-parallel matmuls, which their
+    weight gradients need) is issued again right before its first backward
+    reader, as Megatron's sequence parallelism does, so that only the
+    rank's 1/tp shard is kept from the forward to the backward instead of
+    the gathered whole. copy_to_parallel, the identity once autodiff has
+    run, is dropped.
+  }];
+  let dependentDialects = ["loom::LoomDialect"];
+}
+
 def ExpandContextAttention : Pass<"loom-expand-context-attention", "mlir::ModuleOp"> {
   let summary = "Explicit collectives and per-block attention for context_attention";
   let description = [{

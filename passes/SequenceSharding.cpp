@@ -384,6 +384,13 @@ Value mergeSequenceDim(OpBuilder &b, Value x, int64_t d, int64_t outer) {
   return b.create<ReshapeOp>(x.getLoc(), RankedTensorType::get(shape, t.getElementType()), x);
 }
 
+void dropCopiesToParallel(func::FuncOp f) {
+  f.walk([](CopyToParallelOp c) {
+    c.getResult().replaceAllUsesWith(c.getInput());
+    c.erase();
+  });
+}
+
 void addSharding(func::FuncOp f, unsigned r, bool argument, PlacementAttr p) {
   MLIRContext *ctx = f.getContext();
   ShardingAttr old = argument ? f.getArgAttrOfType<ShardingAttr>(r, kShardingAttrName)

@@ -70,6 +70,11 @@ void applySequenceRegion(mlir::func::FuncOp f, SequenceRegion &region, int64_t n
 mlir::Value splitSequenceDim(mlir::OpBuilder &b, mlir::Value x, int64_t d, int64_t seqLen);
 mlir::Value mergeSequenceDim(mlir::OpBuilder &b, mlir::Value x, int64_t d, int64_t outer);
 
+/// Replaces every copy_to_parallel in `f` by its input: the identity once
+/// autodiff has used its gradient rule, and a copy of a parameter per
+/// step if codegen saw it.
+void dropCopiesToParallel(mlir::func::FuncOp f);
+
 /// Appends `p` to the `loom.sharding` of result `r` of `f` (or argument
 /// `r` when `argument`).
 void addSharding(mlir::func::FuncOp f, unsigned r, bool argument, PlacementAttr p);

@@ -319,7 +319,7 @@ MemoryBreakdown CostModel::deviceMemory(int d, const Plan &p) const {
 }
 
 bool CostModel::compilesPerRank(const Plan &plan) {
-  return plan.pp == 1 && plan.cp == 1 && plan.microbatches == 1 &&
+  return plan.pp == 1 && plan.microbatches == 1 &&
          plan.checkpoint == Checkpoint::None && !plan.fp8;
 }
 

@@ -69,7 +69,7 @@ public:
   PlanEstimate evaluate(const Plan &plan, bool detail = false) const;
 
   /// True when the compiler can build the plan's per-rank step today
-  /// (data and tensor parallelism: pp = cp = 1, one microbatch, no
+  /// (data, context and tensor parallelism: pp = 1, one microbatch, no
   /// recompute, no fp8), so its memory can come from the buffer plan.
   static bool compilesPerRank(const Plan &plan);
   /// Replaces `e`'s memory with `mem`, the compiler's buffer plan of one of

@@ -951,6 +951,17 @@ bool buildModelCost(const std::string &path, const IrCostOptions &opts, ModelCos
 
 bool rankBufferPlan(const std::string &path, int64_t microbatch, int64_t seq, int dpReplicate,
                     int dpShard, int tp, MemoryBreakdown &out, std::string &err) {
+  Plan plan;
+  plan.dpReplicate = dpReplicate;
+  plan.dpShard = dpShard;
+  plan.tp = tp;
+  plan.tpSp = plan.lossParallel = false; // Megatron tp, as before issue 18
+  return rankBufferPlan(path, microbatch, seq, plan, out, err);
+}
+
+bool rankBufferPlan(const std::string &path, int64_t microbatch, int64_t seq, const Plan &plan,
+                    MemoryBreakdown &out, std::string &err, rt::Program *programOut) {
+  int dpReplicate = plan.dpReplicate, dpShard = plan.dpShard, tp = plan.tp;
   MLIRContext ctx;
   double scale = 1;
   std::vector<std::string> notes;
@@ -972,6 +983,10 @@ bool rankBufferPlan(const std::string &path, int64_t microbatch, int64_t seq, in
   o.dpReplicate = dpReplicate;
   o.dpShard = dpShard;
   o.bf16 = true;
+  o.cp = plan.cp;
+  o.cpRotate = cpRotateName(plan.cpRotate);
+  o.sequenceParallel = tp > 1 && plan.tpSp;
+  o.lossParallel = tp > 1 && plan.lossParallel;
   buildSpmdTrainStep(pm, o);
   if (failed(pm.run(*module))) {
     err = path + ": building the per-rank training step failed: " + diag.text;
@@ -986,6 +1001,8 @@ bool rankBufferPlan(const std::string &path, int64_t microbatch, int64_t seq, in
     return false;
   out.workspace += double(rt::backendWorkspaceBytes(program, "cuda"));
   out.comm += double(rt::backendCommunicationBytes(program, "cuda"));
+  if (programOut)
+    *programOut = std::move(program);
   return true;
 }
 

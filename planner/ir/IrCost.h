@@ -16,6 +16,8 @@
 #define LOOM_PLANNER_IR_IRCOST_H
 
 #include "planner/ModelCost.h"
+#include "planner/Plan.h"
+#include "loom/runtime/Program.h"
 
 #include <string>
 
@@ -45,6 +47,13 @@ bool buildModelCost(const std::string &path, const IrCostOptions &opts, ModelCos
 /// rank of the plan allocates on its GPU, for `loom plan --explain`.
 bool rankBufferPlan(const std::string &path, int64_t microbatch, int64_t seq, int dpReplicate,
                     int dpShard, int tp, MemoryBreakdown &out, std::string &err);
+
+/// The same for any plan the compiler builds per rank, with context,
+/// sequence and loss parallelism as `plan` says (cp, cp_rotate, tp_sp,
+/// loss_parallel; issue 18). With `program`, also the rank's program
+/// itself (its buffers are what a rank holds).
+bool rankBufferPlan(const std::string &path, int64_t microbatch, int64_t seq, const Plan &plan,
+                    MemoryBreakdown &out, std::string &err, rt::Program *program = nullptr);
 
 } // namespace loom::planner
 

@@ -11,9 +11,11 @@
 #include "planner/Planner.h"
 #include "planner/Report.h"
 #include "planner/ir/IrCost.h"
+#include "loom/io/Json.h"
 
 #include <cstdio>
 #include <cstdlib>
+#include <fstream>
 #include <iostream>
 
 namespace loom::tools {
@@ -29,6 +31,53 @@ bool positiveInt(const std::string &s, int64_t &out) {
   if (*end != '\0' || v <= 0)
     return false;
   out = v;
+  return true;
+}
+
+/// --cp-rotate, --tp-sp and --loss-parallel into the explained plan.
+bool applyExplainSwitches(const Args &args, planner::Plan &plan, std::string &err) {
+  std::string text = "cp_rotate=" + args.get("cp-rotate") + ",tp_sp=" + args.get("tp-sp") +
+                     ",loss_parallel=" + args.get("loss-parallel");
+  planner::Plan parsed;
+  if (!planner::parseMeshPlan(text, parsed, err))
+    return false;
+  plan.cpRotate = parsed.cpRotate;
+  plan.tpSp = parsed.tpSp;
+  plan.lossParallel = parsed.lossParallel;
+  return true;
+}
+
+/// The rank program's buffers as JSON (what one rank holds), written whole.
+bool writeRankBuffers(const std::string &path, const rt::Program &p, std::string &err) {
+  json::Value list = json::Value::array();
+  for (const rt::BufferDesc &b : p.buffers) {
+    json::Value shape = json::Value::array();
+    for (int64_t d : b.shape) shape.push(json::Value(double(d)));
+    json::Value o = json::Value::object();
+    o.set("name", json::Value(b.name));
+    o.set("shape", shape);
+    o.set("dtype", json::Value(std::string(rt::dtypeName(b.dtype))));
+    o.set("bytes", json::Value(double(b.bytes)));
+    o.set("kind", json::Value(b.kind == rt::BufferKind::Constant ? "constant"
+                              : b.kind == rt::BufferKind::Input ? "input"
+                              : b.kind == rt::BufferKind::Output ? "output"
+                                                                 : "temp"));
+    list.push(o);
+  }
+  std::string tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    if (!out || !(out << list.dump(1) << "\n") || !out.flush()) {
+      err = "cannot write '" + tmp + "'";
+      std::remove(tmp.c_str());
+      return false;
+    }
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    err = "cannot rename '" + tmp + "' to '" + path + "'";
+    std::remove(tmp.c_str());
+    return false;
+  }
   return true;
 }
 
@@ -56,6 +105,14 @@ int runPlan(int argc, char **argv) {
             "with --explain: memory of a data/tensor-parallel plan from the compiler's per-rank "
             "program (0: the analytical model)",
             false, "1");
+  args.flag("cp-rotate", "with --explain: how a cp plan's ranks exchange keys (allgather, ring)",
+            false, "allgather");
+  args.flag("tp-sp", "with --explain: sequence parallelism of a tp plan (on, off)", false, "on");
+  args.flag("loss-parallel", "with --explain: vocabulary-parallel loss of a tp plan (on, off)", false,
+            "on");
+  args.flag("dump-rank-buffers",
+            "with --explain: write the per-rank program's buffers (name, shape, dtype, bytes) to "
+            "this JSON file");
   if (!args.parse(argc, argv, 2))
     return args.wantsHelp() ? 0 : 1;
   if (args.positional().size() != 1)
@@ -174,10 +231,15 @@ int runPlan(int argc, char **argv) {
   // where it can build one: what each of its ranks allocates.
   if (explain && CostModel::compilesPerRank(chosen.plan) && args.get("rank-buffer-plan") == "1") {
     MemoryBreakdown rankMem;
-    if (rankBufferPlan(model, req.microbatch, req.seq, chosen.plan.dpReplicate,
-                       chosen.plan.dpShard, chosen.plan.tp, rankMem, err))
+    rt::Program program;
+    if (!applyExplainSwitches(args, chosen.plan, err))
+      return fail("plan", err);
+    if (rankBufferPlan(model, req.microbatch, req.seq, chosen.plan, rankMem, err, &program)) {
       cm.useRankBufferPlan(chosen, rankMem);
-    else
+      if (args.has("dump-rank-buffers") &&
+          !writeRankBuffers(args.get("dump-rank-buffers"), program, err))
+        return fail("plan", err);
+    } else
       std::fprintf(stderr, "loom plan: the per-rank buffer plan is not available (%s); memory "
                            "stays %s\n", err.c_str(), chosen.memorySource.c_str());
   }
