@@ -100,8 +100,13 @@ void launch(const CudaCall &c, CudaContext &ctx, void *gemmWorkspace) {
   case OpCode::CrossEntropyGrad: return launchCrossEntropyGrad(c, ctx);
   case OpCode::SliceGrad: return launchSliceGrad(c, ctx);
   case OpCode::AdamW: return launchAdamW(c, ctx);
+  case OpCode::ShardSlice: return launchShardSlice(c, ctx);
+  case OpCode::VocabShardEmbedding: return launchVocabShardEmbedding(c, ctx);
+  case OpCode::VocabShardEmbeddingGrad: return launchVocabShardEmbeddingGrad(c, ctx);
+  case OpCode::VocabShardCrossEntropy: return launchVocabShardCrossEntropy(c, ctx);
+  case OpCode::VocabShardCrossEntropyGrad: return launchVocabShardCrossEntropyGrad(c, ctx);
   case OpCode::AllReduce: case OpCode::AllGather: case OpCode::ReduceScatter:
-  case OpCode::AllToAll:
+  case OpCode::AllToAll: case OpCode::CollectivePermute:
     return; // CudaExecutor::run enqueues these through its communicator
   }
 }
@@ -109,7 +114,9 @@ void launch(const CudaCall &c, CudaContext &ctx, void *gemmWorkspace) {
 class CudaExecutor : public Executor {
 public:
   CudaExecutor(std::shared_ptr<const Program> p, StreamCommunicator *comm, int rank)
-      : Executor(std::move(p)), comm_(comm), rank_(rank) {}
+      : Executor(std::move(p)), comm_(comm), rank_(rank) {
+    ctx_.rank = rank;
+  }
 
   ~CudaExecutor() override {
     if (profile_)
@@ -514,8 +521,14 @@ std::string cuda::cudaSupports(const Program &p, const Instr &I) {
   case OpCode::SliceGrad:
     return "";
   case OpCode::AllReduce: case OpCode::AllGather: case OpCode::ReduceScatter:
-  case OpCode::AllToAll:
+  case OpCode::AllToAll: case OpCode::CollectivePermute:
     return need(I.in[0], {DType::F32}, "operands"); // through a StreamCommunicator
+  case OpCode::ShardSlice: // data movement of any dtype, from the rank's own start
+    return "";
+  case OpCode::VocabShardEmbedding: case OpCode::VocabShardEmbeddingGrad:
+    return need(I.in[0], {DType::F32}, "operands");
+  case OpCode::VocabShardCrossEntropy: case OpCode::VocabShardCrossEntropyGrad:
+    return need(I.in[0], {DType::F32}, "logits");
   }
   return cat("unknown opcode ", int(I.op));
 }
@@ -574,7 +587,7 @@ std::unique_ptr<Executor> createCudaRankExecutor(std::shared_ptr<const Program> 
   StreamCommunicator *streamComm = nullptr;
   for (size_t i = 0; i < p->instrs.size(); ++i) {
     const Instr &I = p->instrs[i];
-    if (!isCollectiveOp(I.op))
+    if (!needsMeshRank(I.op))
       continue;
     int64_t world = Communicator::meshSize(I.ints);
     if (!comm) {

@@ -62,6 +62,7 @@ struct CudaContext {
   std::vector<std::vector<int>> *subGemms = nullptr; // per instruction: planned GemmCache ids
   CudnnAttention *cudnn = nullptr;      // null where cuDNN is missing or disabled
   std::vector<int> *cudnnPlans = nullptr; // per instruction: cuDNN plan id, -1 for loom's kernels
+  int rank = 0; // this executor's rank in its world (ShardSlice reads its own slice)
 };
 
 /// One instruction, its operands resolved to device memory.
@@ -110,6 +111,14 @@ void launchEmbeddingGrad(const CudaCall &c, CudaContext &ctx);
 // AttentionKernels.cu
 void launchAttention(const CudaCall &c, CudaContext &ctx);
 void launchAttentionGrad(const CudaCall &c, CudaContext &ctx);
+
+// SequenceShardingKernels.cu: context, sequence and vocabulary parallelism
+void launchShardSlice(const CudaCall &c, CudaContext &ctx);
+void launchVocabShardEmbedding(const CudaCall &c, CudaContext &ctx);
+void launchVocabShardCrossEntropy(const CudaCall &c, CudaContext &ctx);
+void launchVocabShardCrossEntropyGrad(const CudaCall &c, CudaContext &ctx);
+// LossKernels.cu (EmbeddingGrad's sort-and-sum, for the rows of one shard)
+void launchVocabShardEmbeddingGrad(const CudaCall &c, CudaContext &ctx);
 
 /// Scratch bytes the launcher of `I` needs (0 for most), known from shapes.
 size_t lossScratchBytes(const Program &p, const Instr &I);      // LossKernels.cu

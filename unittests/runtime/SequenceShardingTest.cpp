@@ -10,6 +10,7 @@
 // their cross-entropy parts to CrossEntropy and its gradient); and the
 // validation of each opcode's operands.
 //===----------------------------------------------------------------------===//
+#include "GpuTestUtil.h"
 #include "RuntimeTestUtil.h"
 #include "loom/runtime/Communicator.h"
 #include "loom/runtime/SimulatedRanks.h"
@@ -34,10 +35,11 @@ Program oneOp(OpCode op, DType t, const Shape &in, const Shape &out, std::vector
   return b.p;
 }
 
-/// Runs `p` on a world of 6 ranks with per-rank raw inputs.
-std::vector<Bytes> runWorld(const Program &p, const std::vector<Bytes> &inputs) {
+/// Runs `p` on a world of 6 ranks of `backend` with per-rank raw inputs.
+std::vector<Bytes> runWorld(const Program &p, const std::vector<Bytes> &inputs,
+                            const std::string &backend = "cpu") {
   std::string err;
-  auto ranks = SimulatedRanks::create(std::make_shared<Program>(p), 6, 1, err);
+  auto ranks = SimulatedRanks::create(std::make_shared<Program>(p), 6, backend, 1, err);
   EXPECT_TRUE(ranks) << err;
   if (!ranks)
     return {};
@@ -239,6 +241,67 @@ TEST(SequenceSharding, OperandsAreValidated) {
   b.instr(OpCode::VocabShardCrossEntropy, {l, t, f, m}, {s, p});
   why = b.p.validate();
   EXPECT_NE(why.find("first must be one i64 or i32 element"), std::string::npos) << why;
+}
+
+// The CUDA backend: the same bytes for the rank-dependent ops (simulated
+// ranks on one GPU, the device-memory communicator for the permute), and
+// the vocabulary shards' kernels against the CPU's. Skipped without a GPU.
+TEST(SequenceSharding, CudaShardSliceAndPermuteEqualTheCpu) {
+  REQUIRE_GPU();
+  Rng rng;
+  std::vector<Bytes> table(6, toBytes(rng.uniform(6 * 5))), own;
+  for (int r = 0; r < 6; ++r) own.push_back(toBytes(rng.uniform(12)));
+  struct Case {
+    Program p;
+    std::vector<Bytes> in;
+  };
+  std::vector<Case> cases = {
+      {oneOp(OpCode::ShardSlice, DType::F32, {6, 5}, {2, 5}, meshInts(0, kCpBit)), table},
+      {oneOp(OpCode::ShardSlice, DType::F32, {6, 5}, {3, 5}, meshInts(0, kTpBit)), table},
+      {oneOp(OpCode::ShardSlice, DType::Bool, {3, 4}, {3, 2}, meshInts(1, kTpBit)),
+       std::vector<Bytes>(6, Bytes{1, 0, 0, 1, 0, 1, 1, 0, 1, 1, 0, 0})},
+      {oneOp(OpCode::CollectivePermute, DType::F32, {3, 4}, {3, 4}, meshInts(1, kCpBit)), own},
+      {oneOp(OpCode::CollectivePermute, DType::F32, {3, 4}, {3, 4}, meshInts(-2, kCpBit | kTpBit)),
+       own},
+  };
+  for (const Case &c : cases) {
+    auto cpu = runWorld(c.p, c.in, "cpu"), gpu = runWorld(c.p, c.in, "cuda");
+    ASSERT_EQ(cpu.size(), 6u);
+    EXPECT_EQ(cpu, gpu) << opcodeName(c.p.instrs[0].op);
+  }
+}
+
+TEST(SequenceSharding, CudaVocabularyShardsMatchTheCpu) {
+  REQUIRE_GPU();
+  Rng rng;
+  const int64_t N = 37, Vl = 300, D = 8;
+  std::vector<int64_t> ids, targets, first = {250};
+  for (int64_t n = 0; n < N; ++n) {
+    ids.push_back(int64_t(rng.uniform(1, 0, 800)[0]));
+    targets.push_back(n % 3 ? 250 + n * 7 % Vl : 900); // some rows' target is elsewhere
+  }
+  std::vector<float> shift = rng.uniform(N, 0.5, 1.5);
+  ProgramBuilder b;
+  uint32_t t = b.input(DType::F32, {Vl, D}), i = b.input(DType::I64, {N}), f = b.input(DType::I64, {1});
+  uint32_t dy = b.input(DType::F32, {N, D}), x = b.input(DType::F32, {N, Vl}), tt = b.input(DType::I64, {N});
+  uint32_t m = b.input(DType::F32, {N}), ds = b.input(DType::F32, {N}), dp = b.input(DType::F32, {N});
+  uint32_t rows = b.output(DType::F32, {N, D}), dt = b.output(DType::F32, {Vl, D});
+  uint32_t s = b.output(DType::F32, {N}), p = b.output(DType::F32, {N}), dx = b.output(DType::F32, {N, Vl});
+  b.instr(OpCode::VocabShardEmbedding, {t, i, f}, {rows});
+  b.instr(OpCode::VocabShardEmbeddingGrad, {dy, i, f}, {dt});
+  b.instr(OpCode::VocabShardCrossEntropy, {x, tt, f, m}, {s, p});
+  b.instr(OpCode::VocabShardCrossEntropyGrad, {x, tt, f, m, ds, dp}, {dx});
+  std::vector<Bytes> in = {toBytes(rng.uniform(Vl * D)), toBytes(ids), toBytes(first),
+                           toBytes(rng.uniform(N * D)), toBytes(rng.uniform(N * Vl, -3, 3)),
+                           toBytes(targets), toBytes(shift), toBytes(rng.uniform(N)),
+                           toBytes(rng.uniform(N))};
+  RunResult cpu = runProgram(b.p, in, 2, "cpu"), gpu = runProgram(b.p, in, 2, "cuda");
+  ASSERT_TRUE(cpu.ok) << cpu.err;
+  ASSERT_TRUE(gpu.ok) << gpu.err;
+  EXPECT_EQ(cpu.out<float>(0), gpu.out<float>(0)); // rows move as they are
+  EXPECT_EQ(cpu.out<float>(1), gpu.out<float>(1)); // position order, double, one rounding
+  for (size_t k = 2; k < 5; ++k) // sums of exponentials in another (fixed) order
+    EXPECT_TRUE(allClose(gpu.out<float>(k), toDouble(cpu.out<float>(k)), 1e-6, 1e-7)) << "output " << k;
 }
 
 } // namespace
