@@ -4,6 +4,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "planner/ir/IrCost.h"
+#include "planner/ir/RankStep.h"
 #include "codegen/LowerToProgram.h"
 #include "frontends/onnx/OnnxImporter.h"
 #include "ir/LoomOps.h"
@@ -959,19 +960,17 @@ bool rankBufferPlan(const std::string &path, int64_t microbatch, int64_t seq, in
   return rankBufferPlan(path, microbatch, seq, plan, out, err);
 }
 
-bool rankBufferPlan(const std::string &path, int64_t microbatch, int64_t seq, const Plan &plan,
-                    MemoryBreakdown &out, std::string &err, rt::Program *programOut) {
-  int dpReplicate = plan.dpReplicate, dpShard = plan.dpShard, tp = plan.tp;
-  MLIRContext ctx;
+OwningOpRef<ModuleOp> buildRankStep(MLIRContext &ctx, const std::string &path, int64_t microbatch,
+                                    int64_t seq, const Plan &plan, std::string &err) {
   double scale = 1;
   std::vector<std::string> notes;
   OwningOpRef<ModuleOp> module = loadForward(ctx, path, microbatch, seq, scale, notes, err);
   if (!module)
-    return false;
+    return nullptr;
   if (scale != 1) {
     err = path + ": the model's batch is fixed; it cannot be compiled at " +
           std::to_string(microbatch) + " rows per rank";
-    return false;
+    return nullptr;
   }
   FirstDiagnostic diag(ctx);
   PassManager pm(&ctx);
@@ -979,19 +978,31 @@ bool rankBufferPlan(const std::string &path, int64_t microbatch, int64_t seq, co
   buildFusionPipeline(pm, /*autocastBf16=*/true);
   pm.addPass(createCSEPass());
   SpmdStepOptions o;
-  o.tp = tp;
-  o.dpReplicate = dpReplicate;
-  o.dpShard = dpShard;
+  o.tp = plan.tp;
+  o.dpReplicate = plan.dpReplicate;
+  o.dpShard = plan.dpShard;
   o.bf16 = true;
   o.cp = plan.cp;
   o.cpRotate = cpRotateName(plan.cpRotate);
-  o.sequenceParallel = tp > 1 && plan.tpSp;
-  o.lossParallel = tp > 1 && plan.lossParallel;
+  o.sequenceParallel = plan.tp > 1 && plan.tpSp;
+  o.lossParallel = plan.tp > 1 && plan.lossParallel;
   buildSpmdTrainStep(pm, o);
   if (failed(pm.run(*module))) {
     err = path + ": building the per-rank training step failed: " + diag.text;
-    return false;
+    return nullptr;
   }
+  return module;
+}
+
+bool rankBufferPlan(const std::string &path, int64_t microbatch, int64_t seq, const Plan &plan,
+                    MemoryBreakdown &out, std::string &err, rt::Program *programOut,
+                    const RankIrCosts &irCosts) {
+  MLIRContext ctx;
+  OwningOpRef<ModuleOp> module = buildRankStep(ctx, path, microbatch, seq, plan, err);
+  if (!module)
+    return false;
+  if (irCosts.partitioned && irCosts.hw)
+    partitionedCostOf(*module, *irCosts.hw, irCosts.gpusPerNode, *irCosts.partitioned);
   rt::Program program;
   if (!lowerToProgram(module->lookupSymbol<func::FuncOp>("train_step"), program, err)) {
     err = path + ": codegen: " + err;

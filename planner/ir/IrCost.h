@@ -17,6 +17,7 @@
 
 #include "planner/ModelCost.h"
 #include "planner/Plan.h"
+#include "planner/ir/PartitionedCost.h"
 #include "loom/runtime/Program.h"
 
 #include <string>
@@ -52,8 +53,16 @@ bool rankBufferPlan(const std::string &path, int64_t microbatch, int64_t seq, in
 /// sequence and loss parallelism as `plan` says (cp, cp_rotate, tp_sp,
 /// loss_parallel; issue 18). With `program`, also the rank's program
 /// itself (its buffers are what a rank holds).
+/// With `partitioned` (and `hw`), also the costs read off the same rank's
+/// partitioned IR (PartitionedCost.h).
+struct RankIrCosts {
+  PartitionedCost *partitioned = nullptr;
+  const HardwareProfile *hw = nullptr;
+  int gpusPerNode = 8;
+};
 bool rankBufferPlan(const std::string &path, int64_t microbatch, int64_t seq, const Plan &plan,
-                    MemoryBreakdown &out, std::string &err, rt::Program *program = nullptr);
+                    MemoryBreakdown &out, std::string &err, rt::Program *program = nullptr,
+                    const RankIrCosts &irCosts = RankIrCosts());
 
 } // namespace loom::planner
 
