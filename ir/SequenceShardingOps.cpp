@@ -23,35 +23,20 @@ int64_t groupSizeOf(Operation *op, ArrayAttr axes) {
   return mesh ? mesh.groupSize(axes) : 0;
 }
 
-LogicalResult verifyAxesOnce(Operation *op, ArrayAttr axes) {
-  if (axes.empty())
-    return op->emitOpError("needs at least one mesh axis");
-  uint32_t seen = 0;
-  for (auto a : axes.getAsRange<MeshAxisAttr>()) {
-    uint32_t bit = 1u << uint32_t(a.getValue());
-    if (seen & bit)
-      return op->emitOpError("names mesh axis ") << stringifyMeshAxis(a.getValue()) << " twice";
-    seen |= bit;
-  }
-  return success();
-}
-
-/// A rank-0 (or one-element) integer offset operand.
-LogicalResult verifyOffset(Operation *op, Value first) {
-  if (tensorOf(first).getNumElements() != 1)
-    return op->emitOpError("takes `first` as a one-element tensor, not ")
-           << tensorOf(first);
-  return success();
-}
-
 } // namespace
+
+MeshAttr meshWithAxis(MLIRContext *ctx, MeshAttr old, MeshAxis axis, int64_t size) {
+  auto get = [&](MeshAxis a) { return a == axis ? size : old ? old.size(a) : 1; };
+  return MeshAttr::get(ctx, get(MeshAxis::pp), get(MeshAxis::dp_replicate),
+                       get(MeshAxis::dp_shard), get(MeshAxis::cp), get(MeshAxis::tp));
+}
 
 //===----------------------------------------------------------------------===//
 // shard_slice and collective_permute
 //===----------------------------------------------------------------------===//
 
 LogicalResult ShardSliceOp::verify() {
-  if (failed(verifyAxesOnce(*this, getAxes())))
+  if (failed(verifyMeshAxes(*this, getAxes())))
     return failure();
   auto in = tensorOf(getInput()), out = tensorOf(getResult());
   int64_t dim = getDim();
@@ -80,7 +65,7 @@ LogicalResult ShardSliceOp::buildGradients(OpBuilder &b, ArrayRef<Value> dys,
   return success();
 }
 
-LogicalResult CollectivePermuteOp::verify() { return verifyAxesOnce(*this, getAxes()); }
+LogicalResult CollectivePermuteOp::verify() { return verifyMeshAxes(*this, getAxes()); }
 
 LogicalResult CollectivePermuteOp::buildGradients(OpBuilder &b, ArrayRef<Value> dys,
                                                   SmallVectorImpl<Value> &dx) {
@@ -201,7 +186,7 @@ LogicalResult ContextAttentionOp::inferReturnTypes(MLIRContext *ctx, std::option
 }
 
 LogicalResult ContextAttentionOp::verify() {
-  if (failed(verifyAxesOnce(*this, getAxes())))
+  if (failed(verifyMeshAxes(*this, getAxes())))
     return failure();
   if (!getCausal())
     return emitOpError("is causal attention (the load-balanced chunks serve a causal mask)");

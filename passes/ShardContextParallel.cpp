@@ -99,10 +99,9 @@ struct ShardContextParallelPass : impl::ShardContextParallelBase<ShardContextPar
                       << " does not divide into 2 x cp = " << 2 * cp << " load-balanced chunks";
       return signalPassFailure();
     }
-    MeshAttr old = module->getAttrOfType<MeshAttr>(kMeshAttrName);
     module->setAttr(kMeshAttrName,
-                    MeshAttr::get(ctx, old ? old.getPp() : 1, old ? old.getDpReplicate() : 1,
-                                  old ? old.getDpShard() : 1, cp, old ? old.getTp() : 1));
+                    meshWithAxis(ctx, module->getAttrOfType<MeshAttr>(kMeshAttrName),
+                                 MeshAxis::cp, cp));
     ArrayAttr cpAxis = meshAxes(ctx, {MeshAxis::cp});
 
     SequenceRegion region;

@@ -45,31 +45,6 @@ Value throughCasts(Value v, SmallVectorImpl<Value> &casts) {
   return v;
 }
 
-RankedTensorType divided(RankedTensorType t, int64_t d, int64_t n) {
-  SmallVector<int64_t> shape(t.getShape());
-  shape[d] /= n;
-  return RankedTensorType::get(shape, t.getElementType());
-}
-
-/// Rank 0's rows or columns of a parameter as the local constant (the
-/// driver feeds every rank its own slice; the value documents the IR).
-DenseElementsAttr firstShard(ConstantOp c, int64_t d, int64_t n) {
-  auto t = cast<RankedTensorType>(c.getType());
-  RankedTensorType local = divided(t, d, n);
-  auto full = dyn_cast<DenseElementsAttr>(c.getValue());
-  if (full && full.isSplat())
-    return DenseElementsAttr::get(local, full.getSplatValue<Attribute>());
-  if (!full || !t.getElementType().isF32())
-    return DenseElementsAttr::get(local, FloatAttr::get(t.getElementType(), 0.0));
-  auto all = llvm::to_vector(full.getValues<float>());
-  int64_t rows = t.getDimSize(0), cols = t.getDimSize(1);
-  std::vector<float> values;
-  for (int64_t i = 0; i < (d == 0 ? rows / n : rows); ++i)
-    for (int64_t j = 0; j < (d == 1 ? cols / n : cols); ++j)
-      values.push_back(all[size_t(i * cols + j)]);
-  return DenseElementsAttr::get(local, ArrayRef<float>(values));
-}
-
 struct ShardVocabParallelPass : impl::ShardVocabParallelBase<ShardVocabParallelPass> {
   using Base::Base;
 
@@ -87,10 +62,9 @@ struct ShardVocabParallelPass : impl::ShardVocabParallelBase<ShardVocabParallelP
       module.emitError("expected @forward(tokens) -> logits");
       return signalPassFailure();
     }
-    MeshAttr old = module->getAttrOfType<MeshAttr>(kMeshAttrName);
     module->setAttr(kMeshAttrName,
-                    MeshAttr::get(ctx, old ? old.getPp() : 1, old ? old.getDpReplicate() : 1,
-                                  old ? old.getDpShard() : 1, old ? old.getCp() : 1, tp));
+                    meshWithAxis(ctx, module->getAttrOfType<MeshAttr>(kMeshAttrName),
+                                 MeshAxis::tp, tp));
     ArrayAttr tpAxis = meshAxes(ctx, {MeshAxis::tp});
     auto ret = cast<func::ReturnOp>(fwd.getBody().front().getTerminator());
 
@@ -163,11 +137,11 @@ struct ShardVocabParallelPass : impl::ShardVocabParallelBase<ShardVocabParallelP
     auto enter = b.create<CopyToParallelOp>(head.getLoc(), head.getLhs().getType(), head.getLhs(),
                                             tpAxis);
     head.getLhsMutable().assign(enter);
-    for (Value c : headCasts) c.setType(divided(tensorType(c), headDim, tp));
-    for (Value l : logitsPath) l.setType(divided(tensorType(l), tensorType(l).getRank() - 1, tp));
+    for (Value c : headCasts) c.setType(shardType(tensorType(c), headDim, tp));
+    for (Value l : logitsPath) l.setType(shardType(tensorType(l), tensorType(l).getRank() - 1, tp));
     for (auto [c, d] : split) {
       auto constant = cast<ConstantOp>(c);
-      DenseElementsAttr local = firstShard(constant, d, tp);
+      DenseElementsAttr local = firstShardOf(constant, d, tp);
       constant.setValueAttr(local);
       constant.getResult().setType(cast<RankedTensorType>(local.getType()));
       c->setAttr(kShardingAttrName,

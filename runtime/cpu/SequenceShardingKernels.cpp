@@ -93,6 +93,19 @@ void crossEntropyShardGrad(const KernelCall &c, int64_t first, ThreadPool &pool)
   });
 }
 
+/// The shard's first id (input 2 of every vocabulary-shard opcode).
+int64_t firstOf(const KernelCall &c) { return indexValue(c.in[2], 0); }
+
+/// Calls `run` with a value of the f32 or f64 type the instruction
+/// computes in (its first input's).
+template <typename Run> bool byFloatType(const KernelCall &c, Run &&run) {
+  if (c.in[0].dtype() == DType::F64)
+    run(double());
+  else
+    run(float());
+  return true;
+}
+
 } // namespace
 
 bool runShardSlice(const KernelCall &c, int rank, ThreadPool &pool, std::string &err) {
@@ -111,39 +124,19 @@ bool runShardSlice(const KernelCall &c, int rank, ThreadPool &pool, std::string 
 }
 
 bool runVocabShardEmbedding(const KernelCall &c, ThreadPool &pool, std::string &) {
-  int64_t first = indexValue(c.in[2], 0);
-  if (c.in[0].dtype() == DType::F64)
-    embeddingShard<double>(c, first, pool);
-  else
-    embeddingShard<float>(c, first, pool);
-  return true;
+  return byFloatType(c, [&](auto t) { embeddingShard<decltype(t)>(c, firstOf(c), pool); });
 }
 
 bool runVocabShardEmbeddingGrad(const KernelCall &c, ThreadPool &, std::string &) {
-  int64_t first = indexValue(c.in[2], 0);
-  if (c.in[0].dtype() == DType::F64)
-    embeddingShardGrad<double>(c, first);
-  else
-    embeddingShardGrad<float>(c, first);
-  return true;
+  return byFloatType(c, [&](auto t) { embeddingShardGrad<decltype(t)>(c, firstOf(c)); });
 }
 
 bool runVocabShardCrossEntropy(const KernelCall &c, ThreadPool &pool, std::string &) {
-  int64_t first = indexValue(c.in[2], 0);
-  if (c.in[0].dtype() == DType::F64)
-    crossEntropyShard<double>(c, first, pool);
-  else
-    crossEntropyShard<float>(c, first, pool);
-  return true;
+  return byFloatType(c, [&](auto t) { crossEntropyShard<decltype(t)>(c, firstOf(c), pool); });
 }
 
 bool runVocabShardCrossEntropyGrad(const KernelCall &c, ThreadPool &pool, std::string &) {
-  int64_t first = indexValue(c.in[2], 0);
-  if (c.in[0].dtype() == DType::F64)
-    crossEntropyShardGrad<double>(c, first, pool);
-  else
-    crossEntropyShardGrad<float>(c, first, pool);
-  return true;
+  return byFloatType(c, [&](auto t) { crossEntropyShardGrad<decltype(t)>(c, firstOf(c), pool); });
 }
 
 } // namespace loom::rt

@@ -8,6 +8,7 @@
 // explanation.
 //===----------------------------------------------------------------------===//
 #include "Args.h"
+#include "AtomicFile.h"
 #include "planner/Planner.h"
 #include "planner/Report.h"
 #include "planner/ir/IrCost.h"
@@ -16,7 +17,6 @@
 
 #include <cstdio>
 #include <cstdlib>
-#include <fstream>
 #include <iostream>
 #include <ostream>
 
@@ -66,21 +66,7 @@ bool writeRankBuffers(const std::string &path, const rt::Program &p, std::string
                                                                  : "temp"));
     list.push(o);
   }
-  std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    if (!out || !(out << list.dump(1) << "\n") || !out.flush()) {
-      err = "cannot write '" + tmp + "'";
-      std::remove(tmp.c_str());
-      return false;
-    }
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    err = "cannot rename '" + tmp + "' to '" + path + "'";
-    std::remove(tmp.c_str());
-    return false;
-  }
-  return true;
+  return writeAtomically(path, list.dump(1) + "\n", err);
 }
 
 json::Value partitionedJson(const planner::PartitionedCost &c) {

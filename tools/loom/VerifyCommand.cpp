@@ -12,6 +12,7 @@
 // --max-grad-rel it is a check: exit 1 when a plan is outside the bounds.
 //===----------------------------------------------------------------------===//
 #include "Args.h"
+#include "AtomicFile.h"
 #include "SequencePlan.h"
 #include "SpmdPlan.h"
 #include "StepRunner.h"
@@ -50,24 +51,6 @@ double l2(const std::vector<float> &v) {
   double s = 0;
   for (float x : v) s += double(x) * x;
   return std::sqrt(s);
-}
-
-bool writeAtomically(const std::string &path, const std::string &text, std::string &err) {
-  std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    if (!out || !(out << text) || !out.flush()) {
-      err = "cannot write '" + tmp + "'";
-      std::remove(tmp.c_str());
-      return false;
-    }
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    err = "cannot rename '" + tmp + "' to '" + path + "'";
-    std::remove(tmp.c_str());
-    return false;
-  }
-  return true;
 }
 
 std::string jsonString(const std::string &s) {
