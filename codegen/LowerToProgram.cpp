@@ -292,9 +292,12 @@ bool ProgramBuilder::lowerOp(Operation *op, std::string &err) {
         ok = emitCollective(rt::OpCode::ShardSlice, op, ReduceKind::sum, int64_t(c.getDim()),
                             c.getAxes(), err);
       })
-      .Case<VocabShardEmbeddingOp>([&](auto) { emit(OpCode::VocabShardEmbedding, op); })
+      .Case<VocabShardEmbeddingOp>(
+          [&](VocabShardEmbeddingOp e) { emit(OpCode::VocabShardEmbedding, op, {e.getVocab()}); })
       .Case<VocabShardEmbeddingGradOp>([&](auto) { emit(OpCode::VocabShardEmbeddingGrad, op); })
-      .Case<VocabShardCrossEntropyOp>([&](auto) { emit(OpCode::VocabShardCrossEntropy, op); })
+      .Case<VocabShardCrossEntropyOp>([&](VocabShardCrossEntropyOp e) {
+        emit(OpCode::VocabShardCrossEntropy, op, {e.getVocab()});
+      })
       .Case<VocabShardCrossEntropyGradOp>(
           [&](auto) { emit(OpCode::VocabShardCrossEntropyGrad, op); })
       .Default([&](Operation *) {

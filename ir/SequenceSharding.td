@@ -67,11 +67,13 @@ def Loom_VocabShardEmbeddingOp : Loom_Op<"vocab_shard_embedding", [Pure, InferTy
     rank-0 integer tensor, this rank's offset); an id in that range gives
     its row, any other id a row of zeros. The sum over the vocabulary-
     parallel ranks (an all_reduce or reduce_scatter) is the embedding of
-    the whole table (Megatron's VocabParallelEmbedding). Gradient:
+    the whole table (Megatron's VocabParallelEmbedding). `vocab` is the
+    whole vocabulary's size: an id outside [0, vocab) is bad data, reported
+    as Embedding reports it, not a row of another rank. Gradient:
     vocab_shard_embedding_grad into the local rows.
   }];
   let arguments = (ins Loom_FloatTensor:$table, Loom_IndexTensor:$indices,
-                       Loom_IndexTensor:$first);
+                       Loom_IndexTensor:$first, I64Attr:$vocab);
   let results = (outs Loom_FloatTensor:$result);
   let assemblyFormat = [{
     $table `,` $indices `,` $first attr-dict `:` type($table) `,` type($indices) `,` type($first)
@@ -102,10 +104,11 @@ def Loom_VocabShardCrossEntropyOp : Loom_Op<"vocab_shard_cross_entropy", [Pure,
     is row n's cross-entropy, without any rank holding [N, V]. The shift
     cancels from the loss, so it gets no gradient; the logits' gradient is
     dsumexp exp(logits - shift) + dtarget onehot(t - first)
-    (vocab_shard_cross_entropy_grad).
+    (vocab_shard_cross_entropy_grad). A target outside [0, vocab), the
+    whole vocabulary, is reported as CrossEntropy reports it.
   }];
   let arguments = (ins Loom_FloatTensor:$logits, Loom_IndexTensor:$targets,
-                       Loom_IndexTensor:$first, Loom_FloatTensor:$shift);
+                       Loom_IndexTensor:$first, Loom_FloatTensor:$shift, I64Attr:$vocab);
   let results = (outs Loom_FloatTensor:$sumexp, Loom_FloatTensor:$target);
   let assemblyFormat = [{
     $logits `,` $targets `,` $first `,` $shift attr-dict `:` type($logits) `,` type($targets) `,`

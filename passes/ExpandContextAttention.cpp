@@ -85,6 +85,23 @@ public:
     return x;
   }
 
+  /// A block received from another rank (collectives move f32) back in
+  /// the storage `like` has: bf16 when autocast rounded it (exact: the
+  /// values are bf16's), so the attention ops read bf16 as the local
+  /// block's do.
+  Value inStorageOf(Value block, Value like) {
+    auto storage = tensorType(storageOf(like));
+    if (storage == tensorType(like))
+      return block;
+    return b.create<CastOp>(loc, storage, block);
+  }
+
+  SmallVector<Value> blocksInStorage(Value x, Value *gatheredIds = nullptr) {
+    SmallVector<Value> out = blocks(x, gatheredIds);
+    for (Value &v : out) v = inStorageOf(v, x);
+    return out;
+  }
+
   Value widened(Value x) {
     auto t = tensorType(x);
     if (!t.getElementType().isBF16())
@@ -199,15 +216,16 @@ public:
     Type lf = tensorType(la).getElementType();
     Value ninf = scalar(-std::numeric_limits<double>::infinity(), lf);
     SmallVector<Value> lower = lowerSource();
-    SmallVector<Value> keys = blocks(k), values = blocks(v);
+    SmallVector<Value> keys = blocksInStorage(k), values = blocksInStorage(v);
     for (int64_t s = 1; s < C; ++s) {
       Value c = lower[s - 1];
       auto [kf, ks] = halves(keys[s - 1]);
       auto [vf, vs] = halves(values[s - 1]);
-      auto both = b.create<AttentionOp>(loc, widened(qb), kf, vf, b.getF64FloatAttr(scale),
-                                        b.getBoolAttr(false));
+      auto both = b.create<AttentionOp>(loc, widened(qb), widened(kf), widened(vf),
+                                        b.getF64FloatAttr(scale), b.getBoolAttr(false));
       // Named first: argument evaluation order is unspecified, the IR's is not.
-      Value pq = widened(pick(c, qa, qb)), pk = pick(c, kf, ks), pv = pick(c, vf, vs);
+      Value pq = widened(pick(c, qa, qb)), pk = widened(pick(c, kf, ks));
+      Value pv = widened(pick(c, vf, vs));
       auto picked = b.create<AttentionOp>(loc, pq, pk, pv, b.getF64FloatAttr(scale),
                                           b.getBoolAttr(false));
       Value forA = pick(c, picked.getLse(), ninf), forB = pick(c, ninf, picked.getLse());
@@ -233,7 +251,7 @@ public:
     Value zero = scalar(0.0, tensorType(q).getElementType());
     SmallVector<Value> lower = lowerSource();
     Value ids;
-    SmallVector<Value> keys = blocks(k, &ids), values = blocks(v);
+    SmallVector<Value> keys = blocksInStorage(k, &ids), values = blocksInStorage(v);
     Value dqa, dqb;
     SmallVector<Value> dKeys, dValues;
     auto accumulate = [&](Value &acc, Value x) {
@@ -243,9 +261,11 @@ public:
       Value c = lower[s - 1];
       auto [kf, ks] = halves(keys[s - 1]);
       auto [vf, vs] = halves(values[s - 1]);
-      auto both = b.create<AttentionGradOp>(loc, widened(qb), kf, vf, widened(ob), lb, widened(db),
-                                            b.getF64FloatAttr(scale), b.getBoolAttr(false));
-      Value pq = widened(pick(c, qa, qb)), pk = pick(c, kf, ks), pv = pick(c, vf, vs);
+      auto both = b.create<AttentionGradOp>(loc, widened(qb), widened(kf), widened(vf),
+                                            widened(ob), lb, widened(db), b.getF64FloatAttr(scale),
+                                            b.getBoolAttr(false));
+      Value pq = widened(pick(c, qa, qb)), pk = widened(pick(c, kf, ks));
+      Value pv = widened(pick(c, vf, vs));
       Value po = widened(pick(c, oa, ob)), pl = pick(c, la, lb), pd = widened(pick(c, da, db));
       auto picked = b.create<AttentionGradOp>(loc, pq, pk, pv, po, pl, pd, b.getF64FloatAttr(scale),
                                               b.getBoolAttr(false));

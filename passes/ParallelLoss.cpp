@@ -57,7 +57,7 @@ Value buildParallelLoss(OpBuilder &b, Location loc, Value logits, Value targets,
                                         b.getI64IntegerAttr(1));
     Value shift = b.create<ReduceOp>(loc, maxes, ReduceKind::max, ArrayRef<int64_t>{1},
                                      /*keepdim=*/false);
-    auto parts = b.create<VocabShardCrossEntropyOp>(loc, logits, targets, first, shift);
+    auto parts = b.create<VocabShardCrossEntropyOp>(loc, logits, targets, first, shift, Vl * n);
     Value sum = b.create<AllReduceOp>(loc, parts.getSumexp().getType(), parts.getSumexp(), axes,
                                       ReduceKind::sum);
     Value target = b.create<AllReduceOp>(loc, parts.getTarget().getType(), parts.getTarget(),

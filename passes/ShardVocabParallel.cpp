@@ -126,7 +126,8 @@ struct ShardVocabParallelPass : impl::ShardVocabParallelBase<ShardVocabParallelP
     // Embeddings: this rank's rows, summed over tp.
     for (EmbeddingOp e : embeddings) {
       b.setInsertionPoint(e);
-      auto local = b.create<VocabShardEmbeddingOp>(e.getLoc(), e.getTable(), e.getIndices(), first);
+      auto local = b.create<VocabShardEmbeddingOp>(e.getLoc(), e.getTable(), e.getIndices(), first,
+                                                   tensorType(e.getTable()).getDimSize(0));
       auto sum = b.create<AllReduceOp>(e.getLoc(), e.getType(), local.getResult(), tpAxis,
                                        ReduceKind::sum);
       e.getResult().replaceAllUsesWith(sum.getResult());

@@ -9,6 +9,7 @@
 // double, as the whole-vocabulary kernels do.
 //===----------------------------------------------------------------------===//
 #include "cpu/Kernels.h"
+#include "lib/Diagnostics.h"
 #include "loom/runtime/Communicator.h"
 
 #include <cstring>
@@ -123,7 +124,16 @@ bool runShardSlice(const KernelCall &c, int rank, ThreadPool &pool, std::string 
   return runSlice(local, pool, err);
 }
 
-bool runVocabShardEmbedding(const KernelCall &c, ThreadPool &pool, std::string &) {
+bool runVocabShardEmbedding(const KernelCall &c, ThreadPool &pool, std::string &err) {
+  // An id outside the whole vocabulary is bad data on every rank, as for
+  // Embedding; one outside this shard's rows is another rank's.
+  const Tensor &ids = c.in[1];
+  int64_t vocab = c.instr->ints[0];
+  for (int64_t i = 0; i < ids.numel(); ++i)
+    if (int64_t id = indexValue(ids, i); id < 0 || id >= vocab) {
+      err = cat("id ", id, " at position ", i, " out of range [0, ", vocab, ")");
+      return false;
+    }
   return byFloatType(c, [&](auto t) { embeddingShard<decltype(t)>(c, firstOf(c), pool); });
 }
 
@@ -131,7 +141,14 @@ bool runVocabShardEmbeddingGrad(const KernelCall &c, ThreadPool &, std::string &
   return byFloatType(c, [&](auto t) { embeddingShardGrad<decltype(t)>(c, firstOf(c)); });
 }
 
-bool runVocabShardCrossEntropy(const KernelCall &c, ThreadPool &pool, std::string &) {
+bool runVocabShardCrossEntropy(const KernelCall &c, ThreadPool &pool, std::string &err) {
+  const Tensor &targets = c.in[1];
+  int64_t vocab = c.instr->ints[0];
+  for (int64_t n = 0; n < targets.numel(); ++n)
+    if (int64_t t = indexValue(targets, n); t < 0 || t >= vocab) {
+      err = cat("target ", t, " at row ", n, " out of range [0, ", vocab, ")");
+      return false;
+    }
   return byFloatType(c, [&](auto t) { crossEntropyShard<decltype(t)>(c, firstOf(c), pool); });
 }
 

@@ -19,24 +19,31 @@ namespace {
 
 __global__ void vocabEmbeddingKernel(const float *table, const void *ids, bool ids64,
                                      const void *first, bool first64, float *out, int64_t n,
-                                     int64_t rows, int64_t D) {
+                                     int64_t rows, int64_t D, int64_t vocab, DeviceError *err,
+                                     int instr) {
   int64_t offset = indexAt(first, first64, 0);
   LOOM_GRID_STRIDE(i, n * D) {
-    int64_t row = indexAt(ids, ids64, i / D) - offset;
+    int64_t id = indexAt(ids, ids64, i / D), row = id - offset;
+    // Outside the whole vocabulary: bad data, reported as Embedding does.
+    if ((id < 0 || id >= vocab) && i % D == 0)
+      reportError(err, instr, 0, id, i / D, vocab);
     out[i] = row >= 0 && row < rows ? table[row * D + i % D] : 0.f;
   }
 }
 
 __global__ void vocabCrossEntropyKernel(const float *x, const void *targets, bool t64,
                                         const void *first, bool first64, const float *shift,
-                                        float *sumexp, float *target, int64_t V) {
+                                        float *sumexp, float *target, int64_t V, int64_t vocab,
+                                        DeviceError *err, int instr) {
   __shared__ double red[32];
   int64_t n = blockIdx.x;
   double m = double(shift[n]), acc = 0;
   for (int64_t v = threadIdx.x; v < V; v += blockDim.x) acc += exp(double(x[n * V + v]) - m);
   acc = blockSum(acc, red);
   if (threadIdx.x == 0) {
-    int64_t t = indexAt(targets, t64, n) - indexAt(first, first64, 0);
+    int64_t global = indexAt(targets, t64, n), t = global - indexAt(first, first64, 0);
+    if (global < 0 || global >= vocab) // bad data, as CrossEntropy reports it
+      reportError(err, instr, 1, global, n, vocab);
     sumexp[n] = float(acc);
     target[n] = t >= 0 && t < V ? float(double(x[n * V + t]) - m) : 0.f;
   }
@@ -81,7 +88,7 @@ void launchVocabShardEmbedding(const CudaCall &c, CudaContext &ctx) {
   if (n * D == 0) return;
   vocabEmbeddingKernel<<<gridFor(n * D), kThreads, 0, ctx.stream>>>(
       table.as<float>(), ids.data, is64(ids), first.data, is64(first), c.out[0].as<float>(), n,
-      table.shape()[0], D);
+      table.shape()[0], D, c.instr->ints[0], ctx.error, c.index);
 }
 
 void launchVocabShardCrossEntropy(const CudaCall &c, CudaContext &ctx) {
@@ -89,7 +96,8 @@ void launchVocabShardCrossEntropy(const CudaCall &c, CudaContext &ctx) {
   if (N == 0) return;
   vocabCrossEntropyKernel<<<unsigned(N), kThreads, 0, ctx.stream>>>(
       c.in[0].as<float>(), c.in[1].data, is64(c.in[1]), c.in[2].data, is64(c.in[2]),
-      c.in[3].as<float>(), c.out[0].as<float>(), c.out[1].as<float>(), V);
+      c.in[3].as<float>(), c.out[0].as<float>(), c.out[1].as<float>(), V, c.instr->ints[0],
+      ctx.error, c.index);
 }
 
 void launchVocabShardCrossEntropyGrad(const CudaCall &c, CudaContext &ctx) {

@@ -717,9 +717,12 @@ std::string checkOffset(const BufferDesc &first) {
   return "";
 }
 
-std::string checkVocabShardEmbedding(const OpView &v, bool grad) {
-  if (std::string e = v.arity(3, 3, 1, 1, 0, 0); !e.empty())
+std::string checkVocabShardEmbedding(const OpView &v, const Instr &I, bool grad) {
+  if (std::string e = v.arity(3, 3, 1, 1, grad ? 0 : 1, 0); !e.empty())
     return e;
+  if (!grad && I.ints[0] < v.in(0).shape.at(0))
+    return cat("the vocabulary ", I.ints[0], " is smaller than the shard's ", v.in(0).shape.at(0),
+               " rows");
   const BufferDesc &ids = v.in(1);
   const BufferDesc &table = grad ? v.out() : v.in(0);
   const BufferDesc &rows = grad ? v.in(0) : v.out();
@@ -737,12 +740,15 @@ std::string checkVocabShardEmbedding(const OpView &v, bool grad) {
                [&] { return v.floatDType(table, "table"); });
 }
 
-std::string checkVocabShardCrossEntropy(const OpView &v, bool grad) {
-  if (std::string e = grad ? v.arity(6, 6, 1, 1, 0, 0) : v.arity(4, 4, 2, 2, 0, 0); !e.empty())
+std::string checkVocabShardCrossEntropy(const OpView &v, const Instr &I, bool grad) {
+  if (std::string e = grad ? v.arity(6, 6, 1, 1, 0, 0) : v.arity(4, 4, 2, 2, 1, 0); !e.empty())
     return e;
   const Shape &logits = v.in(0).shape;
   if (logits.size() != 2 || logits[0] == 0 || logits[1] == 0)
     return cat("logits ", shapeStr(logits), " must be [N, Vl] with N, Vl > 0");
+  if (!grad && I.ints[0] < logits[1])
+    return cat("the vocabulary ", I.ints[0], " is smaller than the shard's ", logits[1],
+               " columns");
   if (!isIndex(v.in(1).dtype) || v.in(1).shape != Shape{logits[0]})
     return cat("targets must be [", logits[0], "] i64 or i32, got ", shapeStr(v.in(1).shape), " ",
                dtypeName(v.in(1).dtype));
@@ -851,10 +857,10 @@ std::string checkOpShapes(const Program &p, const Instr &I) {
     return checkCollective(v, I);
   case OpCode::CollectivePermute: return checkCollectivePermute(v, I);
   case OpCode::ShardSlice: return checkShardSlice(v, I);
-  case OpCode::VocabShardEmbedding: return checkVocabShardEmbedding(v, false);
-  case OpCode::VocabShardEmbeddingGrad: return checkVocabShardEmbedding(v, true);
-  case OpCode::VocabShardCrossEntropy: return checkVocabShardCrossEntropy(v, false);
-  case OpCode::VocabShardCrossEntropyGrad: return checkVocabShardCrossEntropy(v, true);
+  case OpCode::VocabShardEmbedding: return checkVocabShardEmbedding(v, I, false);
+  case OpCode::VocabShardEmbeddingGrad: return checkVocabShardEmbedding(v, I, true);
+  case OpCode::VocabShardCrossEntropy: return checkVocabShardCrossEntropy(v, I, false);
+  case OpCode::VocabShardCrossEntropyGrad: return checkVocabShardCrossEntropy(v, I, true);
   }
   return cat("unknown opcode ", int(I.op));
 }

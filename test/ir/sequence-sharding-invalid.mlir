@@ -44,7 +44,7 @@ func.func @odd_rows(%q: tensor<1x2x3x2xf32>, %k: tensor<1x2x3x2xf32>) {
 
 func.func @offset_of_two(%t: tensor<8x4xf32>, %ids: tensor<3xi64>, %first: tensor<2xi64>) {
   // expected-error@+1 {{table must be [Vl, D] and first a one-element offset}}
-  %r = loom.vocab_shard_embedding %t, %ids, %first : tensor<8x4xf32>, tensor<3xi64>, tensor<2xi64>
+  %r = loom.vocab_shard_embedding %t, %ids, %first {vocab = 16 : i64} : tensor<8x4xf32>, tensor<3xi64>, tensor<2xi64>
   return
 }
 
@@ -52,6 +52,6 @@ func.func @offset_of_two(%t: tensor<8x4xf32>, %ids: tensor<3xi64>, %first: tenso
 
 func.func @shift_rows(%l: tensor<6x8xf32>, %t: tensor<6xi64>, %first: tensor<1xi64>, %shift: tensor<5xf32>) {
   // expected-error@+1 {{logits, targets and shift must be [N, Vl], [N] and [N]}}
-  %s, %x = loom.vocab_shard_cross_entropy %l, %t, %first, %shift : tensor<6x8xf32>, tensor<6xi64>, tensor<1xi64>, tensor<5xf32>
+  %s, %x = loom.vocab_shard_cross_entropy %l, %t, %first, %shift {vocab = 16 : i64} : tensor<6x8xf32>, tensor<6xi64>, tensor<1xi64>, tensor<5xf32>
   return
 }

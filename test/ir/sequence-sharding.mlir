@@ -19,16 +19,16 @@ module attributes {loom.mesh = #loom.mesh<pp = 1, dp_replicate = 1, dp_shard = 1
 // -----
 
 // CHECK-LABEL: func.func @vocabulary
-// CHECK: loom.vocab_shard_embedding %arg0, %arg1, %arg2 : tensor<8x4xf32>, tensor<2x3xi64>, tensor<1xi64>
+// CHECK: loom.vocab_shard_embedding %arg0, %arg1, %arg2 {vocab = 16 : i64} : tensor<8x4xf32>, tensor<2x3xi64>, tensor<1xi64>
 // CHECK: loom.vocab_shard_embedding_grad %{{.*}}, %arg1, %arg2 {num_rows = 8 : i64} : tensor<2x3x4xf32>, tensor<2x3xi64>, tensor<1xi64>
-// CHECK: %sumexp, %target = loom.vocab_shard_cross_entropy %arg3, %arg4, %arg2, %arg5 : tensor<6x8xf32>, tensor<6xi64>, tensor<1xi64>, tensor<6xf32>
+// CHECK: %sumexp, %target = loom.vocab_shard_cross_entropy %arg3, %arg4, %arg2, %arg5 {vocab = 16 : i64} : tensor<6x8xf32>, tensor<6xi64>, tensor<1xi64>, tensor<6xf32>
 // CHECK: loom.vocab_shard_cross_entropy_grad %arg3, %arg4, %arg2, %arg5, %sumexp, %target : tensor<6x8xf32>, tensor<6xi64>, tensor<1xi64>, tensor<6xf32>
 func.func @vocabulary(%table: tensor<8x4xf32>, %ids: tensor<2x3xi64>, %first: tensor<1xi64>,
                       %logits: tensor<6x8xf32>, %targets: tensor<6xi64>, %shift: tensor<6xf32>)
     -> (tensor<8x4xf32>, tensor<6x8xf32>) {
-  %rows = loom.vocab_shard_embedding %table, %ids, %first : tensor<8x4xf32>, tensor<2x3xi64>, tensor<1xi64>
+  %rows = loom.vocab_shard_embedding %table, %ids, %first {vocab = 16 : i64} : tensor<8x4xf32>, tensor<2x3xi64>, tensor<1xi64>
   %dtable = loom.vocab_shard_embedding_grad %rows, %ids, %first {num_rows = 8 : i64} : tensor<2x3x4xf32>, tensor<2x3xi64>, tensor<1xi64>
-  %s, %t = loom.vocab_shard_cross_entropy %logits, %targets, %first, %shift : tensor<6x8xf32>, tensor<6xi64>, tensor<1xi64>, tensor<6xf32>
+  %s, %t = loom.vocab_shard_cross_entropy %logits, %targets, %first, %shift {vocab = 16 : i64} : tensor<6x8xf32>, tensor<6xi64>, tensor<1xi64>, tensor<6xf32>
   %d = loom.vocab_shard_cross_entropy_grad %logits, %targets, %first, %shift, %s, %t : tensor<6x8xf32>, tensor<6xi64>, tensor<1xi64>, tensor<6xf32>
   return %dtable, %d : tensor<8x4xf32>, tensor<6x8xf32>
 }

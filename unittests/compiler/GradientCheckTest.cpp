@@ -329,7 +329,7 @@ TEST(GradientCheck, VocabularyShards) {
          fn("%t: tensor<3x4xf64>", "tensor<2x3x4xf64>",
             "%ids = loom.constant dense<[[1, 3, 2], [6, 4, 3]]> : tensor<2x3xi64>\n"
             "%first = loom.constant dense<2> : tensor<1xi64>\n"
-            "%y = loom.vocab_shard_embedding %t, %ids, %first : tensor<3x4xf64>, tensor<2x3xi64>, "
+            "%y = loom.vocab_shard_embedding %t, %ids, %first {vocab = 7 : i64} : tensor<3x4xf64>, tensor<2x3xi64>, "
             "tensor<1xi64>\nreturn %y : tensor<2x3x4xf64>")});
   // log(sum of exponentials) - target logit of columns 3..7: rows whose
   // target lies elsewhere only have the first term. The shift is any
@@ -339,7 +339,7 @@ TEST(GradientCheck, VocabularyShards) {
             "%t = loom.constant dense<[3, 0, 7, 5]> : tensor<4xi64>\n"
             "%first = loom.constant dense<3> : tensor<1xi64>\n"
             "%m = loom.constant dense<[0.5, -0.25, 1.0, 0.0]> : tensor<4xf64>\n"
-            "%s, %p = loom.vocab_shard_cross_entropy %x, %t, %first, %m : tensor<4x5xf64>, "
+            "%s, %p = loom.vocab_shard_cross_entropy %x, %t, %first, %m {vocab = 9 : i64} : tensor<4x5xf64>, "
             "tensor<4xi64>, tensor<1xi64>, tensor<4xf64>\n"
             "%l = loom.log %s : tensor<4xf64>\n"
             "%y = loom.sub %l, %p : tensor<4xf64>, tensor<4xf64>\nreturn %y : tensor<4xf64>"),

@@ -140,7 +140,7 @@ TEST(SequenceSharding, VocabularyShardsOfTheEmbeddingAddUpToTheLookup) {
     uint32_t t = b.input(DType::F32, {Vl, D}, "table"), i = b.input(DType::I64, {6}, "ids");
     uint32_t f = b.input(DType::I64, {1}, "first"), g = b.input(DType::F32, {6, D}, "dy");
     uint32_t y = b.output(DType::F32, {6, D}, "rows"), dt = b.output(DType::F32, {Vl, D}, "dtable");
-    b.instr(OpCode::VocabShardEmbedding, {t, i, f}, {y});
+    b.instr(OpCode::VocabShardEmbedding, {t, i, f}, {y}, {V});
     b.instr(OpCode::VocabShardEmbeddingGrad, {g, i, f}, {dt});
     std::vector<float> mine(table.begin() + shard * Vl * D, table.begin() + (shard + 1) * Vl * D);
     RunResult r = runProgram(b.p, {toBytes(mine), toBytes(ids), toBytes(std::vector<int64_t>{shard * Vl}),
@@ -159,6 +159,34 @@ TEST(SequenceSharding, VocabularyShardsOfTheEmbeddingAddUpToTheLookup) {
         if (ids[n] == v) want += dy[n * D + d];
       EXPECT_NEAR(dtable[v * D + d], want, 1e-6) << "row " << v;
     }
+}
+
+TEST(SequenceSharding, IdsOutsideTheWholeVocabularyAreBadData) {
+  // Shard rows [4, 8) of a 12-word vocabulary: ids 0..11 are fine (rows of
+  // zeros where another rank holds them), 12 is an error, as for Embedding.
+  ProgramBuilder b;
+  uint32_t t = b.input(DType::F32, {4, 2}), i = b.input(DType::I64, {3}), f = b.input(DType::I64, {1});
+  uint32_t y = b.output(DType::F32, {3, 2});
+  b.instr(OpCode::VocabShardEmbedding, {t, i, f}, {y}, {12});
+  std::vector<float> table = {1, 2, 3, 4, 5, 6, 7, 8};
+  RunResult ok = runProgram(b.p, {toBytes(table), toBytes(std::vector<int64_t>{11, 5, 0}),
+                                  toBytes(std::vector<int64_t>{4})});
+  ASSERT_TRUE(ok.ok) << ok.err;
+  EXPECT_EQ(ok.out<float>(), (std::vector<float>{0, 0, 3, 4, 0, 0}));
+  RunResult bad = runProgram(b.p, {toBytes(table), toBytes(std::vector<int64_t>{5, 12, 0}),
+                                   toBytes(std::vector<int64_t>{4})});
+  EXPECT_FALSE(bad.ok);
+  EXPECT_NE(bad.err.find("id 12 at position 1 out of range [0, 12)"), std::string::npos) << bad.err;
+  // A target outside the vocabulary, likewise.
+  ProgramBuilder c;
+  uint32_t l = c.input(DType::F32, {2, 4}), tt = c.input(DType::I64, {2});
+  uint32_t cf = c.input(DType::I64, {1}), m = c.input(DType::F32, {2});
+  uint32_t s = c.output(DType::F32, {2}), p = c.output(DType::F32, {2});
+  c.instr(OpCode::VocabShardCrossEntropy, {l, tt, cf, m}, {s, p}, {12});
+  bad = runProgram(c.p, {toBytes(table), toBytes(std::vector<int64_t>{3, -1}),
+                         toBytes(std::vector<int64_t>{4}), toBytes(std::vector<float>{0, 0})});
+  EXPECT_FALSE(bad.ok);
+  EXPECT_NE(bad.err.find("target -1 at row 1 out of range [0, 12)"), std::string::npos) << bad.err;
 }
 
 TEST(SequenceSharding, VocabularyShardsOfCrossEntropyAddUpToIt) {
@@ -186,7 +214,7 @@ TEST(SequenceSharding, VocabularyShardsOfCrossEntropyAddUpToIt) {
     uint32_t l = b.input(DType::F32, {N, Vl}), tt = b.input(DType::I64, {N});
     uint32_t f = b.input(DType::I64, {1}), m = b.input(DType::F32, {N});
     uint32_t s = b.output(DType::F32, {N}), p = b.output(DType::F32, {N});
-    b.instr(OpCode::VocabShardCrossEntropy, {l, tt, f, m}, {s, p});
+    b.instr(OpCode::VocabShardCrossEntropy, {l, tt, f, m}, {s, p}, {V});
     parts.push_back(columns(logits, N, V, shard * Vl, Vl));
     RunResult r = runProgram(b.p, {toBytes(parts.back()), toBytes(targets),
                                    toBytes(std::vector<int64_t>{shard * Vl}), toBytes(shift)});
@@ -238,7 +266,7 @@ TEST(SequenceSharding, OperandsAreValidated) {
   uint32_t l = b.input(DType::F32, {4, 3}), t = b.input(DType::I64, {4});
   uint32_t f = b.input(DType::I64, {2}), m = b.input(DType::F32, {4});
   uint32_t s = b.output(DType::F32, {4}), p = b.output(DType::F32, {4});
-  b.instr(OpCode::VocabShardCrossEntropy, {l, t, f, m}, {s, p});
+  b.instr(OpCode::VocabShardCrossEntropy, {l, t, f, m}, {s, p}, {12});
   why = b.p.validate();
   EXPECT_NE(why.find("first must be one i64 or i32 element"), std::string::npos) << why;
 }
@@ -287,9 +315,9 @@ TEST(SequenceSharding, CudaVocabularyShardsMatchTheCpu) {
   uint32_t m = b.input(DType::F32, {N}), ds = b.input(DType::F32, {N}), dp = b.input(DType::F32, {N});
   uint32_t rows = b.output(DType::F32, {N, D}), dt = b.output(DType::F32, {Vl, D});
   uint32_t s = b.output(DType::F32, {N}), p = b.output(DType::F32, {N}), dx = b.output(DType::F32, {N, Vl});
-  b.instr(OpCode::VocabShardEmbedding, {t, i, f}, {rows});
+  b.instr(OpCode::VocabShardEmbedding, {t, i, f}, {rows}, {800});
   b.instr(OpCode::VocabShardEmbeddingGrad, {dy, i, f}, {dt});
-  b.instr(OpCode::VocabShardCrossEntropy, {x, tt, f, m}, {s, p});
+  b.instr(OpCode::VocabShardCrossEntropy, {x, tt, f, m}, {s, p}, {1000});
   b.instr(OpCode::VocabShardCrossEntropyGrad, {x, tt, f, m, ds, dp}, {dx});
   std::vector<Bytes> in = {toBytes(rng.uniform(Vl * D)), toBytes(ids), toBytes(first),
                            toBytes(rng.uniform(N * D)), toBytes(rng.uniform(N * Vl, -3, 3)),

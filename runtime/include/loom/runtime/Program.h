@@ -231,8 +231,8 @@ enum class OpCode : uint16_t {
   // in: table[Vl, D], ids[...] (I64/I32), first[] (one I64/I32 element)
   // -> out[..., D]: row ids - first of the table where 0 <= ids - first <
   // Vl, else a row of zeros (a vocabulary-parallel rank's share of the
-  // embedding; the shares sum to the full lookup). Ids outside [0, V) of
-  // the whole vocabulary are not this rank's to judge and read as zeros.
+  // embedding; the shares sum to the full lookup). ints: [V], the whole
+  // vocabulary: an id outside [0, V) is a data error, as for Embedding.
   VocabShardEmbedding = 112,
   // in: dy[..., D], ids[...], first[] -> out[Vl, D] (Vl from out's shape):
   // out = 0; out[ids[n] - first, :] += dy[n, :] for the ids in range, in
@@ -243,7 +243,8 @@ enum class OpCode : uint16_t {
   // shift[n]); target[n] = logits[n, targets[n] - first] - shift[n] when
   // 0 <= targets[n] - first < Vl, else 0. One vocabulary shard's part of
   // cross-entropy: summed over the shards, log(sumexp) - target is row n's
-  // loss when shift is the row's maximum over the whole vocabulary.
+  // loss when shift is the row's maximum over the whole vocabulary. ints:
+  // [V]: a target outside [0, V) is a data error, as for CrossEntropy.
   VocabShardCrossEntropy = 114,
   // in: logits[N, Vl], targets, first, shift[N], dsumexp[N], dtarget[N]
   // -> dlogits[N, Vl] = dsumexp[n] exp(logits[n, v] - shift[n]) +
