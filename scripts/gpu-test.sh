@@ -85,7 +85,7 @@ else
 fi
 if env NCCL_NVLS_ENABLE=0 "$UNIT" --gtest_filter='NcclCommunicator.*' > "$OUT/nccl.log" 2>&1 &&
    grep -q '^\[       OK \]' "$OUT/nccl.log"; then
-  report nccl-world-1 PASS "NCCL $(grep -o 'NCCL version [0-9.+a-z]*' "$OUT/nccl.log" | head -1) world of one: every collective, abort"
+  report nccl-world-1 PASS "world of one: every collective opcode, abort ($(ls /usr/lib/x86_64-linux-gnu/libnccl.so.2.* 2>/dev/null | sed 's/.*libnccl.so.//' | head -1))"
 else
   report nccl-world-1 FAIL "see below"; grep -E 'FAILED|Failure|error|SKIPPED' "$OUT/nccl.log" | head -20
 fi
