@@ -109,7 +109,7 @@ double compareGradients(const std::string &npzPath, const std::vector<ParamSlot>
 
 int runTrain(int argc, char **argv) {
   Args args("train", "MODEL.onnx --data TOKENS.bin --batch B --seq T --steps N [options]");
-  args.flag("data", "token file (uint16, or uint32 if named *.u32.bin)");
+  args.flag("data", "token file (uint16, uint32 if named *.u32.bin, or a 1-D .npy of integer ids)");
   args.flag("batch", "sequences per step");
   args.flag("seq", "tokens per sequence");
   args.flag("steps", "train until this many steps are done", false, "10");

@@ -254,7 +254,7 @@ int runVerify(int argc, char **argv) {
   Args args("verify", "MODEL.onnx --plans P1 P2 ... --data TOKENS.bin --batch B --seq T "
                       "--steps N --init-weights W [options]");
   args.flag("plans", "plans to compare, the first is the reference (e.g. 1 dp_shard=2)");
-  args.flag("data", "token file (uint16, or uint32 if named *.u32.bin)");
+  args.flag("data", "token file (uint16, uint32 if named *.u32.bin, or a 1-D .npy of integer ids)");
   args.flag("batch", "global sequences per step (the same for every plan)");
   args.flag("seq", "tokens per sequence");
   args.flag("steps", "steps per plan", false, "20");
