@@ -25,6 +25,8 @@
 #  - device-ranks: DeviceMemoryCommunicator.* (every collective of simulated
 #    ranks on one GPU equals the CPU's bit for bit, overlap, a failing rank,
 #    the memory check before allocating);
+#  - tensorboard-reader: TensorBoard's EventAccumulator reads every
+#    scalar of every step of `loom train --tensorboard` (CUDA run);
 #  - nccl-world-1: the NCCL communicator as a world of one (rendezvous,
 #    every collective opcode, async-error polling, abort);
 #  - per model: spmd-<m>-cuda, the plans 1, dp_replicate=2, dp_shard=2,
@@ -49,7 +51,7 @@ mkdir -p "$OUT"
 [ -d "$BUILD/lib" ] && export LD_LIBRARY_PATH="$PWD/$BUILD/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 
 pass=0 fail=0 skip=0
-checks=(unit device-ranks nccl-world-1)
+checks=(unit device-ranks nccl-world-1 tensorboard-reader)
 SPMD_PLANS="1 dp_replicate=2 dp_shard=2 tp=2 dp_replicate=2,dp_shard=2 dp_shard=2,tp=2 dp_shard=4"
 for m in llama qwen2 gpt2; do
   checks+=("spmd-$m-cuda" "spmd-$m-cpu-vs-cuda")
@@ -88,6 +90,17 @@ if env NCCL_NVLS_ENABLE=0 "$UNIT" --gtest_filter='NcclCommunicator.*' > "$OUT/nc
   report nccl-world-1 PASS "world of one: every collective opcode, abort ($(ls /usr/lib/x86_64-linux-gnu/libnccl.so.2.* 2>/dev/null | sed 's/.*libnccl.so.//' | head -1))"
 else
   report nccl-world-1 FAIL "see below"; grep -E 'FAILED|Failure|error|SKIPPED' "$OUT/nccl.log" | head -20
+fi
+
+# TensorBoard's own reader (the package is on the GPU machine, not in CI)
+# finds every scalar of every step of a CUDA run's event file.
+rm -rf "$OUT/tb" "$OUT/tb.jsonl"
+if "$LOOM" train "$FIX/llama.dynamic.onnx" --backend cuda --data "$FIX/corpus.u16.bin" --batch 4 --seq 64 \
+     --steps 10 --batching fixture --log "$OUT/tb.jsonl" --tensorboard "$OUT/tb" > "$OUT/tb.log" 2>&1 &&
+   res=$(python3 test/integration/Inputs/check_tensorboard.py "$OUT/tb" "$OUT/tb.jsonl" --tensorboard 2>&1); then
+  report tensorboard-reader PASS "$res"
+else
+  report tensorboard-reader FAIL "${res:-$(tail -1 "$OUT/tb.log")}"
 fi
 
 # Every plan's ranks on the one GPU against the one-rank CUDA run, and each

@@ -21,6 +21,7 @@
 #include "loom/runtime/LaunchEnv.h"
 #include "loom/runtime/ProgramStats.h"
 #include "loom/runtime/Rendezvous.h"
+#include "loom/runtime/TensorBoard.h"
 #include "planner/Plan.h"
 
 #include <chrono>
@@ -29,6 +30,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <map>
+#include <sys/resource.h>
 #include <unistd.h>
 
 namespace loom::tools {
@@ -41,6 +43,16 @@ std::string fmtDuration(double s) {
   int t = int(s + 0.5);
   std::snprintf(buf, sizeof buf, "%d:%02d:%02d", t / 3600, t / 60 % 60, t % 60);
   return buf;
+}
+
+/// The memory the run holds, for TensorBoard: the device bytes of the
+/// GPU ranks, else the process's peak resident set (the CPU backend).
+double memoryGiB(const StepRunner &r) {
+  if (uint64_t dev = r.deviceMemoryBytes())
+    return double(dev) / double(1ull << 30);
+  struct rusage u {};
+  getrusage(RUSAGE_SELF, &u);
+  return double(u.ru_maxrss) * 1024.0 / double(1ull << 30);
 }
 
 /// Compares the step's unclipped gradients with reference gradients saved
@@ -132,6 +144,7 @@ int runTrain(int argc, char **argv) {
   args.flag("export-weights", "write the trained weights with HF names to this .safetensors");
   args.flag("export-onnx", "write the model with trained initializers to this .onnx");
   args.flag("log", "append one JSON line per step to this file");
+  args.flag("tensorboard", "write TensorBoard event files here (loss, grad norm, lr, tokens/s, memory)");
   args.flag("checkpoint-dir", "write checkpoints into this folder");
   args.flag("checkpoint-every", "steps between checkpoints", false, "0");
   args.flag("keep-checkpoints", "newest checkpoints to keep (0: all)", false, "3");
@@ -325,6 +338,9 @@ int runTrain(int argc, char **argv) {
   std::FILE *log = nullptr;
   if (lead && args.has("log") && !(log = std::fopen(args.get("log").c_str(), "a")))
     return die("cannot open log file '" + args.get("log") + "'");
+  rt::TensorBoardWriter tensorboard;
+  if (lead && args.has("tensorboard") && !tensorboard.open(args.get("tensorboard"), err))
+    return die(err);
   bool tty = isatty(1);
   int64_t every = args.getInt("checkpoint-every");
   int64_t dieAfter = args.has("die-after-step") ? args.getInt("die-after-step") : -1;
@@ -387,6 +403,11 @@ int runTrain(int argc, char **argv) {
                    (long long)s, loss, gnorm, lr, tokPerS, stepS, wall);
       std::fflush(log);
     }
+    if (lead && args.has("tensorboard") &&
+        !tensorboard.scalars(s, {{"loss", loss}, {"grad_norm", gnorm}, {"lr", lr},
+                                 {"tokens_per_s", float(tokPerS)},
+                                 {"memory_gib", float(memoryGiB(*runner))}}, err))
+      return die(err);
     state.step = s + 1;
     if (args.has("checkpoint-dir") && every > 0 && state.step % every == 0) {
       std::string at;
