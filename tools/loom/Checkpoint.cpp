@@ -230,4 +230,29 @@ bool loadCheckpoint(const std::string &path, TrainState &s, std::string &loadedF
   return true;
 }
 
+bool resumeNewest(const std::string &dir, TrainState &s, std::string &loadedFrom,
+                  std::vector<std::string> &skipped, std::string &err) {
+  err.clear();
+  std::vector<fs::path> all = checkpointsIn(dir);
+  for (auto it = all.rbegin(); it != all.rend(); ++it) {
+    TrainState attempt = s;
+    std::string why;
+    if (loadCheckpoint(it->string(), attempt, loadedFrom, why)) {
+      s = std::move(attempt);
+      return true;
+    }
+    // Damage (a killed writer, a truncated copy) is skipped; a checkpoint
+    // of another run is not: restarting must not silently train something
+    // else from scratch.
+    if (why.find("it was trained with batch") != std::string::npos ||
+        why.find("parameters, the model has") != std::string::npos ||
+        why.find("checkpoint of another model") != std::string::npos) {
+      err = why;
+      return false;
+    }
+    skipped.push_back(why);
+  }
+  return false;
+}
+
 } // namespace loom::tools

@@ -40,6 +40,15 @@ bool saveCheckpoint(const std::string &dir, const TrainState &s, int keep, std::
 bool loadCheckpoint(const std::string &path, TrainState &s, std::string &loadedFrom,
                     std::string &err);
 
+/// Auto-resume (`--checkpoint-dir` without `--resume`): restores the newest
+/// checkpoint in `dir` that loads, skipping unusable ones (each reason goes
+/// to `skipped`). False with an empty `err` when `dir` holds no usable
+/// checkpoint (a first launch: start fresh); false with `err` when a
+/// checkpoint is intact but does not fit this run (another model, batch or
+/// sequence), which a restart must not paper over.
+bool resumeNewest(const std::string &dir, TrainState &s, std::string &loadedFrom,
+                  std::vector<std::string> &skipped, std::string &err);
+
 } // namespace loom::tools
 
 #endif

@@ -298,7 +298,22 @@ int runTrain(int argc, char **argv) {
     if (!loadCheckpoint(args.get("resume"), state, from, err))
       return die(err);
     std::printf("resumed from %s at step %lld\n", from.c_str(), (long long)state.step);
+  } else if (args.has("checkpoint-dir")) {
+    // One command for the first launch and every restart of a preemptible
+    // job: resume from the newest usable checkpoint if there is one.
+    std::string from;
+    std::vector<std::string> skipped;
+    bool resumed = resumeNewest(args.get("checkpoint-dir"), state, from, skipped, err);
+    for (const std::string &why : skipped)
+      if (lead) std::fprintf(stderr, "loom train: warning: skipped %s\n", why.c_str());
+    if (!resumed && !err.empty())
+      return die(err);
+    if (resumed)
+      std::printf("resumed from %s at step %lld\n", from.c_str(), (long long)state.step);
+    else if (lead)
+      std::printf("no checkpoint in %s yet: starting at step 0\n", args.get("checkpoint-dir").c_str());
   }
+
   if (env.multiProcess)
     runner = StepRunner::createDistributed(tp, int(args.getInt("threads")), args.get("backend"),
                                            std::move(rendezvous), env.localRank,
