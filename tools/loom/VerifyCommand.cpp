@@ -278,8 +278,19 @@ int runVerify(int argc, char **argv) {
   args.flag("max-grad-rel", "fail when a step-0 gradient differs by more (relative L2)");
   args.flag("max-abs-loss", "fail when a plan's |loss - reference loss| exceeds this at any step");
   args.flag("max-mean-abs-loss", "fail when a plan's mean |loss - reference loss| exceeds this");
+  if (!planTexts.empty()) {
+    std::string joined;
+    for (const std::string &p : planTexts) joined += (joined.empty() ? "" : "\n") + p;
+    args.fromCommandLine("plans", joined);
+  }
   if (!args.parse(argc, argv, 2))
     return args.wantsHelp() ? 0 : 1;
+  if (planTexts.empty() && args.has("plans")) // from --config: one plan per line
+    for (size_t from = 0; from <= args.get("plans").size();) {
+      size_t nl = args.get("plans").find('\n', from);
+      planTexts.push_back(args.get("plans").substr(from, nl == std::string::npos ? nl : nl - from));
+      from = nl == std::string::npos ? std::string::npos : nl + 1;
+    }
   if (args.positional().size() != 1)
     return fail("verify", "expected one MODEL.onnx (see loom verify --help)");
   if (planTexts.empty())
