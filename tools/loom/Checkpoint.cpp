@@ -255,4 +255,29 @@ bool resumeNewest(const std::string &dir, TrainState &s, std::string &loadedFrom
   return false;
 }
 
+AsyncCheckpointWriter::~AsyncCheckpointWriter() {
+  std::string path, err;
+  wait(path, err);
+}
+
+void AsyncCheckpointWriter::start(const std::string &dir, const TrainState &s, int keep) {
+  std::string path, err;
+  wait(path, err); // callers wait first; this keeps one write in flight regardless
+  ok_ = true;
+  path_.clear();
+  err_.clear();
+  thread_ = std::thread([this, dir, &s, keep] { ok_ = saveCheckpoint(dir, s, keep, path_, err_); });
+}
+
+bool AsyncCheckpointWriter::wait(std::string &path, std::string &err) {
+  path.clear();
+  if (!thread_.joinable())
+    return true;
+  thread_.join();
+  path = path_;
+  if (!ok_)
+    err = err_;
+  return ok_;
+}
+
 } // namespace loom::tools

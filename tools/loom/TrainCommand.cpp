@@ -149,6 +149,7 @@ int runTrain(int argc, char **argv) {
   args.flag("checkpoint-every", "steps between checkpoints", false, "0");
   args.flag("keep-checkpoints", "newest checkpoints to keep (0: all)", false, "3");
   args.flag("resume", "continue from a checkpoint (folder, or a checkpoint dir: the newest)");
+  args.flag("async-checkpoint", "write checkpoints in the background while training goes on", true);
   args.flag("expect-grads", "check step-0 gradients against this .npz (HF names)");
   args.flag("grad-tolerance", "max relative L2 error for --expect-grads", false, "1e-4");
   args.flag("expect-loss", "check the first step's loss against this value");
@@ -362,7 +363,22 @@ int runTrain(int argc, char **argv) {
   auto trainStart = Clock::now();
   int64_t firstStep = state.step;
   float loss = 0, gnorm = 0, lr = 0;
+  // --async-checkpoint: the write in flight reads `state`, so anything
+  // that writes it (a runner that brings its state to the host after each
+  // step, the next checkpoint's sync, the final export) waits for it.
+  bool async = args.has("async-checkpoint");
+  AsyncCheckpointWriter writer;
+  auto settleCheckpoint = [&]() {
+    std::string at;
+    if (!writer.wait(at, err))
+      return false;
+    if (!at.empty() && !tty)
+      std::printf("checkpoint %s\n", at.c_str());
+    return true;
+  };
   for (int64_t s = state.step; s < steps; ++s) {
+    if (writer.busy() && !runner->holdsStateBetweenSteps() && !settleCheckpoint())
+      return die(err);
     auto ts = Clock::now();
     Batch batch;
     if (!makeBatch(data, s, B, T, batch, err, rule))
@@ -425,20 +441,33 @@ int runTrain(int argc, char **argv) {
       return die(err);
     state.step = s + 1;
     if (args.has("checkpoint-dir") && every > 0 && state.step % every == 0) {
-      std::string at;
+      // What the step pays for the checkpoint: the state brought to the
+      // host, plus the write unless it goes to the background.
+      auto tc = Clock::now();
+      if (!settleCheckpoint())
+        return die(err);
       if (!runner->syncState(state, err))
         return die(err);
-      if (lead && !saveCheckpoint(args.get("checkpoint-dir"), state,
-                                  int(args.getInt("keep-checkpoints")), at, err))
+      double syncS = std::chrono::duration<double>(Clock::now() - tc).count();
+      std::string at;
+      if (lead && async) {
+        writer.start(args.get("checkpoint-dir"), state, int(args.getInt("keep-checkpoints")));
+      } else if (lead && !saveCheckpoint(args.get("checkpoint-dir"), state,
+                                         int(args.getInt("keep-checkpoints")), at, err)) {
         return die(err);
+      }
+      double blockedS = std::chrono::duration<double>(Clock::now() - tc).count();
       if (lead && !tty)
-        std::printf("checkpoint %s\n", at.c_str());
+        std::printf("checkpoint %s: blocked training %.3f s (state to host %.3f s)\n",
+                    async ? "writing in the background" : at.c_str(), blockedS, syncS);
     }
     if (s == dieAfter) {
       std::fflush(nullptr);
       std::_Exit(86);
     }
   }
+  if (!settleCheckpoint())
+    return die(err);
   if (tty)
     std::printf("\n");
   double wall = std::chrono::duration<double>(Clock::now() - trainStart).count();
