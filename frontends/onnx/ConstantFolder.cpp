@@ -412,8 +412,11 @@ std::string foldTranspose(const onnx::NodeProto &node, const Inputs &in,
   if (int64_t(perm.size()) != rank)
     return "perm size differs from rank";
   Shape shape;
+  std::vector<bool> seen(size_t(rank), false);
   for (int64_t p : perm) {
     if (p < 0 || p >= rank) return "perm entry out of range";
+    if (seen[size_t(p)]) return "perm names dim " + std::to_string(p) + " twice";
+    seen[size_t(p)] = true;
     shape.push_back(x.shape[p]);
   }
   std::vector<int64_t> st = stridesOf(x.shape);

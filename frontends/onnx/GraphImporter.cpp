@@ -369,6 +369,8 @@ bool GraphImporter::tryFold(const onnx::NodeProto &node) {
 
 void GraphImporter::importNode(const onnx::NodeProto &node) {
   curNode = &node;
+  if (node.output_size() == 0)
+    fail("the node has no outputs");
   std::string name = node.name().empty() ? node.output(0) : node.name();
   curLoc = NameLoc::get(b.getStringAttr(name));
   if (!node.domain().empty() && node.domain() != "ai.onnx")
