@@ -142,6 +142,8 @@ int runTrain(int argc, char **argv) {
             "fp32");
   args.flag("init-weights", "HF-named .safetensors with the initial weights");
   args.flag("export-weights", "write the trained weights with HF names to this .safetensors");
+  args.flag("export-shard-gb", "past this size, --export-weights writes HF's shards and index",
+            false, "5");
   args.flag("export-onnx", "write the model with trained initializers to this .onnx");
   args.flag("log", "append one JSON line per step to this file");
   args.flag("tensorboard", "write TensorBoard event files here (loss, grad norm, lr, tokens/s, memory)");
@@ -484,7 +486,8 @@ int runTrain(int argc, char **argv) {
   if (!lead)
     return 0;
   if (args.has("export-weights")) {
-    if (!exportWeights(args.get("export-weights"), state.params, hfNames, aliases, err))
+    if (!exportWeights(args.get("export-weights"), state.params, hfNames, aliases, err,
+                       uint64_t(args.getDouble("export-shard-gb") * 1e9)))
       return die(err);
     std::printf("wrote %s\n", args.get("export-weights").c_str());
   }
