@@ -171,6 +171,11 @@ bool parse(const std::string &text, Value &out, std::string &err) {
     err = "at byte " + std::to_string(e.byte) + ": " +
           (colon == std::string::npos ? what : what.substr(colon + 2));
     return false;
+  } catch (const nlohmann::json::exception &e) { // e.g. a number too large for a double
+    std::string what = e.what();
+    size_t close = what.find("] ");
+    err = close == std::string::npos ? what : what.substr(close + 2);
+    return false;
   }
   return convert(doc, out, 0, err);
 }
