@@ -625,11 +625,37 @@ bool hasFoldingRule(const std::string &opType) {
   return rules().count(opType) != 0;
 }
 
+/// How many leading inputs a rule reads without checking (the op's
+/// required inputs, as the ONNX operator specification lists them); the
+/// rest are optional and read through has(). A node with fewer is an
+/// error, not a read past the end.
+size_t requiredInputs(const std::string &op) {
+  static const std::map<std::string, size_t> counts = {
+      {"Add", 2}, {"Sub", 2}, {"Mul", 2}, {"Div", 2}, {"Pow", 2}, {"Mod", 2}, {"Max", 1},
+      {"Min", 1}, {"Equal", 2}, {"Less", 2}, {"LessOrEqual", 2}, {"Greater", 2},
+      {"GreaterOrEqual", 2}, {"And", 2}, {"Or", 2}, {"Xor", 2}, {"CastLike", 2},
+      {"Reshape", 2}, {"Gather", 2}, {"GatherND", 2}, {"GatherElements", 2}, {"Expand", 2},
+      {"Range", 3}, {"CumSum", 2}, {"MatMul", 2}, {"Where", 3}, {"Tile", 2}, {"Slice", 1}};
+  auto it = counts.find(op);
+  return it == counts.end() ? 1 : it->second;
+}
+
 FoldStatus foldNode(const onnx::NodeProto &node, const Inputs &inputs,
                     std::vector<HostTensor> &outputs, std::string &err) {
   auto it = rules().find(node.op_type());
   if (it == rules().end() || !node.domain().empty())
     return FoldStatus::NotFoldable;
+  size_t required = requiredInputs(node.op_type());
+  if (size_t(node.input_size()) < required) {
+    err = "has " + std::to_string(node.input_size()) + " inputs, " + node.op_type() + " needs " +
+          std::to_string(required);
+    return FoldStatus::Error;
+  }
+  for (size_t k = 1; k < required && k < inputs.size(); ++k)
+    if (!inputs[k] && node.input(int(k)).empty()) {
+      err = "input " + std::to_string(k) + " is required but not given";
+      return FoldStatus::Error;
+    }
   for (size_t k = 0; k < inputs.size(); ++k)
     if (!inputs[k] && k == 0)
       return FoldStatus::NotFoldable;
