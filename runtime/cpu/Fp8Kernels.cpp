@@ -115,8 +115,10 @@ bool runScaledMatMul(const KernelCall &c, ThreadPool &pool, std::string &err) {
   const uint8_t *ap = a.as<uint8_t>(), *bp = b.as<uint8_t>();
   for (size_t i = 0; i < af.size(); ++i) af[i] = fp8ToFloat(ap[i], fa);
   for (size_t i = 0; i < bf.size(); ++i) bf[i] = fp8ToFloat(bp[i], fb);
+  int64_t n = out.shape().back(), m = n ? out.numel() / n : 0; // out is [..., N], M rows
   BufferDesc wa = *a.desc, wb = *b.desc, wc = *out.desc;
   wa.dtype = wb.dtype = wc.dtype = DType::F32;
+  wc.shape = {m, n};
   Instr gemm = *c.instr;
   gemm.op = OpCode::MatMul;
   gemm.ints.resize(2); // [transA, transB]
@@ -124,7 +126,6 @@ bool runScaledMatMul(const KernelCall &c, ThreadPool &pool, std::string &err) {
                   {Tensor{acc.data(), &wc}}};
   if (!runMatMul(wide, pool, err))
     return false;
-  int64_t m = out.shape()[0], n = out.shape()[1];
   // da is one per tensor or per row of op(a) (either stored orientation
   // holds m values in order); db one per tensor or per column of op(b).
   const float *dap = da.as<float>(), *dbp = db.as<float>();

@@ -128,8 +128,13 @@ std::string checkScaledMatMul(const Program &p, const Instr &I) {
     return cat("da has shape ", shapeStr(da.shape), ", expected [1,1] or ", shapeStr(rowA));
   if (db.shape != Shape{1, 1} && db.shape != colB)
     return cat("db has shape ", shapeStr(db.shape), ", expected [1,1] or ", shapeStr(colB));
-  if (out.shape != Shape{m, n})
-    return cat("output has shape ", shapeStr(out.shape), ", expected ", shapeStr(Shape{m, n}));
+  // [M, N], or [..., N] with the leading dims folding to M (the rows of a
+  // batched linear layer, stored alike).
+  int64_t rows = 1;
+  for (size_t d = 0; d + 1 < out.shape.size(); ++d) rows *= out.shape[d];
+  if (out.shape.size() < 2 || out.shape.back() != n || rows != m)
+    return cat("output has shape ", shapeStr(out.shape), ", expected ", shapeStr(Shape{m, n}),
+               " or [..., ", n, "] of ", m, " rows");
   return "";
 }
 

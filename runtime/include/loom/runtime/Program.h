@@ -237,7 +237,8 @@ enum class OpCode : uint16_t {
   // q^T[C, R]; 2 two outputs q[R, C] and q^T[C, R] (one pass over x for
   // both of the layouts a linear layer's forward and backward GEMMs read).
   Fp8Cast = 121,
-  // in: a, b (fp8), da, db (f32) -> out[M, N] (f32 or bf16):
+  // in: a, b (fp8), da, db (f32) -> out[M, N] (f32 or bf16; or [..., N]
+  // whose leading dims fold to M, the same bytes):
   // out[m, n] = (sum_k op(a)[m, k] op(b)[k, n]) * da[m] * db[n], the sum in
   // f32 (every product of two fp8 values is exact in f32), then the two
   // f32 multiplications in that order; a bf16 out is that f32 value
