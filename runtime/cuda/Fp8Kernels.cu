@@ -137,7 +137,7 @@ struct ScaleAt {
 /// per access; edge tiles go element by element (same arithmetic).
 __global__ void castTileKernel(FloatIn x, int64_t rows, int64_t cols, ScaleAt scale, Fp8Format f,
                                bool aligned, uint8_t *q, uint8_t *qt) {
-  __shared__ uint8_t tile[kTile][kTile + 8];
+  __shared__ uint8_t tile[kTile][kTile + 4]; // 68-byte rows: the column gathers spread over banks
   int64_t r0 = int64_t(blockIdx.y) * kTile, c0 = int64_t(blockIdx.x) * kTile;
   bool full = r0 + kTile <= rows && c0 + kTile <= cols;
   // With 8 | rows, cols every 8-element group of x, q and q^T starts 16
