@@ -283,33 +283,33 @@ int runCalibrate(int argc, char **argv) {
   }
   if (attentionOnly)
     return 0;
-  json::Value gemm = json::Value::array(), measured = json::Value::array();
+  json::Value measured = json::Value::array();
   std::vector<int64_t> sizes = quick ? std::vector<int64_t>{16, 32}
                                      : std::vector<int64_t>{64, 128, 256, 512, 1024, 2048, 4096, 8192};
-  for (int64_t n : sizes) {
-    double flops = 2.0 * double(n) * double(n) * double(n), s = 0;
-    int copies = int(std::clamp(4e9 / flops, 1.0, 64.0)); // ~ms of work per run
-    if (!measure(gemmProgram(n, copies), "gemm " + std::to_string(n), s))
-      return fail("calibrate", err);
-    double eff = flops * copies / s / peak;
-    gemm.push(point(double(n), eff));
-    std::printf("gemm bf16 %5lld^3: %8.1f TFLOP/s  (%.3f of %.0f)\n", (long long)n,
-                flops * copies / s / 1e12, eff, peak / 1e12);
-  }
+  // n^3 products of one kind, as fractions of `peakFlops`; about `work`
+  // FLOPs per run (~ms of work).
+  auto gemmCurve = [&](rt::Program (*program)(int64_t, int), const char *label, double peakFlops,
+                       double work, json::Value &curve) {
+    curve = json::Value::array();
+    for (int64_t n : sizes) {
+      double flops = 2.0 * double(n) * double(n) * double(n), s = 0;
+      int copies = int(std::clamp(work / flops, 1.0, 64.0));
+      if (!measure(program(n, copies), std::string(label) + " gemm " + std::to_string(n), s))
+        return false;
+      double eff = flops * copies / s / peakFlops;
+      curve.push(point(double(n), eff));
+      std::printf("gemm %-4s %5lld^3: %8.1f TFLOP/s  (%.3f of %.0f)\n", label, (long long)n,
+                  flops * copies / s / 1e12, eff, peakFlops / 1e12);
+    }
+    return true;
+  };
   // fp8 GEMMs (issue 17): what the planner costs fp8 plans with, in place
   // of the assumed ratio to bf16.
   double peakFp8 = numberAt(profile, "gemm.peak_tflops.fp8") * 1e12;
-  json::Value gemmFp8 = json::Value::array();
-  for (int64_t n : sizes) {
-    double flops = 2.0 * double(n) * double(n) * double(n), s = 0;
-    int copies = int(std::clamp(8e9 / flops, 1.0, 64.0));
-    if (!measure(fp8GemmProgram(n, copies), "fp8 gemm " + std::to_string(n), s))
-      return fail("calibrate", err);
-    double eff = flops * copies / s / peakFp8;
-    gemmFp8.push(point(double(n), eff));
-    std::printf("gemm fp8  %5lld^3: %8.1f TFLOP/s  (%.3f of %.0f)\n", (long long)n,
-                flops * copies / s / 1e12, eff, peakFp8 / 1e12);
-  }
+  json::Value gemm, gemmFp8;
+  if (!gemmCurve(gemmProgram, "bf16", peak, 4e9, gemm) ||
+      !gemmCurve(fp8GemmProgram, "fp8", peakFp8, 8e9, gemmFp8))
+    return fail("calibrate", err);
   double copyS = 0, addS = 0;
   int64_t copyElems = quick ? (1 << 16) : (int64_t(1) << 28);
   int adds = 256;
