@@ -28,6 +28,7 @@
 #include <cublasLt.h>
 #include <cuda_runtime.h>
 
+#include <cstdio>
 #include <map>
 
 namespace loom::rt::cuda {
@@ -84,6 +85,13 @@ public:
         return false;
       }
     }
+    // Not an error (the results are the same), but someone timing rowwise
+    // fp8 should know that the scaling costs a pass of its own.
+    if (int n = separatelyScaled())
+      std::fprintf(stderr,
+                   "loom: %d rowwise fp8 GEMMs scale their results in a kernel of their own: "
+                   "this cuBLASLt refused outer-vector scales\n",
+                   n);
     return true;
   }
 
