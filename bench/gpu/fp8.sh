@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # fp8 training (issue 17) on the GPU machine, in one call:
 #
-#   bench/gpu/fp8.sh BUNDLE TORCH_FP8_BENCH_PY [perf|curves|all]     (default perf)
+#   bench/gpu/fp8.sh BUNDLE TORCH_FP8_BENCH_PY [perf|curves|all|export]     (default perf)
 #
 # BUNDLE is scripts/build-gpu-bundle.sh's folder; TORCH_FP8_BENCH_PY is
 # shared/reference/torch_fp8_bench.py, carried along (not in the repo).
@@ -10,6 +10,9 @@
 #   1. CudaFp8.* unit tests: the CUDA casts equal the CPU emulation of the
 #      OCP rounding bit for bit (edge cases, random tensors, every layout),
 #      scales too, and the cuBLASLt fp8 GEMMs are within accumulation noise;
+#   1b. the llama fixture's 50-step curve on the GPU, bf16 vs fp8 tensorwise
+#      and rowwise, within 5% after step 5 (check_fp8_curve.py, as make test
+#      checks the CPU's), a few seconds;
 #   2. the Llama-3-8B layer shape (hidden 4096, FFN 14336, 32/8 heads, vocab
 #      128256, untied head) with LAYERS layers (6), B=2, T=4096, random init
 #      (export_llama.py --shape 8b, cached in $LOOM_BENCH_DIR);
@@ -23,6 +26,11 @@
 #      LOOM_FP8_TORCH_BF16=1 (it measured fp8 at 1.10x its bf16 here);
 #   6. one JSON line: loom fp8 tensorwise / loom bf16 (criterion: >= 1.25)
 #      and / PyTorch fp8 (criterion: >= 1.1), and the same for rowwise.
+# export: only step 2's export (a slow machine can export in one call and
+#   time in the next while it is still warm: the model stays in
+#   $LOOM_BENCH_DIR).
+# LOOM_FP8_HEAD=1 adds a fourth loom run, fp8 tensorwise with the output
+#   head in fp8 too (--fp8-lm-head; PyTorch's recipe keeps the head bf16).
 # curves (criterion 4; CURVE_STEPS=200 steps, about 4 minutes plus the
 #   1B export): the Llama-3.2-1B shape (export_llama.py), B=4, T=2048, on the
 #   shipped corpus, bf16 vs fp8 tensorwise vs fp8 rowwise from the same
@@ -47,6 +55,19 @@ nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
 start=$SECONDS
 stamp() { echo "[fp8.sh +$((SECONDS - start)) s] $*"; }
 
+export_8b() {
+  if [ ! -f "$WORK/llama-8b.onnx" ]; then
+    stamp "export: Llama-3-8B layer shape, $LAYERS layers"
+    timeout 420 python3 bench/gpu/export_llama.py "$WORK" --shape 8b --layers "$LAYERS" 2>&1 | tail -1
+    [ -f "$WORK/llama-8b.onnx" ] || { echo "fp8: export failed"; exit 1; }
+  fi
+}
+if [ "$MODE" = export ]; then
+  export_8b
+  stamp "done"
+  exit 0
+fi
+
 if [ "$MODE" = perf ] || [ "$MODE" = all ]; then
   stamp "unit tests: CudaFp8.*"
   if timeout 180 "$UNIT" --gtest_filter='CudaFp8.*' > "$WORK/unit.log" 2>&1; then
@@ -55,12 +76,22 @@ if [ "$MODE" = perf ] || [ "$MODE" = all ]; then
     echo "unit FAIL:"; grep -E 'FAILED|Failure|error|seed|Which is|differ|worst' "$WORK/unit.log" | head -30
   fi
 
+  FIXTURE=(test/fixtures/llama.dynamic.onnx --backend cuda --data test/fixtures/corpus.u16.bin
+           --batch 4 --seq 64 --steps 50 --batching fixture --warmup 5 --precision bf16
+           --init-weights test/fixtures/llama.init.safetensors)
+  stamp "fixture curves on the GPU"
+  rm -f "$WORK"/fixture-*.jsonl
+  for fp8 in off tensorwise rowwise; do
+    timeout 60 "$LOOM" train "${FIXTURE[@]}" --fp8 "$fp8" --log "$WORK/fixture-$fp8.jsonl" \
+      > "$WORK/fixture-$fp8.txt" 2>&1 || { echo "fixture $fp8 failed:"; tail -3 "$WORK/fixture-$fp8.txt"; }
+  done
+  for fp8 in tensorwise rowwise; do
+    python3 test/integration/Inputs/check_fp8_curve.py "$WORK/fixture-$fp8.jsonl" \
+      "$WORK/fixture-off.jsonl" test/fixtures/reference.json llama --max-rel 0.05 --after 5
+  done
+
   MODEL=$WORK/llama-8b.onnx
-  if [ ! -f "$MODEL" ]; then
-    stamp "export: Llama-3-8B layer shape, $LAYERS layers"
-    timeout 300 python3 bench/gpu/export_llama.py "$WORK" --shape 8b --layers "$LAYERS" 2>&1 | tail -1 \
-      || { echo "fp8: export failed"; exit 1; }
-  fi
+  export_8b
   run() { # tag [loom train options...]
     local tag=$1
     shift
@@ -74,6 +105,7 @@ if [ "$MODE" = perf ] || [ "$MODE" = all ]; then
   run bf16
   run fp8-tensorwise --fp8 tensorwise
   run fp8-rowwise --fp8 rowwise
+  [ -n "${LOOM_FP8_HEAD:-}" ] && run fp8-tensorwise-head --fp8 tensorwise --fp8-lm-head
   if [ -n "${LOOM_FP8_PROFILE:-}" ]; then
     stamp "profile: fp8 tensorwise"
     LOOM_CUDA_PROFILE=1 timeout 150 "$LOOM" train "$MODEL" --backend cuda \
@@ -109,6 +141,7 @@ def torch(tag):
     return rows[-1] if rows else None
 
 bf16, tw, rw = loom("bf16"), loom("fp8-tensorwise"), loom("fp8-rowwise")
+head = loom("fp8-tensorwise-head")
 tf, tb = torch("fp8"), torch("bf16")
 ratio = lambda a, b: round(a / b, 4) if a and b else None
 out = {"loom_bf16_tokens_per_s": bf16[0], "loom_fp8_tensorwise_tokens_per_s": tw[0],
@@ -117,6 +150,7 @@ out = {"loom_bf16_tokens_per_s": bf16[0], "loom_fp8_tensorwise_tokens_per_s": tw
        "torch_bf16_tokens_per_s": tb["tokens_per_s"] if tb else None,
        "tensorwise_vs_loom_bf16": ratio(tw[0], bf16[0]), "tensorwise_vs_torch_fp8": ratio(tw[0], tf and tf["tokens_per_s"]),
        "rowwise_vs_loom_bf16": ratio(rw[0], bf16[0]), "rowwise_vs_torch_fp8": ratio(rw[0], tf and tf["tokens_per_s"]),
+       "tensorwise_with_head_vs_loom_bf16": ratio(head[0], bf16[0]),
        "loom_device_mem_gib": {"bf16": bf16[1], "fp8_tensorwise": tw[1], "fp8_rowwise": rw[1]},
        "torch_fp8_peak_alloc_gib": tf["peak_alloc_gib"] if tf else None,
        "final_loss": {"bf16": bf16[2], "fp8_tensorwise": tw[2], "fp8_rowwise": rw[2]},

@@ -23,7 +23,11 @@ a = p.parse_args()
 
 
 def losses(path):
-    rows = [json.loads(line) for line in open(path) if line.strip()]
+    try:
+        rows = [json.loads(line) for line in open(path) if line.strip()]
+    except OSError as e:
+        print(f"FAIL: cannot read {path}: {e.strerror}")
+        sys.exit(1)
     return {r["step"]: r["loss"] for r in rows}
 
 
