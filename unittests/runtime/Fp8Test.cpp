@@ -331,6 +331,42 @@ TEST(Fp8Kernels, CastEveryLayoutAndFormat) {
       }
 }
 
+/// The cast kernel itself against the spec's reference on the edge cases
+/// (every value, midpoints and their neighbours, subnormals, saturation,
+/// NaN, both zeros, negatives), stored f32 and scaled by 1.
+TEST(Fp8Kernels, CastKernelMatchesTheSpecOnEdgeCases) {
+  for (const SpecFormat &f : {kE4M3, kE5M2}) {
+    SCOPED_TRACE(f.name);
+    std::vector<float> x;
+    std::vector<double> v = finiteValues(f);
+    for (size_t i = 0; i < v.size(); ++i) {
+      x.push_back(float(v[i]));
+      if (i + 1 < v.size()) {
+        float mid = float((v[i] + v[i + 1]) / 2);
+        x.insert(x.end(), {mid, std::nextafter(mid, 0.0f), std::nextafter(mid, INFINITY)});
+      }
+    }
+    for (float e : {float(v[1] / 2), float(v.back() * 1.01), 1e30f, INFINITY, NAN, 0.0f, 1e-30f})
+      x.push_back(e);
+    size_t n = x.size();
+    for (size_t i = 0; i < n; ++i) x.push_back(-x[i]);
+    ProgramBuilder b;
+    int64_t count = int64_t(x.size());
+    uint32_t in = b.input(DType::F32, {1, count}), s = b.input(DType::F32, {1, 1});
+    DType q = f.format == Fp8Format::E4M3 ? DType::F8E4M3 : DType::F8E5M2;
+    b.instr(OpCode::Fp8Cast, {in, s}, {b.output(q, {1, count})}, {0});
+    RunResult r = runProgram(b.p, {toBytes(x), toBytes(std::vector<float>{1.0f})});
+    ASSERT_TRUE(r.ok) << r.err;
+    for (size_t i = 0; i < x.size(); ++i) {
+      int got = r.outputs[0][i];
+      if (std::isnan(x[i]))
+        EXPECT_TRUE(isNaNCode(f, got)) << "NaN gave " << got;
+      else
+        EXPECT_EQ(got, specConvert(f, double(x[i]))) << "x = " << x[i];
+    }
+  }
+}
+
 /// ScaledMatMul against an fp64 sum of the decoded operands: the f32 sum's
 /// error is within K * 2^-24 of sum |a b| (a loose, order-free bound).
 TEST(Fp8Kernels, ScaledMatMulMatchesFp64) {
