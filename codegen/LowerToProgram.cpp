@@ -31,6 +31,8 @@ bool dtypeOf(Type t, rt::DType &out) {
   else if (t.isInteger(64)) out = rt::DType::I64;
   else if (t.isInteger(32)) out = rt::DType::I32;
   else if (t.isInteger(1)) out = rt::DType::Bool;
+  else if (isa<Float8E4M3FNType>(t)) out = rt::DType::F8E4M3;
+  else if (isa<Float8E5M2Type>(t)) out = rt::DType::F8E5M2;
   else return false;
   return true;
 }
@@ -74,6 +76,7 @@ private:
                       ArrayAttr axes, std::string &err);
 
   void findWideningCasts(Block &body);
+  void emitFp8Cast(Fp8CastOp c);
 
   rt::Program &p;
   llvm::DenseMap<Value, uint32_t> ids;
@@ -81,6 +84,9 @@ private:
   // reads the bf16 buffers (a bf16 GEMM with an f32 result), the cast is
   // never emitted. Maps the cast's result to its bf16 input.
   llvm::DenseMap<Value, Value> widenedFrom;
+  // fp8 casts already emitted as the second output of their partner's
+  // instruction (emitFp8Cast).
+  llvm::DenseSet<Operation *> pairedFp8Casts;
   std::string lastError;
 };
 
@@ -271,6 +277,15 @@ bool ProgramBuilder::lowerOp(Operation *op, std::string &err) {
              {a.getBeta1().convertToDouble(), a.getBeta2().convertToDouble(),
               a.getEpsilon().convertToDouble(), a.getWeightDecay().convertToDouble()});
       })
+      // fp8 training (issue 17): Program.h's opcodes 120-122.
+      .Case<Fp8ScaleOp>([&](Fp8ScaleOp f) {
+        emit(OpCode::Fp8Scale, op,
+             {f.getFormat() == Fp8Format::e5m2 ? 1 : 0, f.getPowerOfTwo() ? 1 : 0});
+      })
+      .Case<Fp8CastOp>([&](Fp8CastOp c) { emitFp8Cast(c); })
+      .Case<ScaledMatmulOp>([&](ScaledMatmulOp m) {
+        emit(OpCode::ScaledMatMul, op, {m.getTransposeLhs(), m.getTransposeRhs(), m.getFastAccum()});
+      })
       .Case<AllReduceOp>([&](AllReduceOp c) {
         ok = emitCollective(rt::OpCode::AllReduce, op, c.getKind(), -1, c.getAxes(), err);
       })
@@ -287,6 +302,39 @@ bool ProgramBuilder::lowerOp(Operation *op, std::string &err) {
         ok = false;
       });
   return ok;
+}
+
+/// An fp8 cast and a cast of the same tensor with the same scale into the
+/// other layout become one Fp8Cast writing both (layout 2: one pass over
+/// the tensor for the copies its forward and backward GEMMs read), emitted
+/// where the first of them stands; the second then emits nothing.
+void ProgramBuilder::emitFp8Cast(Fp8CastOp c) {
+  if (pairedFp8Casts.contains(c))
+    return;
+  Fp8CastOp partner;
+  for (Operation *user : c.getInput().getUsers()) {
+    auto other = dyn_cast<Fp8CastOp>(user);
+    if (other && other != c && other.getScale() == c.getScale() &&
+        other.getTranspose() != c.getTranspose() &&
+        other.getResult().getType().getElementType() == c.getResult().getType().getElementType() &&
+        c->isBeforeInBlock(other) && !pairedFp8Casts.contains(other)) {
+      partner = other;
+      break;
+    }
+  }
+  if (!partner) {
+    emit(rt::OpCode::Fp8Cast, c, {c.getTranspose() ? 1 : 0});
+    return;
+  }
+  pairedFp8Casts.insert(partner);
+  Fp8CastOp plain = c.getTranspose() ? partner : c, transposed = c.getTranspose() ? c : partner;
+  rt::Instr in;
+  in.op = rt::OpCode::Fp8Cast;
+  in.in = {idOf(c.getInput()), idOf(c.getScale())};
+  in.out = {newBuffer(plain.getResult(), rt::BufferKind::Temp, ""),
+            newBuffer(transposed.getResult(), rt::BufferKind::Temp, "")};
+  in.ints = {2};
+  p.instrs.push_back(std::move(in));
 }
 
 /// Results marked `loom.updates = k` are the next value of argument k (the

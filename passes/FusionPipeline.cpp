@@ -33,13 +33,18 @@ void buildFusionPipeline(mlir::OpPassManager &pm, bool autocastBf16) {
   pm.addPass(mlir::createCSEPass());
 }
 
-void buildTrainStepTail(mlir::OpPassManager &pm, bool bf16, bool fuseGradientClipping) {
+void buildTrainStepTail(mlir::OpPassManager &pm, bool bf16, bool fuseGradientClipping, bool fp8) {
   pm.addPass(mlir::createCanonicalizerPass(rewriteConfig()));
   pm.addPass(mlir::createCSEPass());
   if (bf16) { // autocast's rounded matmuls become bf16 GEMMs
     pm.nest<mlir::func::FuncOp>().addPass(createSinkWideningCasts());
     pm.nest<mlir::func::FuncOp>().addPass(createUseBf16Matmuls());
     pm.addPass(mlir::createCanonicalizerPass(rewriteConfig()));
+  }
+  if (fp8) { // after the sinking: fp8 operands are read at their bf16 source
+    pm.nest<mlir::func::FuncOp>().addPass(createInsertFp8Casts());
+    pm.addPass(mlir::createCanonicalizerPass(rewriteConfig()));
+    pm.addPass(mlir::createCSEPass());
   }
   // Last: the SPMD passes read the unfused norm and clip (TrainStepStructure).
   if (fuseGradientClipping)
@@ -51,6 +56,12 @@ void buildSpmdTrainStep(mlir::OpPassManager &pm, const SpmdStepOptions &o) {
     ShardTensorParallelOptions tpo;
     tpo.tp = o.tp;
     pm.addPass(createShardTensorParallel(tpo));
+  }
+  if (!o.fp8.empty()) { // on the rank's local products, before autodiff
+    Fp8LinearsOptions f;
+    f.scaling = o.fp8;
+    f.lmHead = o.fp8LmHead;
+    pm.nest<mlir::func::FuncOp>().addPass(createFp8Linears(f));
   }
   pm.addPass(createBuildTrainStep(o.step));
   if (o.tp > 1)
@@ -68,7 +79,7 @@ void buildSpmdTrainStep(mlir::OpPassManager &pm, const SpmdStepOptions &o) {
     ddp.bucketBytes = o.ddpBucketBytes;
     pm.addPass(createInsertDdpCollectives(ddp));
   }
-  buildTrainStepTail(pm, o.bf16, o.fuseGradientClipping);
+  buildTrainStepTail(pm, o.bf16, o.fuseGradientClipping, !o.fp8.empty());
 }
 
 void registerFusionPipeline() {

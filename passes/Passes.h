@@ -30,7 +30,10 @@ void buildFusionPipeline(mlir::OpPassManager &pm, bool autocastBf16 = false);
 /// rounded operands allow (`bf16`), then fused gradient clipping. `loom
 /// train` and the planner's buffer plan share it, so the planner sizes the
 /// very step loom runs.
-void buildTrainStepTail(mlir::OpPassManager &pm, bool bf16, bool fuseGradientClipping = true);
+/// With `fp8`, the step's fp8_matmuls are spelled out as scales, casts and
+/// scaled GEMMs (loom-insert-fp8-casts) and CSE shares the copies.
+void buildTrainStepTail(mlir::OpPassManager &pm, bool bf16, bool fuseGradientClipping = true,
+                        bool fp8 = false);
 
 /// One rank's training step under a data- and tensor-parallel plan.
 struct SpmdStepOptions {
@@ -41,6 +44,11 @@ struct SpmdStepOptions {
   int64_t fsdpPrefetch = 1;            // gathers issued this many parameters ahead
   bool bf16 = false;                   // the forward went through autocast
   bool fuseGradientClipping = true;
+  // fp8 training (issue 17): "" (off), "tensorwise" or "rowwise": linear
+  // layers' products on fp8 operands (loom-fp8-linears), the output head
+  // too with fp8LmHead.
+  std::string fp8;
+  bool fp8LmHead = false;
 };
 
 /// From the fused @forward (at the rank's own batch) to the rank's

@@ -248,4 +248,43 @@ def ReduceTensorParallelNorm : Pass<"loom-reduce-tensor-parallel-norm", "mlir::M
   let dependentDialects = ["loom::LoomDialect"];
 }
 
+def Fp8Linears : Pass<"loom-fp8-linears", "mlir::func::FuncOp"> {
+  let summary = "Run linear layers' products on fp8 operands with dynamic scaling";
+  let description = [{
+    Every matmul of an activation by a parameter (attention projections,
+    MLP) becomes `loom.fp8_matmul` with the recipe's scaling: `tensorwise`
+    (one scale per tensor, e4m3 for inputs, weights and gradients: torchao's
+    default recipe) or `rowwise` (per row of each operand over its
+    contracting dim, power-of-two scales, e4m3: torchao's rowwise recipe).
+    The output head (the product that becomes the logits), the embedding
+    and attention's own products stay as they are unless `lm-head` is set
+    (for the head). A bf16-rounded weight is read as the f32 parameter.
+    Run after autocast and tensor parallelism, before
+    `loom-build-train-step`; `loom-insert-fp8-casts` lowers the products.
+  }];
+  let options = [
+    Option<"scaling", "scaling", "std::string", "\"tensorwise\"", "tensorwise or rowwise">,
+    Option<"lmHead", "lm-head", "bool", "false", "also the output head's product">,
+    Option<"gradFormat", "grad-format", "std::string", "\"e4m3\"",
+           "format of the output gradients: e4m3 (torchao's default) or e5m2">,
+  ];
+  let dependentDialects = ["loom::LoomDialect"];
+}
+
+def InsertFp8Casts : Pass<"loom-insert-fp8-casts", "mlir::func::FuncOp"> {
+  let summary = "Spell out fp8_matmul as fp8_scale, fp8_cast and scaled_matmul";
+  let description = [{
+    Each `loom.fp8_matmul` becomes the amax scales of its operands
+    (`loom.fp8_scale`), their fp8 copies (`loom.fp8_cast`) in the K-major
+    layout fp8 GEMMs read (transposed in the same pass where the operand is
+    stored the other way), and one `loom.scaled_matmul` with
+    transpose_rhs, producing bf16 directly where the result is rounded to
+    bf16 at once. Operands are read through widening casts and reshapes
+    (bf16 activations stay bf16), and a computed operand is scaled and cast
+    right after it is made, so that CSE shares copies between products.
+    Run on the finished training step, then CSE.
+  }];
+  let dependentDialects = ["loom::LoomDialect"];
+}
+
 #endif // LOOM_PASSES

@@ -127,8 +127,10 @@ double CostModel::opTime(const CostOp &op, int tp, int cp, bool fp8) const {
     // they run at 0.7; a skinny one is bound by memory below anyway.)
     double cubeDim = std::max(1.0, std::cbrt(dims[0] * dims[1] * dims[2]));
     bool low = fp8 && op.fp8;
-    double peak = low ? hw.peakFp8 * hw.fp8Efficiency : hw.peakBf16;
-    double compute = op.flops / div / (peak * hw.gemm.at(cubeDim));
+    // fp8: the measured fp8 curve where the profile has one (loom
+    // calibrate), else the assumed ratio to the bf16 curve.
+    double compute = op.flops / div /
+                     (low ? hw.peakFp8 * hw.fp8GemmEfficiency(cubeDim) : hw.peakBf16 * hw.gemm.at(cubeDim));
     double memory = op.elements / div * (low ? 1 : kActBytes) / hw.hbmBandwidth;
     // fp8 first quantizes the GEMM's inputs: read bf16, write fp8 (3 B per
     // input element), a memory-bound pass of its own.

@@ -88,6 +88,8 @@ std::string cpuSupports(const Program &p, const Instr &I) {
   case OpCode::Slice: case OpCode::Concat: case OpCode::Split: case OpCode::Expand:
   case OpCode::SliceGrad:
     return "";
+  case OpCode::Fp8Scale: case OpCode::Fp8Cast: case OpCode::ScaledMatMul:
+    return ""; // validate() checked every dtype (Fp8OpShapes.cpp)
   }
   return cat("unknown opcode ", int(I.op));
 }
@@ -133,6 +135,9 @@ bool dispatch(const KernelCall &c, ThreadPool &pool, std::string &err) {
   case OpCode::CrossEntropyGrad: return runCrossEntropyGrad(c, pool, err);
   case OpCode::SliceGrad: return runSliceGrad(c, pool, err);
   case OpCode::AdamW: return runAdamW(c, pool, err);
+  case OpCode::Fp8Scale: return runFp8Scale(c, pool, err);
+  case OpCode::Fp8Cast: return runFp8Cast(c, pool, err);
+  case OpCode::ScaledMatMul: return runScaledMatMul(c, pool, err);
   case OpCode::AllReduce: case OpCode::AllGather: case OpCode::ReduceScatter:
   case OpCode::AllToAll:
     err = "a collective needs the communicator (CpuExecutor::run routes it there)";

@@ -49,6 +49,7 @@ struct DeviceError {
 };
 
 class GemmCache; // MatMul.cpp: cuBLASLt descriptors and algorithms per instruction
+class Fp8Gemms;  // Fp8MatMul.cpp: the scaled fp8 GEMMs (Fp8Cuda.h)
 class CudnnAttention; // CudnnAttention.h: cuDNN's fused attention plans
 
 /// What every launcher may use besides its operands.
@@ -58,6 +59,7 @@ struct CudaContext {
   void *scratch = nullptr;      // device scratch of scratchBytes, reused by every instruction
   size_t scratchBytes = 0;
   GemmCache *gemms = nullptr;
+  Fp8Gemms *fp8Gemms = nullptr; // null when the program has no ScaledMatMul
   void *workspace = nullptr;                  // cuBLASLt's
   std::vector<std::vector<int>> *subGemms = nullptr; // per instruction: planned GemmCache ids
   CudnnAttention *cudnn = nullptr;      // null where cuDNN is missing or disabled

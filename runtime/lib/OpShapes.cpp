@@ -211,6 +211,11 @@ std::string checkCast(const OpView &v) {
   if (v.in(0).numElements() != v.out().numElements())
     return cat("element counts differ: ", shapeStr(v.in(0).shape), " and ",
                shapeStr(v.out().shape));
+  // fp8 values mean nothing without their scale: converting goes through
+  // Fp8Cast (and ScaledMatMul's dequantization), copying is fine.
+  if (v.in(0).dtype != v.out().dtype && (isFp8(v.in(0).dtype) || isFp8(v.out().dtype)))
+    return cat("cannot cast ", dtypeName(v.in(0).dtype), " to ", dtypeName(v.out().dtype),
+               ": fp8 conversions need a scale (fp8_cast)");
   return "";
 }
 
@@ -744,6 +749,8 @@ std::string checkOpShapes(const Program &p, const Instr &I) {
   case OpCode::AllReduce: case OpCode::AllGather: case OpCode::ReduceScatter:
   case OpCode::AllToAll:
     return checkCollective(v, I);
+  case OpCode::Fp8Scale: case OpCode::Fp8Cast: case OpCode::ScaledMatMul:
+    return checkFp8OpShapes(p, I);
   }
   return cat("unknown opcode ", int(I.op));
 }

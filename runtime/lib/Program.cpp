@@ -30,6 +30,8 @@ size_t dtypeSize(DType t) {
   case DType::I64: return 8;
   case DType::I32: return 4;
   case DType::Bool: return 1;
+  case DType::F8E4M3: return 1;
+  case DType::F8E5M2: return 1;
   }
   return 0; // not a DType value (a corrupt artifact); validate() rejects it
 }
@@ -42,6 +44,8 @@ const char *dtypeName(DType t) {
   case DType::I64: return "i64";
   case DType::I32: return "i32";
   case DType::Bool: return "bool";
+  case DType::F8E4M3: return "f8e4m3";
+  case DType::F8E5M2: return "f8e5m2";
   }
   return "unknown-dtype";
 }
@@ -101,6 +105,9 @@ const char *opcodeName(OpCode op) {
   case OpCode::AllGather: return "all_gather";
   case OpCode::ReduceScatter: return "reduce_scatter";
   case OpCode::AllToAll: return "all_to_all";
+  case OpCode::Fp8Scale: return "fp8_scale";
+  case OpCode::Fp8Cast: return "fp8_cast";
+  case OpCode::ScaledMatMul: return "scaled_matmul";
   }
   return "unknown-opcode";
 }

@@ -140,6 +140,9 @@ int runTrain(int argc, char **argv) {
   args.flag("frozen", "regex: do not train parameters matching it");
   args.flag("precision", "fp32, or bf16 (bf16 matmul/attention, fp32 master weights)", false,
             "fp32");
+  args.flag("fp8", "off, tensorwise or rowwise: linear layers' GEMMs on fp8 operands with dynamic "
+            "scales (torchao's recipes; the output head too with --fp8-lm-head)", false, "off");
+  args.flag("fp8-lm-head", "with --fp8: the output head's GEMM in fp8 as well", true);
   args.flag("init-weights", "HF-named .safetensors with the initial weights");
   args.flag("export-weights", "write the trained weights with HF names to this .safetensors");
   args.flag("export-shard-gb", "past this size, --export-weights writes HF's shards and index",
@@ -193,6 +196,11 @@ int runTrain(int argc, char **argv) {
     return fail("train", "--batching must be sequential or fixture, not '" + batching + "'");
   if (precision != "fp32" && precision != "bf16")
     return fail("train", "--precision must be fp32 or bf16, not '" + precision + "'");
+  std::string fp8 = args.get("fp8");
+  if (fp8 != "off" && fp8 != "tensorwise" && fp8 != "rowwise")
+    return fail("train", "--fp8 must be off, tensorwise or rowwise, not '" + fp8 + "'");
+  if (fp8 == "off" && args.has("fp8-lm-head"))
+    return fail("train", "--fp8-lm-head needs --fp8 tensorwise or rowwise");
   BatchRule rule = batching == "fixture" ? BatchRule::Fixture : BatchRule::Sequential;
 
   std::string err;
@@ -214,6 +222,8 @@ int runTrain(int argc, char **argv) {
   opts.trainable = args.get("trainable");
   opts.frozen = args.get("frozen");
   opts.bf16 = precision == "bf16";
+  opts.fp8 = fp8 == "off" ? "" : fp8;
+  opts.fp8LmHead = args.has("fp8-lm-head");
   opts.returnGradients = args.has("expect-grads");
   planner::Plan plan;
   if (!parseSpmdPlan(args.get("plan"), args.has("world-size") ? int(args.getInt("world-size")) : 0,
@@ -332,7 +342,8 @@ int runTrain(int argc, char **argv) {
   std::printf("loom train: %s, %zu parameter tensors (%lld values), batch %lld x seq %lld, "
               "%s, %lld steps (compiled in %.2f s, arena %.1f MiB, %zu in-place updates)\n",
               args.positional()[0].c_str(), P, (long long)numel, (long long)B, (long long)T,
-              precision.c_str(), (long long)steps, compileS,
+              (fp8 == "off" ? precision : precision + " + fp8 " + fp8).c_str(), (long long)steps,
+              compileS,
               double(tp.program->arenaBytes) / (1 << 20), tp.program->updates.size());
   if (uint64_t dev = runner->deviceMemoryBytes())
     std::printf("device memory: %.2f GiB (arena, constants, scratch, GEMM workspace%s)\n",

@@ -117,6 +117,8 @@ bool compileTrainStep(const std::string &path, int64_t batch, int64_t seq,
   spmd.fsdpReshardAfterForward = o.fsdpReshardAfterForward;
   spmd.fsdpPrefetch = o.fsdpPrefetch;
   spmd.bf16 = o.bf16;
+  spmd.fp8 = o.fp8;
+  spmd.fp8LmHead = o.fp8LmHead;
   // The same bits with or without the fused clipping; LOOM_FUSE_GRAD_CLIP=0
   // keeps the unfused ops (an A/B switch for timing and for checking that).
   const char *f = std::getenv("LOOM_FUSE_GRAD_CLIP");

@@ -25,6 +25,8 @@ struct TrainOptions {
   std::string schedule = "constant"; // constant, cosine, linear
   std::string trainable, frozen;     // regexes over parameter names
   bool bf16 = false;                 // bf16 mixed precision (autocast)
+  std::string fp8;                   // "" (off), "tensorwise" or "rowwise" (issue 17)
+  bool fp8LmHead = false;            // the output head's product in fp8 too
   bool returnGradients = false;      // extra outputs: unclipped gradients
   bool returnActivationSums = false; // extra outputs: sum of squares entering each norm
   // Data parallelism (issue 5): the step is compiled per rank for the local

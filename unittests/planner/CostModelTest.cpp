@@ -282,6 +282,20 @@ TEST(PlannerCostModel, Fp8) {
   EXPECT_CLOSE(e.memory.workspace, 17827840 - 4195328);
 }
 
+// A profile with a measured fp8 curve (loom calibrate's
+// gemm.fp8_efficiency_by_min_dim) costs fp8 GEMMs from it, not from the
+// assumed ratio to the bf16 curve.
+TEST(PlannerCostModel, Fp8FromMeasuredCurve) {
+  ModelCost m = testModel(2);
+  HardwareProfile hw = testGpu();
+  const CostOp &gemm = m.ops[2];
+  EXPECT_CLOSE(CostModel(m, hw, request(2)).opTime(gemm, 1, 1, true), 12.5 * us);
+  hw.gemmFp8.points = {{1, 0.25}, {1e6, 0.25}}; // a flat 25% of the 2e15 fp8 peak
+  // 1e10 / (2e15 * 0.25) = 20 us: no faster than bf16 on this GPU.
+  EXPECT_CLOSE(CostModel(m, hw, request(2)).opTime(gemm, 1, 1, true), 20 * us);
+  EXPECT_CLOSE(hw.fp8GemmEfficiency(4096), 0.25);
+}
+
 TEST(PlannerCostModel, TensorParallelStep) {
   // tp=2 on 2 GPUs: dp=1, so 2 microbatches make the global batch of 2.
   ModelCost m = testModel(2);
