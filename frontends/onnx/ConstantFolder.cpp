@@ -625,11 +625,13 @@ bool hasFoldingRule(const std::string &opType) {
   return rules().count(opType) != 0;
 }
 
-/// How many leading inputs a rule reads without checking (the op's
+/// How many leading inputs a rule or an emitter reads without checking (the op's
 /// required inputs, as the ONNX operator specification lists them); the
 /// rest are optional and read through has(). A node with fewer is an
 /// error, not a read past the end.
-size_t requiredInputs(const std::string &op) {
+size_t requiredOnnxInputs(const std::string &op) {
+  if (op == "Constant")
+    return 0;
   static const std::map<std::string, size_t> counts = {
       {"Add", 2}, {"Sub", 2}, {"Mul", 2}, {"Div", 2}, {"Pow", 2}, {"Mod", 2}, {"Max", 1},
       {"Min", 1}, {"Equal", 2}, {"Less", 2}, {"LessOrEqual", 2}, {"Greater", 2},
@@ -645,7 +647,7 @@ FoldStatus foldNode(const onnx::NodeProto &node, const Inputs &inputs,
   auto it = rules().find(node.op_type());
   if (it == rules().end() || !node.domain().empty())
     return FoldStatus::NotFoldable;
-  size_t required = requiredInputs(node.op_type());
+  size_t required = requiredOnnxInputs(node.op_type());
   if (size_t(node.input_size()) < required) {
     err = "has " + std::to_string(node.input_size()) + " inputs, " + node.op_type() + " needs " +
           std::to_string(required);

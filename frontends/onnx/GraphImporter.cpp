@@ -371,6 +371,9 @@ void GraphImporter::importNode(const onnx::NodeProto &node) {
   curNode = &node;
   if (node.output_size() == 0)
     fail("the node has no outputs");
+  if (size_t required = requiredOnnxInputs(node.op_type()); size_t(node.input_size()) < required)
+    fail("has " + std::to_string(node.input_size()) + " inputs, " + node.op_type() + " needs " +
+         std::to_string(required));
   std::string name = node.name().empty() ? node.output(0) : node.name();
   curLoc = NameLoc::get(b.getStringAttr(name));
   if (!node.domain().empty() && node.domain() != "ai.onnx")
