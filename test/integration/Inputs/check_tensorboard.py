@@ -26,35 +26,30 @@ def masked(c):
     return (((c >> 15) | (c << 17)) + 0xA282EAD8) & 0xFFFFFFFF
 
 
+def varint(buf, i):
+    """(value, next index) of the base-128 varint at buf[i]."""
+    v, shift = 0, 0
+    while True:
+        b = buf[i]; i += 1
+        v |= (b & 0x7F) << shift; shift += 7
+        if b < 0x80:
+            return v, i
+
+
 def fields(buf):
     """(field, wire type, value) of a protobuf message."""
     i = 0
     while i < len(buf):
-        key, shift = 0, 0
-        while True:
-            b = buf[i]; i += 1
-            key |= (b & 0x7F) << shift; shift += 7
-            if b < 0x80:
-                break
+        key, i = varint(buf, i)
         f, wt = key >> 3, key & 7
         if wt == 0:
-            v, shift = 0, 0
-            while True:
-                b = buf[i]; i += 1
-                v |= (b & 0x7F) << shift; shift += 7
-                if b < 0x80:
-                    break
+            v, i = varint(buf, i)
         elif wt == 1:
             v = buf[i:i + 8]; i += 8
         elif wt == 5:
             v = buf[i:i + 4]; i += 4
         elif wt == 2:
-            n, shift = 0, 0
-            while True:
-                b = buf[i]; i += 1
-                n |= (b & 0x7F) << shift; shift += 7
-                if b < 0x80:
-                    break
+            n, i = varint(buf, i)
             v = buf[i:i + n]; i += n
         else:
             raise ValueError("wire type %d" % wt)
