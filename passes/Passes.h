@@ -10,6 +10,7 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Pass/Pass.h"
 #include "mlir/Pass/PassManager.h"
+#include "passes/Recompute.h"
 
 namespace loom {
 
@@ -41,6 +42,7 @@ struct SpmdStepOptions {
   int64_t fsdpPrefetch = 1;            // gathers issued this many parameters ahead
   bool bf16 = false;                   // the forward went through autocast
   bool fuseGradientClipping = true;
+  RecomputeOptions recompute; // activation checkpointing, last (loom-recompute)
 };
 
 /// From the fused @forward (at the rank's own batch) to the rank's
