@@ -30,7 +30,7 @@ constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
 
 std::string gib(double bytes) {
   char buf[32];
-  std::snprintf(buf, sizeof buf, "%.3f GiB", bytes / kGiB);
+  std::snprintf(buf, sizeof buf, "%.4g GiB", bytes / kGiB);
   return buf;
 }
 

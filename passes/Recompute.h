@@ -118,6 +118,10 @@ public:
   /// "matmul q_proj", "attention", "rms_norm input_layernorm", ...: the op
   /// and the module of the parameter it reads, for reports.
   std::string describe(mlir::Operation *op) const;
+  /// A kept tensor for reports: the op that computed it, seen through
+  /// autocast's casts and reshapes ("rotary", "matmul gate_proj", "weight
+  /// q_proj" for a parameter in another form).
+  std::string describeValue(mlir::Value v) const;
   /// Bytes a value holds on the device (a reshape or a widening cast of a
   /// bf16 tensor is its source's bytes: codegen makes it a view or folds it).
   uint64_t storageBytes(mlir::Value v) const;
@@ -129,6 +133,8 @@ private:
   bool isBoundary(mlir::Value v) const;
   bool isCandidate(mlir::Value v, int64_t every) const;
   llvm::SmallVector<mlir::Value> savePoints(mlir::Operation *matmulOrAttention) const;
+  /// Estimated time of re-running `op` (the H100 profile; see budgetMoves).
+  double seconds(mlir::Operation *op) const;
 
   mlir::func::FuncOp fn;
   int layers = 0;

@@ -13,6 +13,7 @@
 
 #include <algorithm>
 #include <climits>
+#include <map>
 
 using namespace mlir;
 
@@ -95,20 +96,6 @@ double opFlops(Operation *op) {
     return a.getCausal() ? f / 2 : f;
   }
   return 0;
-}
-
-double opSeconds(Operation *op) {
-  if (isa<ReshapeOp>(op))
-    return 0; // a view
-  double bytes = 0;
-  for (Value v : op->getOperands()) bytes += double(tensorBytes(v));
-  for (Value v : op->getResults()) bytes += double(tensorBytes(v));
-  double flops = opFlops(op), rate = kF32Flops;
-  if (isa<MatmulOp>(op) && isBf16(op->getOperand(0)) && isBf16(op->getOperand(1)))
-    rate = kBf16Flops;
-  if (auto a = dyn_cast<AttentionOp>(op))
-    rate = (isBf16(a.getQuery()) ? kBf16Flops : kF32Flops) * kAttentionEfficiency;
-  return std::max(flops / rate, bytes / kHbmBytesPerSecond) + kLaunchSeconds;
 }
 
 /// "q_proj" of "model.layers.0.self_attn.q_proj.weight".
@@ -334,6 +321,25 @@ Value RecomputeAnalysis::storageRoot(Value v) const {
 
 uint64_t RecomputeAnalysis::storageBytes(Value v) const { return tensorBytes(storageRoot(v)); }
 
+double RecomputeAnalysis::seconds(Operation *op) const {
+  // Codegen makes reshapes views and folds autocast's casts into the
+  // kernels that read or write them (codegen/FoldCasts.cpp), widenings
+  // always: rebuilding one costs no kernel. A parameter's rounding to bf16
+  // stays a cast kernel.
+  if (isa<ReshapeOp>(op) || isWideningCast(op) ||
+      (isa<CastOp>(op) && !paramModule.count(op->getOperand(0))))
+    return 0;
+  double bytes = 0;
+  for (Value v : op->getOperands()) bytes += double(tensorBytes(v));
+  for (Value v : op->getResults()) bytes += double(tensorBytes(v));
+  double flops = opFlops(op), rate = kF32Flops;
+  if (isa<MatmulOp>(op) && isBf16(op->getOperand(0)) && isBf16(op->getOperand(1)))
+    rate = kBf16Flops;
+  if (auto a = dyn_cast<AttentionOp>(op))
+    rate = (isBf16(a.getQuery()) ? kBf16Flops : kF32Flops) * kAttentionEfficiency;
+  return std::max(flops / rate, bytes / kHbmBytesPerSecond) + kLaunchSeconds;
+}
+
 RecomputeAnalysis::Outcome RecomputeAnalysis::simulate(const llvm::DenseSet<Value> &rebuilt) const {
   llvm::SetVector<Value> kept;
   llvm::DenseSet<Value> needed;
@@ -372,7 +378,7 @@ RecomputeAnalysis::Outcome RecomputeAnalysis::simulate(const llvm::DenseSet<Valu
   });
   llvm::stable_sort(out.recomputed, before);
   for (Operation *op : out.recomputed) {
-    out.recomputeSeconds += opSeconds(op);
+    out.recomputeSeconds += seconds(op);
     out.recomputeFlops += opFlops(op);
   }
   return out;
@@ -387,7 +393,7 @@ std::vector<llvm::SmallVector<Value>> RecomputeAnalysis::budgetMoves(int64_t eve
     llvm::DenseSet<Value> rebuilt;
     double bytes = 0, seconds = 0; // kept bytes of the layer, recompute time
     llvm::SmallVector<Value> bestMove;
-    double bestScore = -1;
+    double bestScore = -1, bestCost = 0;
   };
   std::map<int, Layer> byLayer;
   llvm::SetVector<Value> all = fullSet(every);
@@ -402,10 +408,10 @@ std::vector<llvm::SmallVector<Value>> RecomputeAnalysis::budgetMoves(int64_t eve
   // set `rebuilt` is rebuilt (chains stay in the layer: what another layer
   // reads is a boundary, never rebuilt).
   auto evaluate = [&](int layer, const Layer &l, const llvm::DenseSet<Value> &rebuilt, double &bytes,
-                      double &seconds) {
+                      double &secs) {
     llvm::DenseSet<Value> needed, roots;
     llvm::DenseSet<Operation *> recomputed;
-    bytes = seconds = 0;
+    bytes = secs = 0;
     std::function<void(Value)> visit = [&](Value v) {
       if (!isForwardValue(v))
         return;
@@ -420,27 +426,33 @@ std::vector<llvm::SmallVector<Value>> RecomputeAnalysis::budgetMoves(int64_t eve
       Operation *def = v.getDefiningOp();
       if (!recomputed.insert(def).second)
         return;
-      seconds += opSeconds(def);
+      secs += seconds(def);
       for (Value x : def->getOperands()) visit(x);
     };
     for (Value v : l.read) visit(v);
   };
-  // A move: `c` with the cheap ops behind it that are not rebuilt yet, and
-  // up to `gemms` levels of GEMMs/attention (with their own cheap ops).
-  auto move = [&](const Layer &l, Value c, int gemms) {
+  // A move: `c` with the ops behind it that are not rebuilt yet, cheap ops
+  // up to `hops` steps back, and through up to `gemms` GEMMs/attention
+  // (each with its own cheap ops). Short moves matter as much as long ones:
+  // rebuilding a rounding to bf16 keeps its f32 input, so the cheap
+  // closure of a value can cost more memory than it frees.
+  auto move = [&](const Layer &l, Value c, int hops, int gemms) {
     llvm::SetVector<Value> m;
-    llvm::SmallVector<Value> level = {c};
+    llvm::SmallVector<std::pair<Value, int>> level = {{c, 0}};
     for (int depth = 0; depth <= gemms && !level.empty(); ++depth) {
-      llvm::SmallVector<Value> work(level), next;
+      llvm::SmallVector<std::pair<Value, int>> work(level), next;
       level.clear();
       while (!work.empty()) {
-        Value v = work.pop_back_val();
+        auto [v, hop] = work.pop_back_val();
         if (!m.insert(v))
           continue;
         for (Value x : v.getDefiningOp()->getOperands()) {
           if (!l.candidates.contains(x) || l.rebuilt.contains(x) || m.contains(x))
             continue;
-          (isExpensive(x.getDefiningOp()) ? next : work).push_back(x);
+          if (isExpensive(x.getDefiningOp()))
+            next.push_back({x, 0});
+          else if (hop < hops)
+            work.push_back({x, hop + 1});
         }
       }
       level = next;
@@ -454,8 +466,10 @@ std::vector<llvm::SmallVector<Value>> RecomputeAnalysis::budgetMoves(int64_t eve
     for (Value c : l.candidates) {
       if (l.rebuilt.contains(c))
         continue;
-      for (int gemms = 0; gemms <= 2; ++gemms) {
-        llvm::SmallVector<Value> m = move(l, c, gemms);
+      static constexpr std::pair<int, int> kShapes[] = {{0, 0}, {1, 0}, {2, 0}, {4, 0},
+                                                        {INT_MAX, 0}, {INT_MAX, 1}, {INT_MAX, 2}};
+      for (auto [hops, gemms] : kShapes) {
+        llvm::SmallVector<Value> m = move(l, c, hops, gemms);
         llvm::DenseSet<Value> trial = l.rebuilt;
         trial.insert(m.begin(), m.end());
         double bytes, seconds;
@@ -463,9 +477,14 @@ std::vector<llvm::SmallVector<Value>> RecomputeAnalysis::budgetMoves(int64_t eve
         double saved = l.bytes - bytes, cost = std::max(seconds - l.seconds, 1e-12);
         if (saved <= 0)
           continue;
+        // Equal ratios (GEMMs of one contraction size all save about 2/K
+        // bytes per FLOP): the smaller move first, so the budget can stop
+        // at a finer step.
         double score = saved / cost;
-        if (score > l.bestScore) {
+        if (score > l.bestScore * (1 + 1e-9) ||
+            (score >= l.bestScore * (1 - 1e-9) && cost < l.bestCost)) {
           l.bestScore = score;
+          l.bestCost = cost;
           l.bestMove = m;
         }
       }
@@ -542,6 +561,20 @@ void RecomputeAnalysis::apply(const llvm::DenseSet<Value> &rebuilt) {
     for (OpOperand &use : op->getOpOperands())
       if (rebuilt.contains(use.get()))
         use.set(materialize(use.get(), op));
+}
+
+std::string RecomputeAnalysis::describeValue(Value v) const {
+  if (paramModule.count(v))
+    return "weight " + paramModule.lookup(v);
+  Value x = v;
+  while (Operation *def = x.getDefiningOp()) {
+    if (auto a = dyn_cast<AttentionOp>(def); a && x == a.getLse())
+      return "attention lse";
+    if (!isa<CastOp, ReshapeOp>(def))
+      return describe(def);
+    x = def->getOperand(0);
+  }
+  return "argument";
 }
 
 std::string RecomputeAnalysis::describe(Operation *op) const {
