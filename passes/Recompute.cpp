@@ -79,8 +79,11 @@ struct RecomputePass : impl::RecomputeBase<RecomputePass> {
     FailureOr<uint64_t> none = footprint(step, {});
     if (failed(none))
       return failure();
-    if (double(*none) <= budget)
+    if (double(*none) <= budget) {
+      step.emitRemark("loom-recompute: a memory budget of ")
+          << gib(budget) << " holds the step without recompute (" << gib(double(*none)) << ")";
       return llvm::DenseSet<Value>();
+    }
     FailureOr<uint64_t> least = footprint(step, prefix(moves.size()));
     if (failed(least))
       return failure();
@@ -93,13 +96,21 @@ struct RecomputePass : impl::RecomputeBase<RecomputePass> {
              failure();
     // Invariant: prefix(lo) does not fit, prefix(hi) does.
     size_t lo = 0, hi = moves.size();
+    uint64_t fits = *least;
     while (hi - lo > 1) {
       size_t mid = (lo + hi) / 2;
       FailureOr<uint64_t> m = footprint(step, prefix(mid));
       if (failed(m))
         return failure();
-      (double(*m) <= budget ? hi : lo) = mid;
+      if (double(*m) <= budget)
+        hi = mid, fits = *m;
+      else
+        lo = mid;
     }
+    step.emitRemark("loom-recompute: a memory budget of ")
+        << gib(budget) << " holds the step at " << gib(double(fits)) << " after " << hi << " of "
+        << moves.size() << " recompute moves (" << gib(double(*none)) << " without recompute, "
+        << gib(double(*least)) << " with every layer recomputed)";
     return prefix(hi);
   }
 
@@ -113,7 +124,7 @@ struct RecomputePass : impl::RecomputeBase<RecomputePass> {
       return signalPassFailure();
     }
     if (every < 1) {
-      step.emitError("loom-recompute: every must be at least 1, not ") << every;
+      step.emitError("loom-recompute: every must be at least 1, not ") << int64_t(every);
       return signalPassFailure();
     }
     FailureOr<RecomputeAnalysis> a = RecomputeAnalysis::analyze(step);

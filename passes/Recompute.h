@@ -48,6 +48,10 @@ std::optional<RecomputePolicy> parseRecomputePolicy(llvm::StringRef s);
 
 /// Unit attribute on every op the pass cloned into the backward.
 inline constexpr llvm::StringLiteral kRecomputedAttrName = "loom.recomputed";
+/// Unit attribute on every forward op a result of which the rewritten step
+/// keeps for the backward (read by a backward op or a clone): what the
+/// policy keeps, visible in the IR.
+inline constexpr llvm::StringLiteral kSavedAttrName = "loom.saved";
 
 /// The layer of values outside every transformer layer before them (token
 /// and position embeddings); the head (final norm, LM head, loss) is layer
@@ -112,7 +116,8 @@ public:
   /// right before the first backward op that needs it. An FSDP parameter
   /// gather the clones read is the backward's own gather of that parameter
   /// (moved up to the first clone), so the forward's gathered copy still
-  /// dies after the forward. Invalidates this analysis.
+  /// dies after the forward. Marks the forward ops whose results the
+  /// backward still reads (kSavedAttrName). Invalidates this analysis.
   void apply(const llvm::DenseSet<mlir::Value> &rebuilt);
 
   /// "matmul q_proj", "attention", "rms_norm input_layernorm", ...: the op

@@ -561,6 +561,20 @@ void RecomputeAnalysis::apply(const llvm::DenseSet<Value> &rebuilt) {
     for (OpOperand &use : op->getOpOperands())
       if (rebuilt.contains(use.get()))
         use.set(materialize(use.get(), op));
+  // What stays live into the backward: results read by anything that is
+  // not a forward op (backward ops, clones; the checks between the loss
+  // and the backward read values that die there).
+  for (int i = 0; i <= lossAt; ++i) {
+    Operation *op = ops[size_t(i)];
+    if (isa<ConstantOp>(op))
+      continue;
+    bool saved = llvm::any_of(op->getUsers(), [&](Operation *user) {
+      auto it = position.find(user);
+      return it == position.end() ? !isa<func::ReturnOp>(user) : it->second >= backwardAt;
+    });
+    if (saved)
+      op->setAttr(kSavedAttrName, UnitAttr::get(ctx));
+  }
 }
 
 std::string RecomputeAnalysis::describeValue(Value v) const {
