@@ -455,12 +455,12 @@ void printExplain(std::ostream &os, const CostModel &cm, const PlanEstimate &e, 
      << formatBytes(hw.memoryBytes) << "\n";
   if (e.memorySource != "analytical")
     os << "  (analytical model for comparison: " << formatBytes(e.analytical.total()) << ")\n";
-  printRecompute(os, m, p.checkpoint, e.memorySource != "analytical");
   os << "step: compute " << formatSeconds(e.time.compute) << " (optimizer "
      << formatSeconds(e.time.optimizer) << "), exposed comm " << formatSeconds(e.time.comm)
      << ", bubble " << formatSeconds(e.time.bubble) << " = " << formatSeconds(e.time.total())
      << "; " << tokens(e.tokensPerSecond) << " tokens/s, MFU " << fmt("%.1f%%", e.mfu * 100)
      << "\n";
+  printRecompute(os, m, p.checkpoint, e.memorySource != "analytical");
 }
 
 namespace {

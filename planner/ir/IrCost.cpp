@@ -95,9 +95,12 @@ int savedWidth(Value r) {
   return isa<FloatType>(et) ? 0 : int(bytes);
 }
 
-std::string shapeString(Value v) {
+/// "[4x2048x2048]", dim `batch` (if any) scaled to the requested batch.
+std::string shapeString(Value v, int batch, double scale) {
   std::string s = "[";
-  for (int64_t d : shapeOf(v)) s += (s.size() > 1 ? "x" : "") + std::to_string(d);
+  ArrayRef<int64_t> shape = shapeOf(v);
+  for (int i = 0; i < int(shape.size()); ++i)
+    s += (i ? "x" : "") + std::to_string(i == batch ? int64_t(double(shape[i]) * scale) : shape[i]);
   return s + "]";
 }
 
@@ -704,7 +707,9 @@ bool Walker::decideRecompute(llvm::SetVector<Value> &keptSelective, llvm::SetVec
       if (ra->layerOf(k) != rep.layer || !reported.insert(r).second)
         continue;
       int width = savedWidth(r);
-      rep.kept.push_back({ra->describeValue(k) + " " + shapeString(r),
+      auto b = batchDim.find(r);
+      rep.kept.push_back({ra->describeValue(k) + " " +
+                              shapeString(r, b == batchDim.end() ? -1 : b->second, scale),
                           elementsOf(r) * scaleOf(r) * (width ? width : 2)});
     }
     for (Operation *op : o.recomputed) {
