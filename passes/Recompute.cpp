@@ -45,7 +45,7 @@ struct RecomputePass : impl::RecomputeBase<RecomputePass> {
     func::FuncOp probe = step.clone(map);
     probe.setSymName((step.getSymName() + ".recompute_probe").str());
     getOperation().getBody()->push_back(probe);
-    auto erase = llvm::make_scope_exit([&] { probe.erase(); });
+    llvm::scope_exit erase([&] { probe.erase(); });
     FailureOr<RecomputeAnalysis> a = RecomputeAnalysis::analyze(probe);
     if (failed(a))
       return failure();

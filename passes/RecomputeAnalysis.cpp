@@ -299,7 +299,8 @@ llvm::SetVector<Value> RecomputeAnalysis::selectiveSet(int64_t every) const {
   for (int i = 0; i <= lossAt; ++i) {
     Operation *op = ops[size_t(i)];
     int layer = opLayer.lookup(op);
-    if (!checkpointed(layer, every) || paramModule.count(op->getResult(0)))
+    if (!checkpointed(layer, every) || op->getNumResults() == 0 ||
+        paramModule.count(op->getResult(0)))
       continue;
     bool save = isa<AttentionOp, ReduceScatterOp>(op);
     if (isa<MatmulOp>(op))
@@ -519,10 +520,11 @@ std::vector<llvm::SmallVector<Value>> RecomputeAnalysis::budgetMoves(int64_t eve
 
 void RecomputeAnalysis::apply(const llvm::DenseSet<Value> &rebuilt) {
   std::vector<Operation *> backward(ops.begin() + backwardAt, ops.end());
-  // The backward's own gathers of FSDP-sharded parameters, by parameter.
+  // The backward's own gathers of FSDP-sharded parameters, by parameter
+  // (anywhere after the loss: prefetching moves them ahead of their readers).
   llvm::DenseMap<Value, llvm::SmallVector<AllGatherOp>> backwardGathers;
-  for (Operation *op : backward)
-    if (auto g = dyn_cast<AllGatherOp>(op); g && isa<BlockArgument>(g.getInput()))
+  for (size_t i = size_t(lossAt) + 1; i < ops.size(); ++i)
+    if (auto g = dyn_cast<AllGatherOp>(ops[i]); g && isa<BlockArgument>(g.getInput()))
       backwardGathers[g.getInput()].push_back(g);
   auto sameGather = [](AllGatherOp a, AllGatherOp b) {
     return a.getType() == b.getType() && a.getDim() == b.getDim() && a.getAxes() == b.getAxes();
