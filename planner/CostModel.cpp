@@ -361,11 +361,12 @@ PlanEstimate CostModel::evaluate(const Plan &plan, bool detail) const {
   est.memorySource = "analytical";
   bool compilable = tp == 1 && cp == 1 && pp == 1 && plan.dpShard == 1 && mb == 1 && !plan.fp8;
   int policy = int(plan.checkpoint);
-  if (compilable && m.hasPolicyBufferPlan[policy]) {
+  bool planned = policy == 0 ? m.hasBufferPlan : m.hasPolicyBufferPlan[policy];
+  if (compilable && planned) {
     // What the compiler allocates today for this single-device step (with
     // the recompute pass's policy applied), plus what it does not see:
     // data-parallel buckets, the GEMM library's workspace.
-    est.memory = m.policyBufferPlan[policy];
+    est.memory = policy == 0 ? m.bufferPlan : m.policyBufferPlan[policy];
     est.memory.comm = est.analytical.comm;
     est.memory.workspace += hw.gemmWorkspace;
     est.memorySource = "buffer-plan";

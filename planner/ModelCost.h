@@ -150,8 +150,8 @@ struct ModelCost {
   MemoryBreakdown bufferPlan;
   std::string bufferPlanNote; // why there is none, or how it was made
   // The same with each activation-checkpoint policy applied by the
-  // compiler's recompute pass, indexed by planner::Checkpoint (none,
-  // selective, full; [0] is bufferPlan).
+  // compiler's recompute pass, indexed by planner::Checkpoint (selective,
+  // full; [0], none, is bufferPlan above and unused here).
   bool hasPolicyBufferPlan[3] = {false, false, false};
   MemoryBreakdown policyBufferPlan[3];
   std::vector<RecomputeReport> recompute; // none, selective, full (when the step was built)

@@ -1015,8 +1015,6 @@ bool buildModelCost(const std::string &path, const IrCostOptions &opts, ModelCos
       cost.bufferPlan.workspace += double(rt::backendWorkspaceBytes(program, "cuda"));
       cost.hasBufferPlan = true;
       cost.bufferPlanNote = "codegen's arena plan of @train_step (bf16 autocast, as loom train)";
-      cost.hasPolicyBufferPlan[0] = true;
-      cost.policyBufferPlan[0] = cost.bufferPlan;
       // Each checkpoint policy: the same step through the recompute pass,
       // as `loom train --ac selective|full` compiles it.
       for (int c = 1; c <= 2; ++c) {
