@@ -7,7 +7,8 @@ exported weights, byte for byte.
                        [--policies full,selective,budget] [--steps N]
                        [--backend cpu|cuda]
 
-The budget policy runs at the midpoint between the step's footprint with
+A policy written full@N applies it to every N-th layer (--ac-layers
+every=N). The budget policy runs at the midpoint between the step's footprint with
 every layer recomputed and without recompute, both read from loom's own
 error for a budget below the minimum (so the check also sees that error).
 One line per policy; exit status 1 on any difference.
@@ -55,9 +56,10 @@ if len(base_steps) != args.steps:
     sys.exit(1)
 base_bytes = open(base_weights, "rb").read()
 ok = True
-for policy in args.policies.split(","):
-    extra = ["--ac", policy]
-    note = ""
+for spec in args.policies.split(","):
+    policy, _, every = spec.partition("@")
+    extra = ["--ac", policy] + (["--ac-layers", f"every={every}"] if every else [])
+    note = f" every={every}" if every else ""
     if policy == "budget":
         r, _, _, _, _ = train("budget-too-small", extra + ["--ac-memory-budget", "1e-9"], expect_ok=False)
         m = re.search(r"below the smallest footprint of this step, ([0-9.e+-]+) GiB .*; ([0-9.e+-]+) GiB "
@@ -68,8 +70,8 @@ for policy in args.policies.split(","):
         least, none = float(m.group(1)), float(m.group(2))
         budget = (least + none) / 2
         extra += ["--ac-memory-budget", f"{budget:.6g}"]
-        note = f" at {budget:.4g} GiB (between {least:.4g} and {none:.4g})"
-    _, steps, weights, arena, ops = train(policy, extra)
+        note += f" at {budget:.4g} GiB (between {least:.4g} and {none:.4g})"
+    _, steps, weights, arena, ops = train(spec.replace("@", "-every"), extra)
     same_steps = steps == base_steps
     same_weights = open(weights, "rb").read() == base_bytes
     status = "PASS" if same_steps and same_weights else "FAIL"
