@@ -80,6 +80,10 @@ void buildSpmdTrainStep(mlir::OpPassManager &pm, const SpmdStepOptions &o) {
     pm.addPass(createInsertDdpCollectives(ddp));
   }
   buildTrainStepTail(pm, o.bf16, o.fuseGradientClipping, !o.fp8.empty());
+  // Last: recomputation clones forward ops into the backward, which CSE
+  // would merge back, and reads the final forward (bf16 GEMMs, collectives).
+  if (o.recompute.policy != RecomputePolicy::none)
+    pm.addPass(createRecompute(o.recompute));
 }
 
 void registerFusionPipeline() {

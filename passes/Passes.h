@@ -10,6 +10,7 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Pass/Pass.h"
 #include "mlir/Pass/PassManager.h"
+#include "passes/Recompute.h"
 
 namespace loom {
 
@@ -49,6 +50,7 @@ struct SpmdStepOptions {
   // too with fp8LmHead.
   std::string fp8;
   bool fp8LmHead = false;
+  RecomputeOptions recompute; // activation checkpointing, last (loom-recompute)
 };
 
 /// From the fused @forward (at the rank's own batch) to the rank's

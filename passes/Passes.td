@@ -287,4 +287,44 @@ def InsertFp8Casts : Pass<"loom-insert-fp8-casts", "mlir::func::FuncOp"> {
   let dependentDialects = ["loom::LoomDialect"];
 }
 
+def Recompute : Pass<"loom-recompute", "mlir::ModuleOp"> {
+  let summary = "Activation checkpointing: the backward rebuilds dropped forward values";
+  let description = [{
+    On @train_step (after the SPMD passes and the cleanup tail), decides for
+    every forward value the backward reads whether it stays in memory or is
+    recomputed, per transformer layer (layers from the parameter names):
+    `full` keeps only what crosses a layer boundary (each layer's input),
+    `selective` keeps torchtitan's op-level save list (the 1st, 3rd, ...
+    matmul output of a layer, attention's output and logsumexp) and
+    recomputes the element-wise, norm and rotary work, and `budget` drops
+    values in the order of least recompute time per byte until the
+    compiler's buffer plan (arena, constants and the backend's workspace)
+    fits `memory-budget` GiB; a budget below the footprint with every layer
+    fully recomputed is an error giving that minimum. `every` applies the
+    policy to every N-th layer only. Each dropped value is rebuilt by
+    clones of the forward ops that made it (marked `loom.recomputed`),
+    placed right before the first backward op that reads it; the clones
+    are the same ops on the same operands, so the step's results are
+    bit-identical to `none`'s.
+  }];
+  let options = [
+    Option<"policy", "policy", "::loom::RecomputePolicy", "::loom::RecomputePolicy::none",
+           "what each checkpointed layer keeps",
+           [{::llvm::cl::values(
+             clEnumValN(::loom::RecomputePolicy::none, "none", "keep everything"),
+             clEnumValN(::loom::RecomputePolicy::full, "full", "keep each layer's input"),
+             clEnumValN(::loom::RecomputePolicy::selective, "selective",
+                        "keep every other matmul output and attention's results"),
+             clEnumValN(::loom::RecomputePolicy::budget, "budget",
+                        "keep what fits memory-budget at the least recompute time"))}]>,
+    Option<"every", "every", "int64_t", "1",
+           "apply the policy to the every-th, 2*every-th, ... layer (1: all)">,
+    Option<"memoryBudgetGiB", "memory-budget", "double", "0",
+           "budget: GiB the compiled step may take on the device">,
+    Option<"backend", "backend", "std::string", "\"cuda\"",
+           "budget: the backend whose workspace counts (cpu, cuda)">,
+  ];
+  let dependentDialects = ["loom::LoomDialect"];
+}
+
 #endif // LOOM_PASSES

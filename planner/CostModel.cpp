@@ -172,6 +172,8 @@ const std::vector<CostModel::GroupTimes> &CostModel::groupTimes(int tp, int cp, 
       (fwd ? t.fwd : t.bwd) += s;
       if (fwd && op.recomputeSelective)
         t.selectiveRecompute += s;
+      if (fwd && op.recomputeFull)
+        t.fullRecompute += s;
       if (op.kind == OpKind::Attention) {
         (fwd ? t.attnFwd : t.attnBwd) += s;
         // Ring attention: each rank passes its K/V chunk cp-1 times; the
@@ -321,8 +323,7 @@ MemoryBreakdown CostModel::deviceMemory(int d, const Plan &p) const {
 }
 
 bool CostModel::compilesPerRank(const Plan &plan) {
-  return plan.pp == 1 && plan.cp == 1 && plan.microbatches == 1 &&
-         plan.checkpoint == Checkpoint::None && !plan.fp8;
+  return plan.pp == 1 && plan.cp == 1 && plan.microbatches == 1 && !plan.fp8;
 }
 
 void CostModel::useRankBufferPlan(PlanEstimate &e, const MemoryBreakdown &mem) const {
@@ -360,12 +361,14 @@ PlanEstimate CostModel::evaluate(const Plan &plan, bool detail) const {
   }
   est.memory = est.analytical;
   est.memorySource = "analytical";
-  bool compilable = tp == 1 && cp == 1 && pp == 1 && plan.dpShard == 1 && mb == 1 &&
-                    plan.checkpoint == Checkpoint::None && !plan.fp8;
-  if (compilable && m.hasBufferPlan) {
-    // What the compiler allocates today for this single-device step, plus
-    // what it does not see: data-parallel buckets, the GEMM library's workspace.
-    est.memory = m.bufferPlan;
+  bool compilable = tp == 1 && cp == 1 && pp == 1 && plan.dpShard == 1 && mb == 1 && !plan.fp8;
+  int policy = int(plan.checkpoint);
+  bool planned = policy == 0 ? m.hasBufferPlan : m.hasPolicyBufferPlan[policy];
+  if (compilable && planned) {
+    // What the compiler allocates today for this single-device step (with
+    // the recompute pass's policy applied), plus what it does not see:
+    // data-parallel buckets, the GEMM library's workspace.
+    est.memory = policy == 0 ? m.bufferPlan : m.policyBufferPlan[policy];
     est.memory.comm = est.analytical.comm;
     est.memory.workspace += hw.gemmWorkspace;
     est.memorySource = "buffer-plan";
@@ -384,8 +387,9 @@ PlanEstimate CostModel::evaluate(const Plan &plan, bool detail) const {
     bool layer = g >= 1 && g <= m.numLayers;
     double recompute = 0, recomputeComm = 0;
     if (layer && plan.checkpoint == Checkpoint::Full) {
-      // The layer's forward runs again, its tensor-parallel gathers included.
-      recompute = t.fwd;
+      // The layer's forward runs again (what the backward needs of it), its
+      // tensor-parallel gathers included.
+      recompute = t.fullRecompute;
       recomputeComm = t.tpFwd + std::max(0.0, t.cpFwd - t.attnFwd);
     } else if (layer && plan.checkpoint == Checkpoint::Selective) {
       recompute = t.selectiveRecompute;

@@ -35,6 +35,11 @@
 #    each within 1e-5 relative loss of the one-rank CUDA run and step-0
 #    gradients within 1e-5 relative L2; spmd-<m>-cpu-vs-cuda, each plan's
 #    CUDA losses within 1e-4 relative of the same plan on the CPU backend;
+#  - per model: ac-<m>-<precision>, activation checkpointing on the GPU
+#    (loom's own attention, LOOM_CUDNN=0): 20 steps with --ac full,
+#    selective and budget give the same loss, grad norm and lr bits and the
+#    same exported weights as --ac none, fp32 and bf16; ac-llama-<plan>,
+#    the same under dp_shard=2 and tp=2 as simulated ranks on the GPU;
 #  - per model: the bf16 curve with autocast's casts left unfolded
 #    (LOOM_FOLD_CASTS=0), and the one with the gradient norm and clip left
 #    unfused (LOOM_FUSE_GRAD_CLIP=0), have exactly the same losses and grad
@@ -57,7 +62,9 @@ for m in llama qwen2 gpt2; do
   checks+=("spmd-$m-cuda" "spmd-$m-cpu-vs-cuda")
   for v in static dynamic dynamic-noopt; do checks+=("grads-$m-$v"); done
   checks+=("curve-$m-fp32" "curve-$m-bf16" "curve-$m-bf16-loomattn" "fold-$m-bf16" "gradclip-$m-bf16")
+  checks+=("ac-$m-fp32" "ac-$m-bf16")
 done
+checks+=("ac-llama-dp_shard=2" "ac-llama-tp=2")
 
 if ! command -v nvidia-smi >/dev/null 2>&1 || ! nvidia-smi -L >/dev/null 2>&1; then
   echo "gpu-test: no GPU on this machine; the ${#checks[@]} GPU checks are skipped"
@@ -187,6 +194,22 @@ print('50 steps, same loss and grad norm bits' if same else 'differs'); sys.exit
     fi
   done
 done
+# Activation checkpointing changes no bits on the GPU either: every policy
+# against --ac none, on loom's own (bitwise reproducible) attention.
+ac_check() { # name model precision plan
+  local res
+  if res=$(env LOOM_CUDNN=0 python3 test/integration/Inputs/check_recompute.py "$LOOM" "$FIX/$2.dynamic.onnx" \
+             "$FIX/corpus.u16.bin" "$OUT/ac" --backend cuda --precision "$3" --plan "$4" 2>&1); then
+    report "$1" PASS "$(echo "$res" | sed 's/ (.*): 20 steps, losses and weights bit-identical to --ac none;/:/' | tr '\n' ';')"
+  else
+    report "$1" FAIL "$(echo "$res" | grep -v '^PASS' | head -3 | tr '\n' ';')"
+  fi
+}
+for m in llama qwen2 gpt2; do
+  for prec in fp32 bf16; do ac_check "ac-$m-$prec" $m $prec 1; done
+done
+for plan in dp_shard=2 tp=2; do ac_check "ac-llama-$plan" llama bf16 $plan; done
+
 echo "gpu-test: logs in $OUT"
 echo "$pass passed, $fail failed, $skip skipped"
 [ $fail -eq 0 ]

@@ -171,8 +171,9 @@ public:
 /// vector accesses want.
 inline size_t align256(size_t n) { return (n + 255) / 256 * 256; }
 
-/// The byte alignment (<= 256) a pointer at byte offset `bytes` of a
-/// cudaMalloc'd block has.
+/// The byte alignment a pointer at byte offset `bytes` of a cudaMalloc'd
+/// block has, capped at the arena's 64 (the same for equal shapes wherever
+/// they are placed; see MatMul.cpp).
 uint32_t alignmentOf(uint64_t bytes);
 
 /// "" when the CUDA kernels cover `I`'s dtypes, else why not.

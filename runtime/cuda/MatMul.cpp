@@ -33,8 +33,13 @@
 
 namespace loom::rt::cuda {
 
+// At most 64: codegen's arena places every buffer at a multiple of 64
+// bytes, so two GEMMs of the same shape (a forward GEMM and its recomputed
+// clone in the backward, loom-recompute) always ask the heuristic the same
+// question and get the same algorithm, hence the same bits, wherever the
+// arena put their operands. (cuBLASLt's kernels need 16 bytes.)
 uint32_t alignmentOf(uint64_t bytes) {
-  uint32_t a = 256;
+  uint32_t a = 64;
   while (a > 1 && bytes % a) a /= 2;
   return a;
 }

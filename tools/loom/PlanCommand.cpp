@@ -175,7 +175,8 @@ int runPlan(int argc, char **argv) {
   if (explain && CostModel::compilesPerRank(chosen.plan) && args.get("rank-buffer-plan") == "1") {
     MemoryBreakdown rankMem;
     if (rankBufferPlan(model, req.microbatch, req.seq, chosen.plan.dpReplicate,
-                       chosen.plan.dpShard, chosen.plan.tp, rankMem, err))
+                       chosen.plan.dpShard, chosen.plan.tp, int(chosen.plan.checkpoint), rankMem,
+                       err))
       cm.useRankBufferPlan(chosen, rankMem);
     else
       std::fprintf(stderr, "loom plan: the per-rank buffer plan is not available (%s); memory "

@@ -12,6 +12,7 @@
 #include "Commands.h"
 #include "Launcher.h"
 #include "Npy.h"
+#include "RecomputeFlags.h"
 #include "SpmdPlan.h"
 #include "StepRunner.h"
 #include "TokenData.h"
@@ -180,6 +181,7 @@ int runTrain(int argc, char **argv) {
   args.flag("die-after-step", "testing: exit abruptly (code 86) after this step completes");
   args.flag("fail-rank", "testing: this simulated rank gets invalid token ids at --fail-step");
   args.flag("fail-step", "testing: the step at which --fail-rank fails", false, "0");
+  addRecomputeFlags(args);
   args.flag("print-program-stats", "print the step program's instructions per opcode and where "
             "its casts sit, then train", true);
   if (!args.parse(argc, argv, 2))
@@ -239,6 +241,8 @@ int runTrain(int argc, char **argv) {
   opts.fsdpReshardAfterForward = !args.has("fsdp-keep-gathered");
   if (opts.fsdpPrefetch < 0)
     return fail("train", "--fsdp-prefetch must not be negative");
+  if (!readRecomputeFlags(args, args.get("backend"), opts, err))
+    return fail("train", err);
 
   // One process per rank: either this process launches them (--nproc), or
   // a launcher started this process as one of them (its variables).
@@ -288,6 +292,7 @@ int runTrain(int argc, char **argv) {
   TrainProgram tp;
   if (!compileTrainStep(args.positional()[0], B, T, opts, tp, err))
     return die(err);
+  std::printf("%s", recomputeSummary(opts, tp).c_str());
   if (args.has("print-program-stats"))
     std::printf("%s", rt::formatProgramStats(rt::programStats(*tp.program)).c_str());
   std::vector<std::string> hfNames;

@@ -123,6 +123,11 @@ bool compileTrainStep(const std::string &path, int64_t batch, int64_t seq,
   // keeps the unfused ops (an A/B switch for timing and for checking that).
   const char *f = std::getenv("LOOM_FUSE_GRAD_CLIP");
   spmd.fuseGradientClipping = !f || std::string(f) != "0";
+  if (std::optional<RecomputePolicy> ac = parseRecomputePolicy(o.ac))
+    spmd.recompute.policy = *ac;
+  spmd.recompute.every = o.acEvery;
+  spmd.recompute.memoryBudgetGiB = o.acMemoryBudgetGiB;
+  spmd.recompute.backend = o.acBackend;
   auto addPasses = [&](mlir::PassManager &pm) { buildSpmdTrainStep(pm, spmd); };
   if (!runPipeline(*module, path, "building the training step", addPasses, err))
     return false;
@@ -166,6 +171,11 @@ bool compileTrainStep(const std::string &path, int64_t batch, int64_t seq,
   out.dpReplicate = o.dpReplicate;
   out.dpShard = o.dpShard;
   out.tp = o.tp;
+  out.recomputedOps.clear();
+  step.walk([&](mlir::Operation *op) {
+    if (op->hasAttr(kRecomputedAttrName))
+      out.recomputedOps.push_back(op->getName().stripDialect().str());
+  });
   return true;
 }
 

@@ -36,6 +36,11 @@ struct TrainOptions {
   int64_t ddpBucketBytes = 25 << 20; // gradients per dp_replicate all_reduce (0: one each)
   bool fsdpReshardAfterForward = true; // gather again for backward
   int64_t fsdpPrefetch = 1;            // gathers issued this many parameters ahead
+  // Activation checkpointing (loom-recompute): none, full, selective, budget.
+  std::string ac = "none";
+  int64_t acEvery = 1;           // the every-th, 2*every-th, ... layer
+  double acMemoryBudgetGiB = 0;  // --ac budget
+  std::string acBackend = "cpu"; // whose workspace the budget counts
 };
 
 struct ParamSlot {
@@ -61,6 +66,7 @@ struct TrainProgram {
   bool hasGradients = false;
   size_t activationSums = 0; // outputs after the gradients (act_sumsq.<k>)
   int dpReplicate = 1, dpShard = 1, tp = 1;
+  std::vector<std::string> recomputedOps; // op names the recompute pass cloned
   int worldSize() const { return dpReplicate * dpShard * tp; }
   int64_t localBatch() const { return batch / (dpReplicate * dpShard); }
 };

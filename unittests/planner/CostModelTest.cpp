@@ -106,16 +106,22 @@ ModelCost testModel(int layers) {
   for (int l = 0; l < layers; ++l) {
     param("layers." + std::to_string(l) + ".w", {1024, 4096}, l, TpRule::Column, 1);
     param("layers." + std::to_string(l) + ".norm", {1024}, l, TpRule::Replicated, -1);
+    // Full recompute re-runs the whole forward of the layer here (the
+    // recompute pass marks what the backward needs), selective the
+    // pointwise op.
     CostOp gemm = op(Phase::Forward, OpKind::Matmul, l, 1e10, 1000, 4194304);
     gemm.fp8 = true;
     gemm.tpDim = 1;
     gemm.tokenDim = 0;
+    gemm.recomputeFull = true;
     m.ops.push_back(gemm);
     CostOp attn = op(Phase::Forward, OpKind::Attention, l, 4e9, 1000);
     attn.kvElements = 1048576;
+    attn.recomputeFull = true;
     m.ops.push_back(attn);
     CostOp pw = op(Phase::Forward, OpKind::MemoryBound, l, 0, 5e6);
     pw.recomputeSelective = true;
+    pw.recomputeFull = true;
     m.ops.push_back(pw);
     CostOp dgemm = op(Phase::Backward, OpKind::Matmul, l, 2e10, 2000);
     dgemm.fp8 = true;
@@ -250,7 +256,8 @@ TEST(PlannerCostModel, CheckpointPolicies) {
   // Recomputing a layer needs its other tensors back for a while:
   // (7340032 - 1048576) x 2 B = 12582912 more workspace: 17827840 + 12582912.
   EXPECT_CLOSE(full.memory.workspace, 30410752);
-  // The backward re-runs each layer's forward (38 us): 224 + 76 = 300 us,
+  // The backward re-runs the ops marked recomputeFull (here each layer's
+  // whole forward, 38 us): 224 + 76 = 300 us,
   // which hides 76 us more of the gradient all-reduce: same step time.
   EXPECT_CLOSE(full.time.compute, (88 + 300 + 352.407552) * us);
   EXPECT_CLOSE(full.time.comm, (523.43936 - 300) * us);
@@ -482,6 +489,18 @@ TEST(PlannerCostModel, BufferPlanForCompilablePlans) {
   EXPECT_CLOSE(e.memory.total(), 650 + 52428800 + 1 * MiB);
   // tensor parallelism does not: analytical.
   EXPECT_EQ(cm.evaluate(plan(1, 1, 1, 2, 1, 2)).memorySource, "analytical");
+  // A recompute policy takes the buffer plan of the step the recompute
+  // pass rewrote, when there is one.
+  m.hasPolicyBufferPlan[int(Checkpoint::Full)] = true;
+  m.policyBufferPlan[int(Checkpoint::Full)] = {100, 0, 200, 30, 0, 70};
+  CostModel withFull(m, hw, request(2));
+  Plan p = plan(2, 1, 1, 1, 1, 1);
+  p.checkpoint = Checkpoint::Full;
+  PlanEstimate full = withFull.evaluate(p);
+  EXPECT_EQ(full.memorySource, "buffer-plan");
+  EXPECT_CLOSE(full.memory.total(), 400 + 52428800 + 1 * MiB);
+  p.checkpoint = Checkpoint::Selective;
+  EXPECT_EQ(withFull.evaluate(p).memorySource, "analytical");
 }
 
 } // namespace
