@@ -363,7 +363,7 @@ std::string foldRange(const onnx::NodeProto &, const Inputs &in,
   HostTensor r = HostTensor::zeros(start.type, {n});
   for (int64_t k = 0; k < n; ++k) {
     if (r.isFloat()) r.f[k] = start.at(0) + double(k) * delta.at(0);
-    else r.i[k] = start.i[0] + k * delta.i[0];
+    else r.i[k] = start.intAt(0) + k * delta.intAt(0);
   }
   out.push_back(std::move(r));
   return "";
@@ -372,6 +372,8 @@ std::string foldRange(const onnx::NodeProto &, const Inputs &in,
 std::string foldCumSum(const onnx::NodeProto &node, const Inputs &in,
                        std::vector<HostTensor> &out) {
   HostTensor r = need(in, 0);
+  if (need(in, 1).numElements() != 1)
+    return "CumSum axis must hold one value";
   int64_t axis = need(in, 1).intAt(0);
   if (!normalizeAxis(axis, int64_t(r.shape.size())))
     return "CumSum axis out of range";
@@ -530,6 +532,8 @@ std::string foldConstantOfShape(const onnx::NodeProto &node, const Inputs &in,
     if (!tensorFromProto(a->t(), "", value, err))
       return err;
   }
+  if (value.numElements() != 1 || int64_t(value.isFloat() ? value.f.size() : value.i.size()) != 1)
+    return "ConstantOfShape value must hold one element";
   Shape shape = need(in, 0).toInts();
   int64_t n;
   if (!checkedNumElements(shape, n))

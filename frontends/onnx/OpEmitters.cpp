@@ -333,7 +333,10 @@ void emitSplitToSequence(GraphImporter &g) {
 
 void emitSequenceAt(GraphImporter &g) {
   const std::vector<Value> &seq = g.sequenceInput(0);
-  int64_t pos = knownInts(g, 1, "SequenceAt position").at(0);
+  std::vector<int64_t> position = knownInts(g, 1, "SequenceAt position");
+  if (position.size() != 1)
+    g.fail("SequenceAt position must hold one value");
+  int64_t pos = position[0];
   if (pos < 0) pos += int64_t(seq.size());
   if (pos < 0 || pos >= int64_t(seq.size()))
     g.fail("SequenceAt position out of range");
