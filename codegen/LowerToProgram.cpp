@@ -191,6 +191,9 @@ bool ProgramBuilder::lowerOp(Operation *op, std::string &err) {
       .Case<SwiGluOp>([&](auto) { emit(OpCode::SwiGlu, op); })
       .Case<CosOp>([&](auto) { emit(OpCode::Cos, op); })
       .Case<SinOp>([&](auto) { emit(OpCode::Sin, op); })
+      .Case<ReluOp>([&](auto) { emit(OpCode::Relu, op); })
+      .Case<ErfOp>([&](auto) { emit(OpCode::Erf, op); })
+      .Case<SoftplusOp>([&](auto) { emit(OpCode::Softplus, op); })
       .Case<GeluOp>([&](GeluOp g) {
         emit(g.getApproximation() == GeluApproximation::tanh ? OpCode::GeluTanh
                                                              : OpCode::GeluErf,
@@ -249,10 +252,11 @@ bool ProgramBuilder::lowerOp(Operation *op, std::string &err) {
       .Case<SwiGluGradOp>([&](auto) { emit(OpCode::SwiGluGrad, op); })
       .Case<ActivationGradOp>([&](ActivationGradOp a) {
         // The opcode's kind numbering is the enum's (0 silu, 1 gelu erf,
-        // 2 gelu tanh); spelled out so a reordered enum cannot slip by.
-        int64_t kind = a.getKind() == ActivationKind::silu       ? 0
-                       : a.getKind() == ActivationKind::gelu_erf ? 1
-                                                                 : 2;
+        // 2 gelu tanh, 3 relu); spelled out so a reordered enum cannot slip by.
+        int64_t kind = a.getKind() == ActivationKind::silu        ? 0
+                       : a.getKind() == ActivationKind::gelu_erf  ? 1
+                       : a.getKind() == ActivationKind::gelu_tanh ? 2
+                                                                  : 3;
         emit(OpCode::ActivationGrad, op, {kind});
       })
       .Case<SoftmaxGradOp>([&](SoftmaxGradOp s) { emit(OpCode::SoftmaxGrad, op, {s.getAxis()}); })

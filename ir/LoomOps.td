@@ -95,6 +95,13 @@ def Loom_SwiGluOp : Loom_Op<"swiglu", [Pure, AllTypesMatch<["gate", "up", "resul
 
 def Loom_CosOp : Loom_UnaryOp<"cos"> { let summary = "cos(x)"; }
 def Loom_SinOp : Loom_UnaryOp<"sin"> { let summary = "sin(x)"; }
+def Loom_ReluOp : Loom_UnaryOp<"relu"> { let summary = "max(x, 0)"; }
+def Loom_ErfOp : Loom_UnaryOp<"erf"> {
+  let summary = "erf(x) = 2 / sqrt(pi) * integral from 0 to x of e^(-t^2) dt";
+}
+def Loom_SoftplusOp : Loom_UnaryOp<"softplus"> {
+  let summary = "log(1 + e^x), ONNX Softplus";
+}
 
 def Loom_GeluOp : Loom_Op<"gelu", [Pure, InferTypeOpAdaptor,
     DeclareOpInterfaceMethods<Loom_DifferentiableOpInterface>]> {

@@ -55,6 +55,33 @@ std::string graphMetadata(const onnx::GraphProto &graph, const std::string &key)
   return "";
 }
 
+/// ValueInfoProto.metadata_props (field 4) is newer than this libonnx too.
+std::string valueInfoMetadata(const onnx::ValueInfoProto &info, const std::string &key) {
+  const auto &unknown = info.GetReflection()->GetUnknownFields(info);
+  for (int i = 0; i < unknown.field_count(); ++i) {
+    const auto &field = unknown.field(i);
+    if (field.number() != 4 || field.type() != google::protobuf::UnknownField::TYPE_LENGTH_DELIMITED)
+      continue;
+    onnx::StringStringEntryProto entry;
+    if (entry.ParseFromString(field.length_delimited()) && entry.key() == key)
+      return entry.value();
+  }
+  return "";
+}
+
+/// The quoted names of a Python list literal: "['a', 'b']" -> {a, b}.
+std::vector<std::string> quotedNames(const std::string &list) {
+  std::vector<std::string> names;
+  for (size_t at = list.find('\''); at != std::string::npos;) {
+    size_t end = list.find('\'', at + 1);
+    if (end == std::string::npos)
+      break;
+    names.push_back(list.substr(at + 1, end - at - 1));
+    at = list.find('\'', end + 1);
+  }
+  return names;
+}
+
 } // namespace
 
 TorchExportInfo::TorchExportInfo(const onnx::ModelProto &model) {
@@ -67,6 +94,13 @@ TorchExportInfo::TorchExportInfo(const onnx::ModelProto &model) {
     text = metadata(model.metadata_props(), key);
   std::istringstream sig(text);
   for (std::string line; std::getline(sig, line);) {
+    for (const char *kind : {": BUFFER target='", ": CONSTANT_TENSOR target='"}) {
+      size_t at = line.find(kind);
+      if (at == std::string::npos)
+        continue;
+      size_t start = at + std::string(kind).size();
+      buffers_.insert(line.substr(start, line.find('\'', start) - start));
+    }
     size_t colon = line.find(": PARAMETER target='");
     if (colon == std::string::npos)
       continue;
@@ -76,6 +110,34 @@ TorchExportInfo::TorchExportInfo(const onnx::ModelProto &model) {
     placeholderToParam_[line.substr(0, colon)] = target;
     params_.insert(target);
   }
+  for (const onnx::ValueInfoProto &info : model.graph().value_info()) {
+    std::string from = valueInfoMetadata(info, "pkg.onnxscript.optimizer.folded_from");
+    if (!from.empty())
+      foldedFrom_[info.name()] = quotedNames(from);
+  }
+}
+
+std::string TorchExportInfo::initializerFoldedFrom(const std::string &param) const {
+  for (const auto &[name, sources] : foldedFrom_)
+    for (const std::string &source : sources)
+      if (source == param)
+        return name;
+  return "";
+}
+
+bool TorchExportInfo::holdsOnlyBuffers(const std::string &name) const {
+  if (buffers_.count(name))
+    return true;
+  auto it = foldedFrom_.find(name);
+  if (it == foldedFrom_.end())
+    return false;
+  bool buffer = false;
+  for (const std::string &source : it->second) {
+    if (params_.count(source))
+      return false;
+    buffer |= buffers_.count(source) != 0;
+  }
+  return buffer;
 }
 
 std::string TorchExportInfo::atenTarget(const onnx::NodeProto &node) {

@@ -289,6 +289,8 @@ bool rotaryGradTyped(const KernelCall &c, ThreadPool &pool, std::string &) {
 //             Phi(x) = (1 + erf(x / sqrt 2)) / 2, phi(x) = exp(-x^2/2) / sqrt(2 pi)
 //   gelu tanh f = x (1 + tanh u) / 2, u = sqrt(2/pi) (x + 0.044715 x^3):
 //             f' = (1 + tanh u) / 2 + x (1 - tanh^2 u) sqrt(2/pi) (1 + 3 0.044715 x^2) / 2
+//   relu      f = max(x, 0):                dx = dy where x > 0, else 0 (PyTorch's
+//             threshold_backward: a select, so an infinite dy does not become NaN)
 template <typename T>
 bool activationGradTyped(const KernelCall &c, ThreadPool &pool, std::string &) {
   const T *x = c.in[0].as<T>(), *dy = c.in[1].as<T>();
@@ -308,6 +310,10 @@ bool activationGradTyped(const KernelCall &c, ThreadPool &pool, std::string &) {
     }
   };
   pool.parallelFor(c.out[0].numel(), 1 << 12, [&](int64_t begin, int64_t end) {
+    if (kind == 3) {
+      for (int64_t i = begin; i < end; ++i) dx[i] = x[i] > T(0) ? dy[i] : T(0);
+      return;
+    }
     for (int64_t i = begin; i < end; ++i) dx[i] = T(derivative(x[i]) * double(dy[i]));
   });
   return true;

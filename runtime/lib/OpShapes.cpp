@@ -534,8 +534,9 @@ std::string checkAttentionGrad(const OpView &v) {
 std::string checkActivationGrad(const OpView &v, const Instr &I) {
   if (std::string e = v.arity(2, 2, 1, 1, 1, 0); !e.empty())
     return e;
-  if (I.ints[0] < 0 || I.ints[0] > 2)
-    return cat("ints[0] must be the kind (0 silu, 1 gelu erf, 2 gelu tanh), got ", I.ints[0]);
+  if (I.ints[0] < 0 || I.ints[0] > 3)
+    return cat("ints[0] must be the kind (0 silu, 1 gelu erf, 2 gelu tanh, 3 relu), got ",
+               I.ints[0]);
   return first([&] { return hasShape(v.in(1), v.in(0).shape, "gradient"); },
                [&] { return v.sameDType({&v.in(0), &v.in(1), &v.out()}); },
                [&] { return v.floatDType(v.in(0), "operands"); },
@@ -671,6 +672,7 @@ bool bf16StorageAllowed(OpCode op, bool output, size_t slot) {
   case OpCode::Exp: case OpCode::Tanh: case OpCode::Sigmoid: case OpCode::Silu:
   case OpCode::GeluTanh: case OpCode::GeluErf: case OpCode::Cos: case OpCode::Sin:
   case OpCode::Log: case OpCode::Transpose: case OpCode::Rotary: case OpCode::RotaryGrad:
+  case OpCode::Relu: case OpCode::Erf: case OpCode::Softplus:
   case OpCode::RmsNorm:
     return slot == 0;
   case OpCode::ActivationGrad: return output ? slot == 0 : slot < 2;
@@ -713,7 +715,7 @@ std::string checkOpShapes(const Program &p, const Instr &I) {
   case OpCode::Neg: case OpCode::Sqrt: case OpCode::Rsqrt: case OpCode::Reciprocal:
   case OpCode::Exp: case OpCode::Tanh: case OpCode::Sigmoid: case OpCode::Silu:
   case OpCode::GeluTanh: case OpCode::GeluErf: case OpCode::Cos: case OpCode::Sin:
-  case OpCode::Log:
+  case OpCode::Log: case OpCode::Relu: case OpCode::Erf: case OpCode::Softplus:
     return checkUnary(v);
   case OpCode::Cast: return checkCast(v);
   case OpCode::Reduce: return checkReduce(v, I);

@@ -181,7 +181,7 @@ std::string fn(const std::string &args, const std::string &result, const std::st
 
 TEST(GradientCheck, Unary) {
   const std::string t = "tensor<3x4xf64>";
-  for (const char *op : {"neg", "exp", "tanh", "sigmoid", "silu", "cos", "sin"})
+  for (const char *op : {"neg", "exp", "tanh", "sigmoid", "silu", "cos", "sin", "erf", "softplus"})
     check({std::string(op), fn("%x: " + t, t, std::string("%y = loom.") + op + " %x : " + t +
                                                    "\nreturn %y : " + t)});
   // Positive domains.
@@ -189,6 +189,8 @@ TEST(GradientCheck, Unary) {
     check({std::string(op),
            fn("%x: " + t, t, std::string("%y = loom.") + op + " %x : " + t + "\nreturn %y : " + t),
            0.5, 1.5});
+  // Both sides of relu (the inputs land off its kink at 0).
+  check({"relu", fn("%x: " + t, t, "%y = loom.relu %x : " + t + "\nreturn %y : " + t), -1.5, 1.5});
   for (const char *approx : {"erf", "tanh"})
     check({std::string("gelu_") + approx,
            fn("%x: " + t, t, std::string("%y = loom.gelu %x ") + approx + " : " + t +

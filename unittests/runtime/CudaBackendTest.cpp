@@ -94,7 +94,8 @@ TEST(CudaBackend, UnaryOps) {
   Rng rng;
   for (OpCode op : {OpCode::Neg, OpCode::Sqrt, OpCode::Rsqrt, OpCode::Reciprocal, OpCode::Exp,
                     OpCode::Tanh, OpCode::Sigmoid, OpCode::Silu, OpCode::GeluTanh,
-                    OpCode::GeluErf, OpCode::Cos, OpCode::Sin, OpCode::Log}) {
+                    OpCode::GeluErf, OpCode::Cos, OpCode::Sin, OpCode::Log, OpCode::Relu,
+                    OpCode::Erf, OpCode::Softplus}) {
     SCOPED_TRACE(opcodeName(op));
     OneOp t;
     uint32_t x = t.f32(rng, {1000, 3}, 0.05, 4);

@@ -74,6 +74,9 @@ enum class OpCode : uint16_t {
   GeluTanh = 38, // 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))
   GeluErf = 39,  // 0.5 x (1 + erf(x / sqrt(2)))
   Cos = 40, Sin = 41, Log = 42,
+  Relu = 44,     // max(x, 0)
+  Erf = 45,      // erf(x)
+  Softplus = 46, // log(1 + e^x), as max(x, 0) + log1p(e^-|x|)
   // Copy with dtype conversion (also a plain copy when dtypes match); the
   // element count of in and out is equal (used for Reshape too).
   Cast = 43,
@@ -164,7 +167,7 @@ enum class OpCode : uint16_t {
   // concat(z[..., D/2:], -z[..., :D/2]).
   RotaryGrad = 84,
   // in: x, dy -> dx = f'(x) dy. ints: [kind]: 0 silu, 1 gelu (erf),
-  // 2 gelu (tanh approximation).
+  // 2 gelu (tanh approximation), 3 relu (f' = 1 where x > 0, else 0).
   ActivationGrad = 85,
   // in: y (softmax output), dy -> dx = y (dy - sum(dy y)) along ints[0].
   SoftmaxGrad = 86,
