@@ -12,6 +12,7 @@
 
 #include "mlir/IR/BuiltinAttributes.h"
 #include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/TypeSwitch.h"
 
 #include <cstdlib>
@@ -77,10 +78,12 @@ private:
 
   rt::Program &p;
   llvm::DenseMap<Value, uint32_t> ids;
-  // bf16 -> f32 casts that only feed matmuls of two such casts: the matmul
-  // reads the bf16 buffers (a bf16 GEMM with an f32 result), the cast is
-  // never emitted. Maps the cast's result to its bf16 input.
+  // bf16 -> f32 casts feeding matmuls of two such casts: the matmul reads
+  // the bf16 buffers (a bf16 GEMM with an f32 result). Maps the cast's
+  // result to its bf16 input.
   llvm::DenseMap<Value, Value> widenedFrom;
+  // The casts above whose every reader is such a matmul: never emitted.
+  llvm::DenseSet<Value> unemittedCasts;
   std::string lastError;
 };
 
@@ -159,7 +162,7 @@ bool ProgramBuilder::emitCollective(rt::OpCode code, Operation *op, ReduceKind k
 bool ProgramBuilder::lowerOp(Operation *op, std::string &err) {
   using rt::OpCode;
   bool ok = true;
-  if (auto c = dyn_cast<CastOp>(op); c && widenedFrom.count(c.getResult()))
+  if (auto c = dyn_cast<CastOp>(op); c && unemittedCasts.count(c.getResult()))
     return true; // read in bf16 by the matmuls it feeds
   llvm::TypeSwitch<Operation *>(op)
       .Case<ConstantOp>([&](auto c) { ok = constantBuffer(c, err); })
@@ -170,6 +173,10 @@ bool ProgramBuilder::lowerOp(Operation *op, std::string &err) {
           rt::Instr &I = p.instrs.back();
           I.in = {idOf(widenedFrom.lookup(m.getLhs())), idOf(widenedFrom.lookup(m.getRhs()))};
         }
+      })
+      // The bias is MatMul's optional third input (its GEMM's epilogue).
+      .Case<MatmulBiasOp>([&](MatmulBiasOp m) {
+        emit(OpCode::MatMul, op, {m.getTransposeLhs(), m.getTransposeRhs()});
       })
       .Case<AddOp>([&](auto) { emit(OpCode::Add, op); })
       .Case<SubOp>([&](auto) { emit(OpCode::Sub, op); })
@@ -293,12 +300,6 @@ bool ProgramBuilder::lowerOp(Operation *op, std::string &err) {
   return ok;
 }
 
-/// Results marked `loom.updates = k` are the next value of argument k (the
-/// training step's parameters and AdamW moments). When such a result is an
-/// AdamW output computed from argument k itself, and no instruction reads
-/// the argument after that AdamW, the update can happen in place: the
-/// output shares the input's bytes, and the state never leaves the device
-/// between steps. Anything else stays an ordinary output.
 void ProgramBuilder::findWideningCasts(Block &body) {
   auto widening = [](Value v) -> CastOp {
     auto c = v.getDefiningOp<CastOp>();
@@ -307,30 +308,32 @@ void ProgramBuilder::findWideningCasts(Block &body) {
     auto out = cast<RankedTensorType>(c.getResult().getType());
     return in.getElementType().isBF16() && out.getElementType().isF32() ? c : nullptr;
   };
+  // A matmul of two widened values reads their bf16 sources (the widening
+  // is exact): a bf16 GEMM with an f32 result. The cast is still emitted
+  // for its other readers (the gradient a bias's reduction also reads).
   for (Operation &op : body.without_terminator()) {
-    auto c = widening(isa<CastOp>(op) ? op.getResult(0) : Value());
-    if (!c || c.getResult().use_empty())
+    auto m = dyn_cast<MatmulOp>(op);
+    if (!m || !widening(m.getLhs()) || !widening(m.getRhs()))
       continue;
-    bool onlyMatmuls = llvm::all_of(c.getResult().getUsers(), [&](Operation *user) {
-      auto m = dyn_cast<MatmulOp>(user);
-      return m && widening(m.getLhs()) && widening(m.getRhs());
-    });
-    if (onlyMatmuls)
-      widenedFrom[c.getResult()] = c.getInput();
+    for (Value v : {m.getLhs(), m.getRhs()})
+      widenedFrom[v] = widening(v).getInput();
   }
-  // A matmul reads bf16 only when both operands do; a cast feeding a matmul
-  // whose other operand keeps its f32 buffer must keep its own too.
-  for (bool changed = true; changed;) {
-    changed = false;
-    for (Operation &op : body.without_terminator()) {
-      auto m = dyn_cast<MatmulOp>(op);
-      if (!m || widenedFrom.count(m.getLhs()) == widenedFrom.count(m.getRhs()))
-        continue;
-      changed |= widenedFrom.erase(m.getLhs()) | widenedFrom.erase(m.getRhs());
-    }
+  for (auto &[v, src] : widenedFrom) {
+    bool onlyBf16Matmuls = llvm::all_of(v.getUsers(), [&](Operation *user) {
+      auto m = dyn_cast<MatmulOp>(user);
+      return m && widenedFrom.count(m.getLhs()) && widenedFrom.count(m.getRhs());
+    });
+    if (onlyBf16Matmuls)
+      unemittedCasts.insert(v);
   }
 }
 
+/// Results marked `loom.updates = k` are the next value of argument k (the
+/// training step's parameters and AdamW moments). When such a result is an
+/// AdamW output computed from argument k itself, and no instruction reads
+/// the argument after that AdamW, the update can happen in place: the
+/// output shares the input's bytes, and the state never leaves the device
+/// between steps. Anything else stays an ordinary output.
 void ProgramBuilder::planInPlaceUpdates(func::FuncOp func, func::ReturnOp ret) {
   std::vector<int64_t> lastRead(p.buffers.size(), -1);
   for (int64_t i = 0; i < int64_t(p.instrs.size()); ++i)

@@ -170,6 +170,27 @@ def Loom_MatmulOp : Loom_Op<"matmul", [Pure, InferTypeOpAdaptor,
   let hasCanonicalizer = 1;
 }
 
+def Loom_MatmulBiasOp : Loom_Op<"matmul_bias", [Pure, InferTypeOpAdaptor]> {
+  let summary = "matmul plus a bias over the last dim, rounded once (addmm)";
+  let description = [{
+    lhs and rhs as for `loom.matmul`; bias [N] is added to every row of the
+    product in the accumulator's precision, and the sum is rounded to the
+    result type once: torch's addmm / linear with bias under autocast, with
+    the bias in the GEMM's epilogue (cuBLASLt's BIAS epilogue on the GPU).
+    `loom-use-bf16-matmuls` forms it from autocast's
+    round(matmul(widen(a), widen(b)) + widen(bias)) after the training step
+    is built, so it has no gradient rule.
+  }];
+  let arguments = (ins Loom_FloatTensor:$lhs, Loom_FloatTensor:$rhs,
+                       Loom_FloatTensor:$bias,
+                       DefaultValuedAttr<BoolAttr, "false">:$transpose_lhs,
+                       DefaultValuedAttr<BoolAttr, "false">:$transpose_rhs);
+  let results = (outs Loom_FloatTensor:$result);
+  let assemblyFormat = [{
+    $lhs `,` $rhs `,` $bias attr-dict `:` type($lhs) `,` type($rhs) `,` type($bias)
+  }];
+}
+
 def Loom_ReduceOp : Loom_Op<"reduce", [Pure, InferTypeOpAdaptor,
     DeclareOpInterfaceMethods<Loom_DifferentiableOpInterface>]> {
   let summary = "sum, mean or max over axes";

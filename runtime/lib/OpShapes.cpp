@@ -142,8 +142,17 @@ std::string checkEmbedding(const OpView &v) {
 }
 
 std::string checkMatMul(const OpView &v, const Instr &I) {
-  if (std::string e = v.arity(2, 2, 1, 1, 2, 0); !e.empty())
+  if (std::string e = v.arity(2, 3, 1, 1, 2, 0); !e.empty())
     return e;
+  if (I.in.size() == 3) {
+    const BufferDesc &bias = v.in(2), &out = v.out();
+    if (bias.shape.size() != 1 || out.shape.empty() || bias.shape[0] != out.shape.back())
+      return cat("bias ", shapeStr(bias.shape), " must be a vector over the result's last dim ",
+                 shapeStr(out.shape));
+    if (bias.dtype != out.dtype)
+      return cat("bias must have the result's dtype ", dtypeName(out.dtype), ", got ",
+                 dtypeName(bias.dtype));
+  }
   const BufferDesc &a = v.in(0), &b = v.in(1);
   if (a.shape.size() < 2 || b.shape.size() < 2)
     return cat("operands must have rank >= 2, got ", shapeStr(a.shape), " and ",

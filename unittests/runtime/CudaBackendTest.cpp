@@ -181,6 +181,42 @@ TEST(CudaBackend, Bf16GemmsWithF32Results) {
   }
 }
 
+TEST(CudaBackend, Bf16GemmsWithABiasEpilogue) {
+  // addmm on the tensor cores: the bias (bf16, over N) goes into cuBLASLt's
+  // epilogue, added to the f32 accumulator before the one rounding, as the
+  // CPU reference adds it. Linear layers (batch folded into M, W^T), a
+  // strided batch and one call per batch.
+  REQUIRE_GPU();
+  Rng rng;
+  for (const MatMulCase &c : {MatMulCase{{4, 9, 48}, {40, 48}, {4, 9, 40}, false, true},
+                              MatMulCase{{4, 9, 48}, {48, 40}, {4, 9, 40}, false, false},
+                              MatMulCase{{2, 3, 16, 32}, {2, 3, 32, 24}, {2, 3, 16, 24}, false, false},
+                              MatMulCase{{2, 1, 5, 8}, {1, 3, 8, 16}, {2, 3, 5, 16}, false, false}}) {
+    ProgramBuilder b;
+    std::vector<Bytes> inputs;
+    Shape shapes[3] = {c.a, c.b, {c.out.back()}};
+    uint32_t ids[3];
+    for (int k = 0; k < 3; ++k) {
+      ids[k] = b.input(DType::BF16, shapes[k]);
+      F v = rng.uniform(numel(shapes[k]));
+      std::vector<uint16_t> h(v.size());
+      for (size_t i = 0; i < v.size(); ++i) {
+        uint32_t u;
+        std::memcpy(&u, &v[i], 4);
+        h[i] = uint16_t(u >> 16);
+      }
+      inputs.push_back(toBytes(h));
+    }
+    uint32_t y = b.temp(DType::BF16, c.out);
+    b.instr(OpCode::MatMul, {ids[0], ids[1], ids[2]}, {y}, {c.ta, c.tb});
+    b.instr(OpCode::Cast, {y}, {b.output(DType::F32, c.out)});
+    ASSERT_EQ(b.p.validate(), "");
+    // Compared widened: one bf16 step (2^-8 relative) apart where the two
+    // f32 sums, accumulated in different orders, round to neighbours.
+    expectSameOnGpu(b.p, inputs, 1e-2, 1e-2);
+  }
+}
+
 TEST(CudaBackend, ReduceSoftmaxNorms) {
   REQUIRE_GPU();
   Rng rng;

@@ -62,7 +62,9 @@ enum class OpCode : uint16_t {
   // in: a[..., M, K], b[..., K, N] (each may be transposed in its last two
   // dims) -> out[..., M, N]; batch dims broadcast. ints: [transA, transB].
   // bf16 operands give a bf16 result accumulated in f32 and rounded once,
-  // or an f32 result (the f32 accumulator, not rounded).
+  // or an f32 result (the f32 accumulator, not rounded). An optional third
+  // input bias[N] (the result's dtype) is added to every row of the
+  // accumulator before that one rounding (addmm; cuBLASLt's bias epilogue).
   MatMul = 2,
   // Elementwise binary with broadcasting: in: a, b -> out.
   Add = 10, Sub = 11, Mul = 12, Div = 13, Pow = 14, Max = 15, Min = 16,
