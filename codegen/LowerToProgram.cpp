@@ -46,15 +46,25 @@ std::string opName(Operation *op) {
 /// The attention opcodes' ints: [causal], plus a 1 when every operand that
 /// enters a product (q, k, v, and dy for the gradient) was widened from bf16
 /// (autocast's rounding), which lets a backend use bf16 tensor cores
-/// (Program.h). The gradient's o and lse only enter f32 row statistics.
-std::vector<int64_t> attentionInts(ValueRange products, bool causal) {
+/// (Program.h), plus the sliding window when there is one. The gradient's o
+/// and lse only enter f32 row statistics.
+std::vector<int64_t> attentionInts(ValueRange products, bool causal, int64_t window) {
   bool bf16 = llvm::all_of(products, [](Value v) {
     auto c = v.getDefiningOp<CastOp>();
     return c && cast<RankedTensorType>(c.getInput().getType()).getElementType().isBF16();
   });
+  if (window > 0)
+    return {causal, bf16, window};
   if (bf16)
     return {causal, 1};
   return {causal};
+}
+
+/// The attention opcodes' floats: [scale], plus the softcap when there is one.
+std::vector<double> attentionFloats(double scale, double softcap) {
+  if (softcap > 0)
+    return {scale, softcap};
+  return {scale};
 }
 
 class ProgramBuilder {
@@ -223,8 +233,8 @@ bool ProgramBuilder::lowerOp(Operation *op, std::string &err) {
       })
       .Case<RotaryOp>([&](auto) { emit(OpCode::Rotary, op); })
       .Case<AttentionOp>([&](AttentionOp a) {
-        emit(OpCode::Attention, op, attentionInts(a->getOperands(), a.getCausal()),
-             {a.getScale().convertToDouble()});
+        emit(OpCode::Attention, op, attentionInts(a->getOperands(), a.getCausal(), a.getWindow()),
+             attentionFloats(a.getScale().convertToDouble(), a.getSoftcap().convertToDouble()));
       })
       .Case<CrossEntropyOp>([&](auto) { emit(OpCode::CrossEntropy, op); })
       .Case<TransposeOp>([&](TransposeOp t) {
@@ -252,8 +262,8 @@ bool ProgramBuilder::lowerOp(Operation *op, std::string &err) {
       })
       .Case<AttentionGradOp>([&](AttentionGradOp a) {
         SmallVector<Value> products = {a.getQuery(), a.getKey(), a.getValue(), a.getOutputGrad()};
-        emit(OpCode::AttentionGrad, op, attentionInts(products, a.getCausal()),
-             {a.getScale().convertToDouble()});
+        emit(OpCode::AttentionGrad, op, attentionInts(products, a.getCausal(), a.getWindow()),
+             attentionFloats(a.getScale().convertToDouble(), a.getSoftcap().convertToDouble()));
       })
       .Case<RotaryGradOp>([&](auto) { emit(OpCode::RotaryGrad, op); })
       .Case<SwiGluGradOp>([&](auto) { emit(OpCode::SwiGluGrad, op); })

@@ -369,7 +369,8 @@ LogicalResult AttentionOp::buildGradients(OpBuilder &b, ArrayRef<Value> dys, Sma
     return emitOpError("has a gradient for its lse result, which attention_grad does not take");
   auto op = b.create<AttentionGradOp>(getLoc(), getQuery(), getKey(), getValue(),
                                       savedAttentionOutput(*this), getLse(), dys[0],
-                                      getScaleAttr(), getCausalAttr());
+                                      getScaleAttr(), getCausalAttr(), getWindowAttr(),
+                                      getSoftcapAttr());
   dx.assign({op.getQueryGrad(), op.getKeyGrad(), op.getValueGrad()});
   return success();
 }

@@ -359,6 +359,14 @@ LogicalResult AttentionOp::inferReturnTypes(MLIRContext *,
   return success();
 }
 
+LogicalResult AttentionOp::verify() {
+  if (getWindow() < 0 || (getWindow() > 0 && !getCausal()))
+    return emitOpError("window ") << getWindow() << " must be 0, or positive with causal";
+  if (getSoftcap().convertToDouble() < 0)
+    return emitOpError("softcap must be 0 (off) or positive");
+  return success();
+}
+
 RankedTensorType loom::attentionLseType(RankedTensorType query) {
   ArrayRef<int64_t> shape = query.getShape();
   Type f = query.getElementType().isF64() ? Type(Float64Type::get(query.getContext()))

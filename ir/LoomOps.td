@@ -288,11 +288,20 @@ def Loom_AttentionOp : Loom_Op<"attention", [Pure, InferTypeOpAdaptor,
     over the keys (FlashAttention's and cuDNN's contract). It is f32 for
     f32 and bf16 operands alike (under autocast too: the statistics are
     never rounded to bf16), and f64 for f64 operands.
+
+    `window` > 0 (causal only) is a sliding window (Mistral, Gemma 2/3,
+    Starcoder2): query i also stops seeing key j once j <= i + max(S - T, 0)
+    - window, so it sees at most `window` keys, itself included. `softcap`
+    > 0 caps the scores (Gemma 2): s = softcap tanh(scale q.k / softcap)
+    before the mask and the softmax. Both are 0 (off) by default.
   }];
   let arguments = (ins Loom_FloatTensor:$query, Loom_FloatTensor:$key,
                        Loom_FloatTensor:$value, F64Attr:$scale,
-                       BoolAttr:$causal);
+                       BoolAttr:$causal,
+                       DefaultValuedAttr<I64Attr, "0">:$window,
+                       DefaultValuedAttr<F64Attr, "0.0">:$softcap);
   let results = (outs Loom_FloatTensor:$output, Loom_FloatTensor:$lse);
+  let hasVerifier = 1;
   let assemblyFormat = [{
     $query `,` $key `,` $value attr-dict `:` type($query) `,` type($key) `,` type($value)
   }];
@@ -418,12 +427,16 @@ def Loom_AttentionGradOp : Loom_Op<"attention_grad", [Pure, InferTypeOpAdaptor,
     delta = rowsum(output_grad * output), which equals rowsum(dP * P):
       dv = P^T dy;  dP = dy v^T;  dS = P (dP - delta);
       dq = scale dS k;  dk = scale dS^T q,
-    where query heads that share a kv head sum into its dk and dv.
+    where query heads that share a kv head sum into its dk and dv. `window`
+    and `softcap` are the forward's; with a softcap, dS is also multiplied
+    by the cap's derivative 1 - (s / softcap)^2 at the capped score s.
   }];
   let arguments = (ins Loom_FloatTensor:$query, Loom_FloatTensor:$key,
                        Loom_FloatTensor:$value, Loom_FloatTensor:$output,
                        Loom_FloatTensor:$lse, Loom_FloatTensor:$output_grad,
-                       F64Attr:$scale, BoolAttr:$causal);
+                       F64Attr:$scale, BoolAttr:$causal,
+                       DefaultValuedAttr<I64Attr, "0">:$window,
+                       DefaultValuedAttr<F64Attr, "0.0">:$softcap);
   let results = (outs Loom_FloatTensor:$query_grad, Loom_FloatTensor:$key_grad,
                       Loom_FloatTensor:$value_grad);
   let assemblyFormat = [{

@@ -329,16 +329,23 @@ std::string checkLseDType(const BufferDesc &lse, const BufferDesc &q) {
 
 /// Attention's and AttentionGrad's shared rules: arity, the [causal(,
 /// bf16_operands)] ints, one float, and q, k, v's shapes.
-std::string checkAttentionCall(const OpView &v, size_t inputs, size_t outputs) {
-  if (std::string e = v.arity(inputs, inputs, outputs, outputs, OpView::kAny, 1); !e.empty())
+std::string checkAttentionCall(const OpView &v, const Instr &I, size_t inputs, size_t outputs) {
+  if (std::string e = v.arity(inputs, inputs, outputs, outputs, OpView::kAny, OpView::kAny);
+      !e.empty())
     return e;
-  if (std::string e = v.intCount(1, 2); !e.empty())
+  if (std::string e = v.intCount(1, 3); !e.empty())
     return e;
+  if (I.floats.empty() || I.floats.size() > 2)
+    return cat("takes 1 to 2 float attributes (scale, softcap), got ", I.floats.size());
+  if (I.ints.size() == 3 && (I.ints[2] < 0 || (I.ints[2] > 0 && I.ints[0] == 0)))
+    return cat("window ", I.ints[2], " must be 0, or positive with causal");
+  if (I.floats.size() == 2 && !(I.floats[1] >= 0))
+    return cat("softcap ", I.floats[1], " must be 0 (off) or positive");
   return checkAttentionOperands(v.in(0).shape, v.in(1).shape, v.in(2).shape);
 }
 
-std::string checkAttention(const OpView &v) {
-  if (std::string e = checkAttentionCall(v, 3, 2); !e.empty())
+std::string checkAttention(const OpView &v, const Instr &I) {
+  if (std::string e = checkAttentionCall(v, I, 3, 2); !e.empty())
     return e;
   const Shape &q = v.in(0).shape, &k = v.in(1).shape, &val = v.in(2).shape;
   return first([&] { return v.sameDType({&v.in(0), &v.in(1), &v.in(2), &v.out(0)}); },
@@ -521,8 +528,8 @@ std::string checkNormGrad(const OpView &v, size_t outs) {
   return v.floatDType(x, "operands");
 }
 
-std::string checkAttentionGrad(const OpView &v) {
-  if (std::string e = checkAttentionCall(v, 6, 3); !e.empty())
+std::string checkAttentionGrad(const OpView &v, const Instr &I) {
+  if (std::string e = checkAttentionCall(v, I, 6, 3); !e.empty())
     return e;
   const Shape &q = v.in(0).shape, &k = v.in(1).shape, &val = v.in(2).shape;
   Shape rows = {q[0], q[1], q[2]}, o = {q[0], q[1], q[2], val[3]};
@@ -732,7 +739,7 @@ std::string checkOpShapes(const Program &p, const Instr &I) {
   case OpCode::RmsNorm: return checkNorm(v, 2, I);
   case OpCode::LayerNorm: return checkNorm(v, 3, I);
   case OpCode::Rotary: return checkRotary(v);
-  case OpCode::Attention: return checkAttention(v);
+  case OpCode::Attention: return checkAttention(v, I);
   case OpCode::SumSquares: return checkSumSquares(v);
   case OpCode::Transpose: return checkTranspose(v, I);
   case OpCode::Slice: return checkSlice(v, I);
@@ -743,7 +750,7 @@ std::string checkOpShapes(const Program &p, const Instr &I) {
   case OpCode::EmbeddingGrad: return checkEmbeddingGrad(v);
   case OpCode::RmsNormGrad: return checkNormGrad(v, 2);
   case OpCode::LayerNormGrad: return checkNormGrad(v, 3);
-  case OpCode::AttentionGrad: return checkAttentionGrad(v);
+  case OpCode::AttentionGrad: return checkAttentionGrad(v, I);
   case OpCode::RotaryGrad: return checkRotary(v); // same operands as Rotary
   case OpCode::ActivationGrad: return checkActivationGrad(v, I);
   case OpCode::SwiGlu: return checkSwiGlu(v, 2, 1);

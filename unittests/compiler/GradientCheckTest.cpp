@@ -320,6 +320,15 @@ TEST(GradientCheck, TransformerOps) {
             "tensor<2x2x3x4xf64>, tensor<2x2x5x4xf64>, tensor<2x2x5x4xf64>\n"
             "return %y : tensor<2x2x3x4xf64>"),
          -1.5, 1.5});
+  // A sliding window of 3 over 6 positions and a softcap of 1 (with
+  // scores of a few units, the cap's tanh bends them).
+  check({"attention_window_softcap",
+         fn("%q: tensor<1x4x6x2xf64>, %k: tensor<1x2x6x2xf64>, %v: tensor<1x2x6x2xf64>",
+            "tensor<1x4x6x2xf64>",
+            "%y, %lse = loom.attention %q, %k, %v {causal = true, scale = 0.9 : f64, window = 3, "
+            "softcap = 1.0 : f64} : tensor<1x4x6x2xf64>, tensor<1x2x6x2xf64>, tensor<1x2x6x2xf64>\n"
+            "return %y : tensor<1x4x6x2xf64>"),
+         -1.5, 1.5});
   // cross_entropy's result is f32 by definition; its gradient kernel is
   // checked against finite differences in unittests/runtime.
 }

@@ -486,6 +486,48 @@ TEST(CudaBackend, AttentionForwardAndBackward) {
   unsetenv("LOOM_CUDA_ATTENTION");
 }
 
+TEST(CudaBackend, SlidingWindowAndSoftcapAttention) {
+  // Mistral's sliding window, Gemma 2's capped scores and both, forward and
+  // backward, on every f32 implementation; and with bf16_operands set on
+  // head dim 64, where plain causal attention would take the flash kernels
+  // or cuDNN: windowed or capped attention must still come out right (it
+  // takes loom's GEMM path).
+  REQUIRE_GPU();
+  Rng rng;
+  struct Case {
+    int64_t B, Hq, Hkv, T, D, window;
+    double softcap;
+    bool bf16;
+  };
+  const Case cases[] = {{2, 4, 2, 40, 16, 7, 0, false},  {1, 2, 1, 70, 32, 33, 0, false},
+                        {2, 4, 2, 40, 16, 0, 1.5, false}, {1, 4, 2, 70, 64, 16, 2.0, false},
+                        {1, 4, 2, 70, 64, 16, 30.0, true}, {1, 2, 1, 6, 160, 3, 1.0, false}};
+  for (const char *path : {"", "gemm", "chunked", "plain"}) {
+    SCOPED_TRACE(std::string("LOOM_CUDA_ATTENTION=") + path);
+    if (*path) setenv("LOOM_CUDA_ATTENTION", path, 1);
+    for (const Case &c : cases) {
+      SCOPED_TRACE("T" + std::to_string(c.T) + " D" + std::to_string(c.D) + " window " +
+                   std::to_string(c.window) + " softcap " + std::to_string(c.softcap));
+      OneOp t;
+      Shape qs = {c.B, c.Hq, c.T, c.D}, ks = {c.B, c.Hkv, c.T, c.D};
+      uint32_t q = t.f32(rng, qs, -2, 2), k = t.f32(rng, ks, -2, 2), v = t.f32(rng, ks),
+               dy = t.f32(rng, qs);
+      std::vector<int64_t> ints = {1, c.bf16, c.window};
+      std::vector<double> floats = {1.0 / std::sqrt(double(c.D))};
+      if (c.softcap) floats.push_back(c.softcap);
+      uint32_t o = t.b.output(DType::F32, qs), lse = t.b.output(DType::F32, {c.B, c.Hq, c.T});
+      t.b.instr(OpCode::Attention, {q, k, v}, {o, lse}, ints, floats);
+      t.b.instr(OpCode::AttentionGrad, {q, k, v, o, lse, dy},
+                {t.b.output(DType::F32, qs), t.b.output(DType::F32, ks), t.b.output(DType::F32, ks)},
+                ints, floats);
+      ASSERT_EQ(t.b.p.validate(), "");
+      // bf16_operands lets the GEMMs round P and dS to bf16 operands.
+      expectSameOnGpu(t.b.p, t.inputs, c.bf16 ? 3e-2 : 1e-4, c.bf16 ? 3e-2 : 1e-5);
+    }
+  }
+  unsetenv("LOOM_CUDA_ATTENTION");
+}
+
 TEST(CudaBackend, AttentionOnBf16TensorCores) {
   // bf16_operands = 1 (autocast): the flash kernels (head dim 64) and the
   // GEMM path run the products on bf16 tensor cores, rounding P and dS as

@@ -115,6 +115,10 @@ enum class OpCode : uint16_t {
   // bf16 for P V as FlashAttention does. AttentionGrad takes the same ints.
   // q, k, v and o may be bf16 storage (bf16StorageAllowed below), lse never:
   // the computation stays f32, so bf16_operands still says what q, k, v hold.
+  // ints[2] (optional, causal only): a sliding window w > 0, which also
+  // hides key j <= i + (S - T) - w; floats[1] (optional): a softcap c > 0,
+  // the scores becoming c tanh(scale q k^T / c) before the mask and softmax.
+  // AttentionGrad takes the same optional attributes.
   Attention = 55,
   // in: x -> out[] (rank 0, x's dtype): the sum over every element of
   // x * x, each square rounded to x's dtype before it is added (the same
