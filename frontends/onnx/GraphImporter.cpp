@@ -203,6 +203,12 @@ void GraphImporter::tieParameterCopies() {
       b.setInsertionPointAfter(keep);
       Value replacement;
       if (type == keepType && c.getParamAttr().getTransposed() == keep.getParamAttr().getTransposed()) {
+        // Two initializers said to be one parameter must hold one tensor.
+        if (c.getValue() != keep.getValue())
+          throw ImportError{"parameter '" + name + "' is read from initializers '" +
+                            (c.getName() ? c.getName()->str() : "") + "' and '" +
+                            (keep.getName() ? keep.getName()->str() : "") +
+                            "', which hold different values"};
         replacement = keep;
       } else if (type.getRank() == 2 && keepType.getRank() == 2 &&
                  type.getDimSize(0) == keepType.getDimSize(1) &&

@@ -7,6 +7,7 @@
 
 #include <google/protobuf/unknown_field_set.h>
 
+#include <algorithm>
 #include <sstream>
 
 namespace loom::onnx_import {
@@ -189,6 +190,13 @@ bool TorchExportInfo::paramForInput(const onnx::NodeProto &node, int k, ParamUse
     use = ParamUse{input, false}; // kept under its own name: stored as is
     return true;
   }
+  // An initializer the optimizer folded from other tensors is that
+  // parameter only if it was folded from it: layer_norm(x, w + 1, b) names
+  // one parameter (b), yet its folded w + 1 feeds the weight input.
+  if (auto it = foldedFrom_.find(input); it != foldedFrom_.end() && input != chosen &&
+                                         std::find(it->second.begin(), it->second.end(),
+                                                   chosen) == it->second.end())
+    return false;
   // aten.linear(x, W) computes x W^T: the exporter folds W^T into a new
   // initializer, so that initializer holds the parameter transposed (unless
   // it kept a parameter's name, which only untransposed tensors do).
