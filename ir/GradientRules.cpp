@@ -120,13 +120,6 @@ LogicalResult PowOp::buildGradients(OpBuilder &b, ArrayRef<Value> dys, SmallVect
   return success();
 }
 
-LogicalResult MaxOp::buildGradients(OpBuilder &, ArrayRef<Value>, SmallVectorImpl<Value> &) {
-  return emitOpError("has no gradient rule");
-}
-LogicalResult MinOp::buildGradients(OpBuilder &, ArrayRef<Value>, SmallVectorImpl<Value> &) {
-  return emitOpError("has no gradient rule");
-}
-
 LogicalResult WhereOp::buildGradients(OpBuilder &b, ArrayRef<Value> dys, SmallVectorImpl<Value> &dx) {
   Grad g{b, getLoc()};
   Value zero = g.zerosLike(dys[0]);

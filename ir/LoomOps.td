@@ -112,9 +112,14 @@ def Loom_GeluOp : Loom_Op<"gelu", [Pure, InferTypeOpAdaptor,
   let assemblyFormat = "$input $approximation attr-dict `:` type($input)";
 }
 
-class Loom_BinaryOp<string mnemonic, list<Trait> traits = []>
-    : Loom_Op<mnemonic, !listconcat(traits, [Pure, InferTypeOpAdaptor,
-                                             DeclareOpInterfaceMethods<Loom_DifferentiableOpInterface>])> {
+// `differentiable` = 0 leaves out DifferentiableOpInterface: max and min
+// have no gradient rule, and their absence is what the ONNX coverage table
+// (frontends/onnx/OpRegistry.cpp) reads.
+class Loom_BinaryOp<string mnemonic, list<Trait> traits = [], bit differentiable = 1>
+    : Loom_Op<mnemonic, !listconcat(traits, [Pure, InferTypeOpAdaptor],
+                                    !if(differentiable,
+                                        [DeclareOpInterfaceMethods<Loom_DifferentiableOpInterface>],
+                                        []))> {
   let description = "Elementwise with NumPy broadcasting.";
   let arguments = (ins Loom_Tensor:$lhs, Loom_Tensor:$rhs);
   let results = (outs Loom_Tensor:$result);
@@ -126,8 +131,8 @@ def Loom_SubOp : Loom_BinaryOp<"sub"> { let summary = "a - b"; }
 def Loom_MulOp : Loom_BinaryOp<"mul", [Commutative]> { let summary = "a * b"; }
 def Loom_DivOp : Loom_BinaryOp<"div"> { let summary = "a / b"; }
 def Loom_PowOp : Loom_BinaryOp<"pow"> { let summary = "a ^ b"; }
-def Loom_MaxOp : Loom_BinaryOp<"max", [Commutative]> { let summary = "max(a, b)"; }
-def Loom_MinOp : Loom_BinaryOp<"min", [Commutative]> { let summary = "min(a, b)"; }
+def Loom_MaxOp : Loom_BinaryOp<"max", [Commutative], 0> { let summary = "max(a, b)"; }
+def Loom_MinOp : Loom_BinaryOp<"min", [Commutative], 0> { let summary = "min(a, b)"; }
 
 def Loom_WhereOp : Loom_Op<"where", [Pure, InferTypeOpAdaptor,
     DeclareOpInterfaceMethods<Loom_DifferentiableOpInterface>]> {

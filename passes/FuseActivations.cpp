@@ -1,4 +1,4 @@
-//===- FuseActivations.cpp - silu, swiglu and tanh-gelu fusion ------------===//
+//===- FuseActivations.cpp - silu, swiglu and gelu fusion -----------------===//
 //
 // Part of loom, under the Apache License v2.0.
 //
@@ -91,6 +91,42 @@ struct FuseGeluTanh : OpRewritePattern<MulOp> {
   }
 };
 
+/// (x * 0.5) * (1 + erf(x / sqrt 2)) -> gelu(x, erf): the exact GELU as
+/// older exports and hand-written models spell it (the division may be a
+/// multiplication by 1 / sqrt 2).
+struct FuseGeluErf : OpRewritePattern<MulOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(MulOp op, PatternRewriter &rewriter) const override {
+    Value x;
+    bool matched = matchEitherOrder(op, [&](Value half, Value onePlus) {
+      Value candidate;
+      if (!matchMulByConstant(half, 0.5, candidate))
+        return false;
+      auto add = onePlus.getDefiningOp<AddOp>();
+      if (!add)
+        return false;
+      return matchEitherOrder(add, [&](Value e, Value one) {
+        auto erf = e.getDefiningOp<ErfOp>();
+        if (!erf || !isConstantNear(one, 1.0))
+          return false;
+        Value inner = erf.getInput(), scaled;
+        if (auto div = inner.getDefiningOp<DivOp>())
+          scaled = isConstantNear(div.getRhs(), M_SQRT2) ? div.getLhs() : Value();
+        else if (!matchMulByConstant(inner, M_SQRT1_2, scaled))
+          return false;
+        if (scaled != candidate)
+          return false;
+        x = candidate;
+        return true;
+      });
+    });
+    if (!matched || x.getType() != op.getType())
+      return failure();
+    rewriter.replaceOpWithNewOp<GeluOp>(op, x, GeluApproximation::erf);
+    return success();
+  }
+};
+
 /// silu(gate) * up -> swiglu(gate, up), where the silu has no other user
 /// (else its values must stay in memory anyway) and nothing broadcasts.
 struct FuseSwiGlu : OpRewritePattern<MulOp> {
@@ -115,7 +151,7 @@ struct FuseSwiGlu : OpRewritePattern<MulOp> {
 struct FuseActivationsPass : impl::FuseActivationsBase<FuseActivationsPass> {
   void runOnOperation() override {
     RewritePatternSet patterns(&getContext());
-    patterns.add<FuseSilu, FuseGeluTanh, FuseSwiGlu>(&getContext());
+    patterns.add<FuseSilu, FuseGeluTanh, FuseGeluErf, FuseSwiGlu>(&getContext());
     if (failed(applyPatternsGreedily(getOperation(), std::move(patterns), rewriteConfig())))
       signalPassFailure();
   }

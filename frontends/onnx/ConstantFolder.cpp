@@ -708,6 +708,12 @@ bool hasFoldingRule(const std::string &opType) {
   return rules().count(opType) != 0;
 }
 
+std::vector<std::string> foldingRuleOps() {
+  std::vector<std::string> ops;
+  for (const auto &[op, rule] : rules()) ops.push_back(op);
+  return ops;
+}
+
 FoldStatus foldNode(const onnx::NodeProto &node, const Inputs &inputs,
                     std::vector<HostTensor> &outputs, std::string &err) {
   auto it = rules().find(node.op_type());

@@ -32,6 +32,10 @@ FoldStatus foldNode(const onnx::NodeProto &node,
 /// Whether `opType` has a folding rule (for the importer's error messages).
 bool hasFoldingRule(const std::string &opType);
 
+/// The op types with a folding rule (besides Shape and Constant, which the
+/// importer evaluates itself).
+std::vector<std::string> foldingRuleOps();
+
 } // namespace loom::onnx_import
 
 #endif

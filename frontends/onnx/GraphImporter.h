@@ -128,6 +128,9 @@ mlir::Type elementTypeFor(mlir::MLIRContext *ctx, int32_t onnxType);
 /// Emits loom ops for `node`; false when the op has no emitter.
 bool emitNode(GraphImporter &g, const onnx::NodeProto &node);
 
+/// The op types with an emitter.
+std::vector<std::string> emitterOps();
+
 } // namespace loom::onnx_import
 
 #endif

@@ -517,6 +517,12 @@ const std::map<std::string, Emitter> &emitters() {
 
 } // namespace
 
+std::vector<std::string> emitterOps() {
+  std::vector<std::string> ops;
+  for (const auto &[op, emitter] : emitters()) ops.push_back(op);
+  return ops;
+}
+
 bool emitNode(GraphImporter &g, const onnx::NodeProto &node) {
   auto it = emitters().find(node.op_type());
   if (it == emitters().end())
