@@ -12,7 +12,7 @@ import time
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from suite_models import make  # noqa: E402
+from suite_models import SHAPES, logits_only, make  # noqa: E402
 
 shape, out = sys.argv[1], sys.argv[2]
 t0 = time.time()
@@ -20,21 +20,13 @@ torch.set_num_threads(max(1, (os.cpu_count() or 4) // 4))
 model = make(shape, "eager", "cpu").eval()
 
 
-class Logits(torch.nn.Module):
-    def __init__(self, m):
-        super().__init__()
-        self.m = m
-
-    def forward(self, input_ids):
-        return self.m(input_ids=input_ids, use_cache=False).logits
-
-
 os.makedirs(out, exist_ok=True)
 path = os.path.join(out, "model.onnx")
 # A batch of 2: torch.export specializes a dim whose example size is 1.
 ids = torch.randint(0, 1000, (2, 128))
-seq = torch.export.Dim("seq", min=2, max=4096)
-torch.onnx.export(Logits(model), (ids,), path, input_names=["input_ids"], output_names=["logits"],
+# The longest sequence the shape trains at bounds the dim (GPT-2 has 1024 positions).
+seq = torch.export.Dim("seq", min=2, max=SHAPES[shape]["seq"])
+torch.onnx.export(logits_only(model), (ids,), path, input_names=["input_ids"], output_names=["logits"],
                   dynamo=True, external_data=True,
                   dynamic_shapes=({0: torch.export.Dim("batch"), 1: seq},))
 params = sum(p.numel() for p in model.parameters())

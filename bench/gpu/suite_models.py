@@ -50,6 +50,21 @@ def flops_per_token(shape, params):
     return 6 * params + 6 * layers * heads * head_dim * SHAPES[shape]["seq"]
 
 
+def logits_only(model):
+    """The model as input_ids -> logits, the one output loom's importer expects."""
+    import torch
+
+    class LogitsOnly(torch.nn.Module):
+        def __init__(self, m):
+            super().__init__()
+            self.m = m
+
+        def forward(self, input_ids):
+            return self.m(input_ids=input_ids, use_cache=False).logits
+
+    return LogitsOnly(model)
+
+
 def make(shape, attn, device):
     import torch
     import transformers as tf

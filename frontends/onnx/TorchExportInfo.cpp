@@ -26,48 +26,35 @@ bool endsWith(const std::string &s, const std::string &suffix) {
          s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
-/// NodeProto.metadata_props (field 9) arrived in ONNX 1.16, after the
-/// libonnx this builds against; the parser keeps it as an unknown field,
-/// whose entries are serialized StringStringEntryProto messages.
+/// The value under `key` of a message's metadata_props when this libonnx
+/// predates the field: NodeProto's (field 9) arrived in ONNX 1.16, and
+/// GraphProto's (16) and ValueInfoProto's (4) are newer still, so the
+/// parser keeps them as unknown fields whose entries are serialized
+/// StringStringEntryProto messages.
+std::string unknownMetadata(const google::protobuf::Message &message, int field,
+                            const std::string &key) {
+  const auto &unknown = message.GetReflection()->GetUnknownFields(message);
+  for (int i = 0; i < unknown.field_count(); ++i) {
+    const auto &f = unknown.field(i);
+    if (f.number() != field || f.type() != google::protobuf::UnknownField::TYPE_LENGTH_DELIMITED)
+      continue;
+    onnx::StringStringEntryProto entry;
+    if (entry.ParseFromString(f.length_delimited()) && entry.key() == key)
+      return entry.value();
+  }
+  return "";
+}
+
 std::string nodeMetadata(const onnx::NodeProto &node, const std::string &key) {
-  const auto &unknown = node.GetReflection()->GetUnknownFields(node);
-  for (int i = 0; i < unknown.field_count(); ++i) {
-    const auto &field = unknown.field(i);
-    if (field.number() != 9 || field.type() != google::protobuf::UnknownField::TYPE_LENGTH_DELIMITED)
-      continue;
-    onnx::StringStringEntryProto entry;
-    if (entry.ParseFromString(field.length_delimited()) && entry.key() == key)
-      return entry.value();
-  }
-  return "";
+  return unknownMetadata(node, 9, key);
 }
 
-/// GraphProto.metadata_props (field 16) is newer than this libonnx too.
 std::string graphMetadata(const onnx::GraphProto &graph, const std::string &key) {
-  const auto &unknown = graph.GetReflection()->GetUnknownFields(graph);
-  for (int i = 0; i < unknown.field_count(); ++i) {
-    const auto &field = unknown.field(i);
-    if (field.number() != 16 || field.type() != google::protobuf::UnknownField::TYPE_LENGTH_DELIMITED)
-      continue;
-    onnx::StringStringEntryProto entry;
-    if (entry.ParseFromString(field.length_delimited()) && entry.key() == key)
-      return entry.value();
-  }
-  return "";
+  return unknownMetadata(graph, 16, key);
 }
 
-/// ValueInfoProto.metadata_props (field 4) is newer than this libonnx too.
 std::string valueInfoMetadata(const onnx::ValueInfoProto &info, const std::string &key) {
-  const auto &unknown = info.GetReflection()->GetUnknownFields(info);
-  for (int i = 0; i < unknown.field_count(); ++i) {
-    const auto &field = unknown.field(i);
-    if (field.number() != 4 || field.type() != google::protobuf::UnknownField::TYPE_LENGTH_DELIMITED)
-      continue;
-    onnx::StringStringEntryProto entry;
-    if (entry.ParseFromString(field.length_delimited()) && entry.key() == key)
-      return entry.value();
-  }
-  return "";
+  return unknownMetadata(info, 4, key);
 }
 
 /// The quoted names of a Python list literal: "['a', 'b']" -> {a, b}.

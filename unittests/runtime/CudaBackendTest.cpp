@@ -152,6 +152,20 @@ TEST(CudaBackend, MatMulLayoutsAndBatches) {
   }
 }
 
+/// A bf16 input of `shape` holding random values (their f32 bits cut to 16).
+uint32_t bf16Input(ProgramBuilder &b, std::vector<Bytes> &inputs, Rng &rng, const Shape &shape) {
+  uint32_t id = b.input(DType::BF16, shape);
+  F v = rng.uniform(numel(shape));
+  std::vector<uint16_t> h(v.size());
+  for (size_t i = 0; i < v.size(); ++i) {
+    uint32_t u;
+    std::memcpy(&u, &v[i], 4);
+    h[i] = uint16_t(u >> 16);
+  }
+  inputs.push_back(toBytes(h));
+  return id;
+}
+
 TEST(CudaBackend, Bf16GemmsWithF32Results) {
   // Autocast's GEMMs: bf16 operands on the tensor cores, the f32
   // accumulator as the result (gradient sums), as on the CPU reference.
@@ -162,20 +176,8 @@ TEST(CudaBackend, Bf16GemmsWithF32Results) {
                               MatMulCase{{2, 3, 16, 32}, {2, 3, 24, 32}, {2, 3, 16, 24}, false, true}}) {
     ProgramBuilder b;
     std::vector<Bytes> inputs;
-    uint32_t ids[2];
-    const Shape *shapes[2] = {&c.a, &c.b};
-    for (int k = 0; k < 2; ++k) {
-      ids[k] = b.input(DType::BF16, *shapes[k]);
-      F v = rng.uniform(numel(*shapes[k]));
-      std::vector<uint16_t> h(v.size());
-      for (size_t i = 0; i < v.size(); ++i) {
-        uint32_t u;
-        std::memcpy(&u, &v[i], 4);
-        h[i] = uint16_t(u >> 16);
-      }
-      inputs.push_back(toBytes(h));
-    }
-    b.instr(OpCode::MatMul, {ids[0], ids[1]}, {b.output(DType::F32, c.out)}, {c.ta, c.tb});
+    uint32_t a = bf16Input(b, inputs, rng, c.a), w = bf16Input(b, inputs, rng, c.b);
+    b.instr(OpCode::MatMul, {a, w}, {b.output(DType::F32, c.out)}, {c.ta, c.tb});
     ASSERT_EQ(b.p.validate(), "");
     expectSameOnGpu(b.p, inputs, 1e-5, 1e-5);
   }
@@ -194,21 +196,10 @@ TEST(CudaBackend, Bf16GemmsWithABiasEpilogue) {
                               MatMulCase{{2, 1, 5, 8}, {1, 3, 8, 16}, {2, 3, 5, 16}, false, false}}) {
     ProgramBuilder b;
     std::vector<Bytes> inputs;
-    Shape shapes[3] = {c.a, c.b, {c.out.back()}};
-    uint32_t ids[3];
-    for (int k = 0; k < 3; ++k) {
-      ids[k] = b.input(DType::BF16, shapes[k]);
-      F v = rng.uniform(numel(shapes[k]));
-      std::vector<uint16_t> h(v.size());
-      for (size_t i = 0; i < v.size(); ++i) {
-        uint32_t u;
-        std::memcpy(&u, &v[i], 4);
-        h[i] = uint16_t(u >> 16);
-      }
-      inputs.push_back(toBytes(h));
-    }
+    uint32_t a = bf16Input(b, inputs, rng, c.a), w = bf16Input(b, inputs, rng, c.b);
+    uint32_t bias = bf16Input(b, inputs, rng, {c.out.back()});
     uint32_t y = b.temp(DType::BF16, c.out);
-    b.instr(OpCode::MatMul, {ids[0], ids[1], ids[2]}, {y}, {c.ta, c.tb});
+    b.instr(OpCode::MatMul, {a, w, bias}, {y}, {c.ta, c.tb});
     b.instr(OpCode::Cast, {y}, {b.output(DType::F32, c.out)});
     ASSERT_EQ(b.p.validate(), "");
     // Compared widened: one bf16 step (2^-8 relative) apart where the two
