@@ -53,61 +53,84 @@ Value peelRepeatKv(Value v) {
   return ok ? x : v;
 }
 
-/// The sliding window of the constant `mask`, broadcast over [B, H, T, S],
-/// when it is 0 where key j is visible to query i and very negative (<=
-/// -1e30 or -inf) elsewhere, visible meaning j <= i + (S - T) and, for a
+/// Whether element k of a mask lets its key through: true (visible), false
+/// (hidden), or nullopt for a value that is neither.
+using Visibility = llvm::function_ref<std::optional<bool>(int64_t k)>;
+
+/// The sliding window of a mask broadcast over [B, H, T, S] whose element k
+/// has visibility `at(k)`, when visible means j <= i + (S - T) and, for a
 /// window w > 0, j > i + (S - T) - w: 0 for a plain causal mask, w for a
 /// sliding-window one (Mistral's, a Gemma local layer's), nullopt for any
 /// other mask. A window that cuts nothing at this length is plain causal.
-std::optional<int64_t> causalWindow(Value mask, int64_t t, int64_t s) {
-  auto c = mask.getDefiningOp<ConstantOp>();
-  if (!c)
-    return std::nullopt;
-  auto dense = dyn_cast<DenseElementsAttr>(c.getValue());
-  auto type = tensorType(mask);
-  if (!dense || type.getRank() < 2 || type.getRank() > 4)
-    return std::nullopt;
-  ArrayRef<int64_t> shape = type.getShape();
-  if (shape[shape.size() - 2] != t || shape.back() != s)
-    return std::nullopt;
-  int64_t offset = s > t ? s - t : 0, n = type.getNumElements();
+/// A splat mask holds one element: causal only when every key is visible
+/// (T = 1, a decode step).
+std::optional<int64_t> bandWindow(int64_t t, int64_t s, int64_t n, bool splat, Visibility at) {
+  int64_t offset = s > t ? s - t : 0;
   // The last query row sees the most keys: their count is the window.
-  auto valueAt = [&](int64_t k) -> double {
-    if (dense.isSplat())
-      return dense.getSplatValue<APFloat>().convertToDouble();
-    if (type.getElementType().isF32()) // long-sequence masks: read the floats directly
-      return double(reinterpret_cast<const float *>(dense.getRawData().data())[k]);
-    return (*(dense.getValues<APFloat>().begin() + k)).convertToDouble();
-  };
   int64_t lastRow = (t - 1) * s, seen = 0;
-  for (int64_t j = 0; j < s; ++j) seen += valueAt(lastRow + j) == 0.0;
+  for (int64_t j = 0; j < s; ++j) seen += at(splat ? 0 : lastRow + j).value_or(false);
   int64_t window = seen >= t - 1 + offset + 1 ? 0 : seen;
-  auto expected = [&](int64_t k, double v) {
+  for (int64_t k = 0; k < (splat ? t * s : n); ++k) {
     int64_t j = k % s, i = (k / s) % t;
     bool visible = j <= i + offset && (window == 0 || j > i + offset - window);
-    return visible ? v == 0.0 : v <= -1e30;
-  };
-  if (dense.isSplat()) { // causal only when every key is visible (T = 1, a decode step)
-    double v = valueAt(0);
-    for (int64_t k = 0; k < t * s; ++k)
-      if (!expected(k, v))
-        return std::nullopt;
-    return window;
+    if (at(splat ? 0 : k) != std::optional<bool>(visible))
+      return std::nullopt;
   }
-  if (type.getElementType().isF32()) {
+  return window;
+}
+
+/// The constant `mask` as a [.., T, S] dense attribute, or null.
+DenseElementsAttr maskConstant(Value mask, int64_t t, int64_t s) {
+  auto c = mask.getDefiningOp<ConstantOp>();
+  auto type = tensorType(mask);
+  if (!c || type.getRank() < 2 || type.getRank() > 4)
+    return nullptr;
+  ArrayRef<int64_t> shape = type.getShape();
+  if (shape[shape.size() - 2] != t || shape.back() != s)
+    return nullptr;
+  return dyn_cast<DenseElementsAttr>(c.getValue());
+}
+
+/// bandWindow of an additive mask: 0 where a key is visible, very negative
+/// (<= -1e30 or -inf) where it is hidden.
+std::optional<int64_t> causalWindow(Value mask, int64_t t, int64_t s) {
+  DenseElementsAttr dense = maskConstant(mask, t, s);
+  if (!dense || !isa<FloatType>(dense.getElementType()))
+    return std::nullopt;
+  auto classify = [](double v) -> std::optional<bool> {
+    if (v == 0.0) return true;
+    if (v <= -1e30) return false;
+    return std::nullopt;
+  };
+  int64_t n = dense.getNumElements();
+  if (dense.isSplat()) {
+    double v = dense.getSplatValue<APFloat>().convertToDouble();
+    return bandWindow(t, s, n, true, [&](int64_t) { return classify(v); });
+  }
+  if (dense.getElementType().isF32()) {
     // Long-sequence masks have T S elements (64 M at 8192): read the floats
     // directly rather than through APFloat.
     const float *v = reinterpret_cast<const float *>(dense.getRawData().data());
-    for (int64_t k = 0; k < n; ++k)
-      if (!expected(k, double(v[k])))
-        return std::nullopt;
-    return window;
+    return bandWindow(t, s, n, false, [&](int64_t k) { return classify(double(v[k])); });
   }
-  int64_t k = 0;
-  for (APFloat f : dense.getValues<APFloat>())
-    if (!expected(k++, f.convertToDouble()))
-      return std::nullopt;
-  return window;
+  std::vector<double> values;
+  for (APFloat f : dense.getValues<APFloat>()) values.push_back(f.convertToDouble());
+  return bandWindow(t, s, n, false, [&](int64_t k) { return classify(values[size_t(k)]); });
+}
+
+/// bandWindow of a boolean mask: true where a key is visible (or, when
+/// `hides`, where it is hidden: masked_fill's form).
+std::optional<int64_t> causalWindowOfCondition(Value cond, int64_t t, int64_t s, bool hides) {
+  DenseElementsAttr dense = maskConstant(cond, t, s);
+  if (!dense || !dense.getElementType().isInteger(1))
+    return std::nullopt;
+  std::vector<bool> bits;
+  if (dense.isSplat())
+    bits.push_back(dense.getSplatValue<bool>());
+  else
+    for (bool b : dense.getValues<bool>()) bits.push_back(b);
+  return bandWindow(t, s, dense.getNumElements(), dense.isSplat(),
+                    [&](int64_t k) -> std::optional<bool> { return bits[size_t(k)] != hides; });
 }
 
 /// `v` as softcap * tanh(x / softcap) (Gemma 2's attention logits; the
@@ -195,6 +218,22 @@ struct FuseAttentionPattern : OpRewritePattern<MatmulOp> {
         return failure(); // a mask we cannot prove causal stays unfused
       causal = true;
       logits = scaled;
+    } else if (auto where = logits.getDefiningOp<WhereOp>()) {
+      // where(visible, scores, -inf), or masked_fill's where(hidden, -inf, scores).
+      auto hiddenValue = [](Value v) {
+        std::optional<double> x = splatValue(v);
+        return x && *x <= -1e30;
+      };
+      bool hides = hiddenValue(where.getLhs());
+      if (!hides && !hiddenValue(where.getRhs()))
+        return failure();
+      std::optional<int64_t> w = causalWindowOfCondition(where.getCondition(), t, s, hides);
+      Value scores = hides ? where.getRhs() : where.getLhs();
+      if (!w || scores.getType() != softmax.getInput().getType())
+        return failure();
+      causal = true;
+      window = *w;
+      logits = scores;
     }
     double softcap = 0;
     if (Value capped; matchSoftcap(logits, capped, softcap))

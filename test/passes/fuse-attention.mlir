@@ -112,3 +112,22 @@ func.func @not_a_softcap(%q: tensor<1x1x2x4xf32>, %k: tensor<1x1x2x4xf32>, %v: t
   %o = loom.matmul %p, %v : tensor<1x1x2x2xf32>, tensor<1x1x2x4xf32>
   return %o : tensor<1x1x2x4xf32>
 }
+
+// The mask as a select: where(visible, scores, -inf), and masked_fill's
+// where(hidden, -inf, scores), with a window of 2 over 3 positions.
+// CHECK-LABEL: func.func @where_masks
+// CHECK: loom.attention %arg0, %arg1, %arg2 {causal = true, scale = 1.000000e+00 : f64}
+// CHECK: loom.attention %arg0, %arg1, %arg2 {causal = true, scale = 1.000000e+00 : f64, window = 2 : i64}
+func.func @where_masks(%q: tensor<1x1x3x4xf32>, %k: tensor<1x1x3x4xf32>, %v: tensor<1x1x3x4xf32>) -> (tensor<1x1x3x4xf32>, tensor<1x1x3x4xf32>) {
+  %visible = loom.constant dense<[[[[true, false, false], [true, true, false], [true, true, true]]]]> : tensor<1x1x3x3xi1>
+  %hidden = loom.constant dense<[[[[false, true, true], [false, false, true], [true, false, false]]]]> : tensor<1x1x3x3xi1>
+  %ninf = loom.constant dense<0xFF800000> : tensor<f32>
+  %s = loom.matmul %q, %k {transpose_rhs = true} : tensor<1x1x3x4xf32>, tensor<1x1x3x4xf32>
+  %m1 = loom.where %visible, %s, %ninf : tensor<1x1x3x3xi1>, tensor<1x1x3x3xf32>, tensor<f32>
+  %p1 = loom.softmax %m1 {axis = 3 : i64} : tensor<1x1x3x3xf32>
+  %o1 = loom.matmul %p1, %v : tensor<1x1x3x3xf32>, tensor<1x1x3x4xf32>
+  %m2 = loom.where %hidden, %ninf, %s : tensor<1x1x3x3xi1>, tensor<f32>, tensor<1x1x3x3xf32>
+  %p2 = loom.softmax %m2 {axis = 3 : i64} : tensor<1x1x3x3xf32>
+  %o2 = loom.matmul %p2, %v : tensor<1x1x3x3xf32>, tensor<1x1x3x4xf32>
+  return %o1, %o2 : tensor<1x1x3x4xf32>, tensor<1x1x3x4xf32>
+}
