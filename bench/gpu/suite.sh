@@ -44,12 +44,15 @@ shape_bt() { # SHAPE -> "B T"
 s = SHAPES[sys.argv[1]]; print(s['batch'], s['seq'])" "$1"
 }
 
-# 1. Exports, side by side on the CPU.
+# 1. Exports, side by side on the CPU ($LOOM_BENCH_EXPORT_JOBS at a time,
+# default 2: each holds its fp32 model and the exporter's copies in RAM).
+JOBS=${LOOM_BENCH_EXPORT_JOBS:-2}
 pids=()
 for s in "${SHAPES[@]}"; do
   if [ ! -f "$WORK/$s/model.onnx" ]; then
     timeout 420 python3 bench/gpu/export_model.py "$s" "$WORK/$s" > "$WORK/export-$s.txt" 2>&1 &
     pids+=($!)
+    if [ ${#pids[@]} -ge "$JOBS" ]; then wait "${pids[0]}"; pids=("${pids[@]:1}"); fi
   fi
 done
 for p in "${pids[@]}"; do wait "$p"; done
