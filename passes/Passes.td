@@ -132,7 +132,9 @@ def UseBf16Matmuls : Pass<"loom-use-bf16-matmuls", "mlir::func::FuncOp"> {
     without the f32 copies: backends run it as a tensor-core GEMM, and the
     f32 versions of the operands no longer need memory. Run on the finished
     training step (after `loom-build-train-step`), where the backward's
-    matmuls have the same shape.
+    matmuls have the same shape. A matmul whose result only gets a bias
+    vector added before the rounding (addmm) becomes one `matmul_bias`
+    on the bf16 tensors: the bias goes into the GEMM's epilogue.
   }];
   let dependentDialects = ["loom::LoomDialect"];
 }

@@ -43,7 +43,9 @@
 #  - per model: the bf16 curve with autocast's casts left unfolded
 #    (LOOM_FOLD_CASTS=0), and the one with the gradient norm and clip left
 #    unfused (LOOM_FUSE_GRAD_CLIP=0), have exactly the same losses and grad
-#    norms as the LOOM_CUDNN=0 curve.
+#    norms as the LOOM_CUDNN=0 curve;
+#  - per zoo family (scripts/gpu-test-zoo.sh): fp32 and bf16 curves, and
+#    dp_shard=2,tp=2 on simulated ranks against one rank.
 set -uo pipefail
 BUILD=${1:-build}
 cd "$(dirname "$0")/.."
@@ -65,6 +67,8 @@ for m in llama qwen2 gpt2; do
   checks+=("ac-$m-fp32" "ac-$m-bf16")
 done
 checks+=("ac-llama-dp_shard=2" "ac-llama-tp=2")
+# The zoo (gpu-test-zoo.sh): 23 models x (fp32 curve, bf16 curve, dp_shard=2,tp=2).
+for i in $(seq 69); do checks+=("zoo-$i"); done
 
 if ! command -v nvidia-smi >/dev/null 2>&1 || ! nvidia-smi -L >/dev/null 2>&1; then
   echo "gpu-test: no GPU on this machine; the ${#checks[@]} GPU checks are skipped"
@@ -210,6 +214,7 @@ for m in llama qwen2 gpt2; do
 done
 for plan in dp_shard=2 tp=2; do ac_check "ac-llama-$plan" llama bf16 $plan; done
 
+source scripts/gpu-test-zoo.sh
 echo "gpu-test: logs in $OUT"
 echo "$pass passed, $fail failed, $skip skipped"
 [ $fail -eq 0 ]

@@ -36,6 +36,9 @@ bool hasFoldingRule(const std::string &opType);
 /// leading ones; later inputs are optional): the importer refuses a node
 /// with fewer before any folding rule or emitter reads them.
 size_t requiredOnnxInputs(const std::string &op);
+/// The op types with a folding rule (besides Shape and Constant, which the
+/// importer evaluates itself).
+std::vector<std::string> foldingRuleOps();
 
 } // namespace loom::onnx_import
 

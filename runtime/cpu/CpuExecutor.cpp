@@ -57,7 +57,7 @@ std::string cpuSupports(const Program &p, const Instr &I) {
   case OpCode::Neg: case OpCode::Sqrt: case OpCode::Rsqrt: case OpCode::Reciprocal:
   case OpCode::Exp: case OpCode::Tanh: case OpCode::Sigmoid: case OpCode::Silu:
   case OpCode::GeluTanh: case OpCode::GeluErf: case OpCode::Cos: case OpCode::Sin:
-  case OpCode::Log:
+  case OpCode::Log: case OpCode::Relu: case OpCode::Erf: case OpCode::Softplus:
     return need(I.out[0], {DType::F32, DType::F64}, "operands");
   // bf16 products (autocast's matmuls) widen to f32 and round the result.
   case OpCode::MatMul:
@@ -104,7 +104,7 @@ bool dispatch(const KernelCall &c, ThreadPool &pool, std::string &err) {
   case OpCode::Neg: case OpCode::Sqrt: case OpCode::Rsqrt: case OpCode::Reciprocal:
   case OpCode::Exp: case OpCode::Tanh: case OpCode::Sigmoid: case OpCode::Silu:
   case OpCode::GeluTanh: case OpCode::GeluErf: case OpCode::Cos: case OpCode::Sin:
-  case OpCode::Log:
+  case OpCode::Log: case OpCode::Relu: case OpCode::Erf: case OpCode::Softplus:
     return runUnary(c, pool, err);
   case OpCode::Where: return runWhere(c, pool, err);
   case OpCode::Cast: return runCast(c, pool, err);

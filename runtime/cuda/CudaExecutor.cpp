@@ -70,7 +70,7 @@ void launch(const CudaCall &c, CudaContext &ctx, void *gemmWorkspace) {
   case OpCode::Neg: case OpCode::Sqrt: case OpCode::Rsqrt: case OpCode::Reciprocal:
   case OpCode::Exp: case OpCode::Tanh: case OpCode::Sigmoid: case OpCode::Silu:
   case OpCode::GeluTanh: case OpCode::GeluErf: case OpCode::Cos: case OpCode::Sin:
-  case OpCode::Log:
+  case OpCode::Log: case OpCode::Relu: case OpCode::Erf: case OpCode::Softplus:
     return launchUnary(c, ctx);
   case OpCode::Where: return launchWhere(c, ctx);
   case OpCode::Cast: return launchCast(c, ctx);
@@ -510,6 +510,7 @@ std::string cuda::cudaSupports(const Program &p, const Instr &I) {
   case OpCode::Exp: case OpCode::Tanh: case OpCode::Sigmoid: case OpCode::Silu:
   case OpCode::GeluTanh: case OpCode::GeluErf: case OpCode::Cos: case OpCode::Sin:
   case OpCode::Log: case OpCode::Reduce: case OpCode::SumSquares: case OpCode::Softmax:
+  case OpCode::Relu: case OpCode::Erf: case OpCode::Softplus:
   case OpCode::RmsNorm: case OpCode::LayerNorm: case OpCode::Rotary: case OpCode::RmsNormGrad:
   case OpCode::LayerNormGrad: case OpCode::RotaryGrad: case OpCode::ActivationGrad:
   case OpCode::SoftmaxGrad: case OpCode::AdamW: case OpCode::EmbeddingGrad:

@@ -75,6 +75,9 @@ const char *opcodeName(OpCode op) {
   case OpCode::Cos: return "cos";
   case OpCode::Sin: return "sin";
   case OpCode::Log: return "log";
+  case OpCode::Relu: return "relu";
+  case OpCode::Erf: return "erf";
+  case OpCode::Softplus: return "softplus";
   case OpCode::Cast: return "cast";
   case OpCode::Reduce: return "reduce";
   case OpCode::Softmax: return "softmax";

@@ -10,6 +10,7 @@
 #include "Args.h"
 #include "Checkpoint.h"
 #include "Commands.h"
+#include "GradientError.h"
 #include "Launcher.h"
 #include "Npy.h"
 #include "RecomputeFlags.h"
@@ -69,6 +70,15 @@ double compareGradients(const std::string &npzPath, const std::vector<ParamSlot>
     return -1;
   double worst = 0;
   std::map<std::string, bool> covered;
+  // A gradient that is zero in exact arithmetic is compared against a floor
+  // (GradientError.h).
+  double largest = 0;
+  for (const auto &[name, a] : ref) {
+    double r2 = 0;
+    for (double v : a.asDoubles()) r2 += v * v;
+    largest = std::max(largest, std::sqrt(r2));
+  }
+  const double floor = gradientErrorFloor(largest);
   for (size_t i = 0; i < params.size(); ++i) {
     const ParamSlot &p = params[i];
     std::vector<std::string> candidates = {hfNames.empty() || hfNames[i].empty()
@@ -104,10 +114,11 @@ double compareGradients(const std::string &npzPath, const std::vector<ParamSlot>
       d2 += d * d;
       r2 += rv[k] * rv[k];
     }
-    double rel = r2 > 0 ? std::sqrt(d2 / r2) : std::sqrt(d2);
-    if (!std::isfinite(rel)) rel = INFINITY;
+    bool floored;
+    double rel = relativeGradientError(d2, r2, floor, floored);
     if (verbose)
-      std::printf("  grad %-55s rel L2 error %.3e\n", used.c_str(), rel);
+      std::printf("  grad %-55s rel L2 error %.3e%s\n", used.c_str(), rel,
+                  floored ? " (zero in the reference: vs 1e-6 of the largest gradient)" : "");
     worst = std::max(worst, rel);
   }
   for (const auto &[name, a] : ref)

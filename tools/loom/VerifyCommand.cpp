@@ -12,6 +12,7 @@
 // --max-grad-rel it is a check: exit 1 when a plan is outside the bounds.
 //===----------------------------------------------------------------------===//
 #include "Args.h"
+#include "GradientError.h"
 #include "SpmdPlan.h"
 #include "StepRunner.h"
 #include "TokenData.h"
@@ -393,6 +394,12 @@ int runVerify(int argc, char **argv) {
     }
     r.meanAbs = sum / double(steps);
     r.finalAbs = std::fabs(r.loss.back() - ref.loss.back());
+    double largest = 0; // for the floor of gradients that are zero (GradientError.h)
+    for (const std::vector<float> &g : ref.grads0) {
+      double r2 = 0;
+      for (float x : g) r2 += double(x) * x;
+      largest = std::max(largest, std::sqrt(r2));
+    }
     for (size_t i = 0; i < r.grads0.size(); ++i) {
       double d2 = 0, r2 = 0;
       for (size_t k = 0; k < r.grads0[i].size(); ++k) {
@@ -400,7 +407,8 @@ int runVerify(int argc, char **argv) {
         d2 += d * d;
         r2 += double(ref.grads0[i][k]) * ref.grads0[i][k];
       }
-      double rel = r2 > 0 ? std::sqrt(d2 / r2) : std::sqrt(d2);
+      bool floored;
+      double rel = relativeGradientError(d2, r2, gradientErrorFloor(largest), floored);
       r.gradRel.push_back(rel);
       r.worstGradRel = std::max(r.worstGradRel, rel);
     }

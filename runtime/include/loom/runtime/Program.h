@@ -68,7 +68,9 @@ enum class OpCode : uint16_t {
   // in: a[..., M, K], b[..., K, N] (each may be transposed in its last two
   // dims) -> out[..., M, N]; batch dims broadcast. ints: [transA, transB].
   // bf16 operands give a bf16 result accumulated in f32 and rounded once,
-  // or an f32 result (the f32 accumulator, not rounded).
+  // or an f32 result (the f32 accumulator, not rounded). An optional third
+  // input bias[N] (the result's dtype) is added to every row of the
+  // accumulator before that one rounding (addmm; cuBLASLt's bias epilogue).
   MatMul = 2,
   // Elementwise binary with broadcasting: in: a, b -> out.
   Add = 10, Sub = 11, Mul = 12, Div = 13, Pow = 14, Max = 15, Min = 16,
@@ -80,6 +82,9 @@ enum class OpCode : uint16_t {
   GeluTanh = 38, // 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))
   GeluErf = 39,  // 0.5 x (1 + erf(x / sqrt(2)))
   Cos = 40, Sin = 41, Log = 42,
+  Relu = 44,     // max(x, 0)
+  Erf = 45,      // erf(x)
+  Softplus = 46, // log(1 + e^x), as max(x, 0) + log1p(e^-|x|)
   // Copy with dtype conversion (also a plain copy when dtypes match); the
   // element count of in and out is equal (used for Reshape too).
   Cast = 43,
@@ -116,6 +121,10 @@ enum class OpCode : uint16_t {
   // bf16 for P V as FlashAttention does. AttentionGrad takes the same ints.
   // q, k, v and o may be bf16 storage (bf16StorageAllowed below), lse never:
   // the computation stays f32, so bf16_operands still says what q, k, v hold.
+  // ints[2] (optional, causal only): a sliding window w > 0, which also
+  // hides key j <= i + (S - T) - w; floats[1] (optional): a softcap c > 0,
+  // the scores becoming c tanh(scale q k^T / c) before the mask and softmax.
+  // AttentionGrad takes the same optional attributes.
   Attention = 55,
   // in: x -> out[] (rank 0, x's dtype): the sum over every element of
   // x * x, each square rounded to x's dtype before it is added (the same
@@ -170,7 +179,7 @@ enum class OpCode : uint16_t {
   // concat(z[..., D/2:], -z[..., :D/2]).
   RotaryGrad = 84,
   // in: x, dy -> dx = f'(x) dy. ints: [kind]: 0 silu, 1 gelu (erf),
-  // 2 gelu (tanh approximation).
+  // 2 gelu (tanh approximation), 3 relu (f' = 1 where x > 0, else 0).
   ActivationGrad = 85,
   // in: y (softmax output), dy -> dx = y (dy - sum(dy y)) along ints[0].
   SoftmaxGrad = 86,
