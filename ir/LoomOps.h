@@ -35,6 +35,12 @@ mlir::RankedTensorType attentionLseType(mlir::RankedTensorType query);
 /// (the cast pair right after the op), else `o` itself (GradientRules.cpp).
 mlir::Value attentionOutputAsRead(mlir::Value o);
 
+/// Module attribute the ONNX importer sets when parameters of the export
+/// are held by no constant because the exporter folded them into other
+/// initializers (a dictionary: parameter -> that initializer);
+/// BuildTrainStep refuses to train such a graph.
+inline constexpr llvm::StringLiteral kUnreadParamsAttrName = "loom.unread_params";
+
 /// NumPy broadcast of two static shapes; failure when incompatible.
 mlir::FailureOr<llvm::SmallVector<int64_t>>
 broadcastShapes(llvm::ArrayRef<int64_t> a, llvm::ArrayRef<int64_t> b);

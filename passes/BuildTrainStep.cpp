@@ -78,6 +78,21 @@ struct BuildTrainStepPass : impl::BuildTrainStepBase<BuildTrainStepPass> {
     });
     if (params.empty())
       return fwd.emitError("no trainable parameters (see --trainable/--frozen)"), failure();
+    // A parameter the exporter folded or merged away cannot be trained from
+    // this graph: say which, unless --frozen asks to leave it as it is.
+    if (auto unread = fwd->getParentOfType<ModuleOp>()->getAttrOfType<DictionaryAttr>(
+            kUnreadParamsAttrName))
+      for (NamedAttribute entry : unread) {
+        StringRef name = entry.getName().getValue();
+        if (!frozen.empty() && frozenRe.match(name))
+          continue;
+        return fwd.emitError("parameter '")
+                   << name << "' was folded into initializer '"
+                   << cast<StringAttr>(entry.getValue()).getValue()
+                   << "' by the exporter's optimizer, so it cannot be trained from this graph; "
+                      "export with optimize=False (or leave it untrained with --frozen)",
+               failure();
+      }
     return params;
   }
 

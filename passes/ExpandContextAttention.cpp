@@ -109,6 +109,11 @@ public:
     return b.create<CastOp>(loc, RankedTensorType::get(t.getShape(), b.getF32Type()), x);
   }
 
+  // Context attention is plain causal (ShardContextParallel refuses a
+  // sliding window or a softcap): the blocks' attention has neither.
+  IntegerAttr noWindow() { return b.getI64IntegerAttr(0); }
+  FloatAttr noSoftcap() { return b.getF64FloatAttr(0.0); }
+
   Value join(Value first, Value second) {
     return b.create<ConcatOp>(loc, ValueRange{first, second}, 2);
   }
@@ -208,7 +213,8 @@ public:
 
   void forward(ContextAttentionOp a) {
     Value q = a.getQuery(), k = a.getKey(), v = a.getValue();
-    auto self = b.create<AttentionOp>(loc, q, k, v, b.getF64FloatAttr(scale), b.getBoolAttr(true));
+    auto self = b.create<AttentionOp>(loc, q, k, v, b.getF64FloatAttr(scale), b.getBoolAttr(true),
+                                      noWindow(), noSoftcap());
     auto [qa, qb] = halves(storageOf(q));
     auto [oa, ob] = halves(self.getOutput());
     auto [la, lb] = halves(self.getLse());
@@ -222,12 +228,13 @@ public:
       auto [kf, ks] = halves(keys[s - 1]);
       auto [vf, vs] = halves(values[s - 1]);
       auto both = b.create<AttentionOp>(loc, widened(qb), widened(kf), widened(vf),
-                                        b.getF64FloatAttr(scale), b.getBoolAttr(false));
+                                        b.getF64FloatAttr(scale), b.getBoolAttr(false), noWindow(),
+                                        noSoftcap());
       // Named first: argument evaluation order is unspecified, the IR's is not.
       Value pq = widened(pick(c, qa, qb)), pk = widened(pick(c, kf, ks));
       Value pv = widened(pick(c, vf, vs));
       auto picked = b.create<AttentionOp>(loc, pq, pk, pv, b.getF64FloatAttr(scale),
-                                          b.getBoolAttr(false));
+                                          b.getBoolAttr(false), noWindow(), noSoftcap());
       Value forA = pick(c, picked.getLse(), ninf), forB = pick(c, ninf, picked.getLse());
       partsB.push_back({both.getOutput(), both.getLse()});
       partsA.push_back({picked.getOutput(), forA});
@@ -243,7 +250,7 @@ public:
     Value q = g.getQuery(), k = g.getKey(), v = g.getValue(), o = g.getOutput(), lse = g.getLse(),
           dy = g.getOutputGrad();
     auto self = b.create<AttentionGradOp>(loc, q, k, v, o, lse, dy, b.getF64FloatAttr(scale),
-                                          b.getBoolAttr(true));
+                                          b.getBoolAttr(true), noWindow(), noSoftcap());
     auto [qa, qb] = sliceHalves(storageOf(q));
     auto [oa, ob] = sliceHalves(storageOf(o));
     auto [la, lb] = sliceHalves(lse);
@@ -261,14 +268,14 @@ public:
       Value c = lower[s - 1];
       auto [kf, ks] = halves(keys[s - 1]);
       auto [vf, vs] = halves(values[s - 1]);
-      auto both = b.create<AttentionGradOp>(loc, widened(qb), widened(kf), widened(vf),
-                                            widened(ob), lb, widened(db), b.getF64FloatAttr(scale),
-                                            b.getBoolAttr(false));
+      auto both = b.create<AttentionGradOp>(loc, widened(qb), widened(kf), widened(vf), widened(ob),
+                                            lb, widened(db), b.getF64FloatAttr(scale),
+                                            b.getBoolAttr(false), noWindow(), noSoftcap());
       Value pq = widened(pick(c, qa, qb)), pk = widened(pick(c, kf, ks));
       Value pv = widened(pick(c, vf, vs));
       Value po = widened(pick(c, oa, ob)), pl = pick(c, la, lb), pd = widened(pick(c, da, db));
       auto picked = b.create<AttentionGradOp>(loc, pq, pk, pv, po, pl, pd, b.getF64FloatAttr(scale),
-                                              b.getBoolAttr(false));
+                                              b.getBoolAttr(false), noWindow(), noSoftcap());
       accumulate(dqa, pick(c, picked.getQueryGrad(), zero));
       accumulate(dqb, both.getQueryGrad());
       accumulate(dqb, pick(c, zero, picked.getQueryGrad()));

@@ -33,13 +33,18 @@ void buildFusionPipeline(mlir::OpPassManager &pm, bool autocastBf16) {
   pm.addPass(mlir::createCSEPass());
 }
 
-void buildTrainStepTail(mlir::OpPassManager &pm, bool bf16, bool fuseGradientClipping) {
+void buildTrainStepTail(mlir::OpPassManager &pm, bool bf16, bool fuseGradientClipping, bool fp8) {
   pm.addPass(mlir::createCanonicalizerPass(rewriteConfig()));
   pm.addPass(mlir::createCSEPass());
   if (bf16) { // autocast's rounded matmuls become bf16 GEMMs
     pm.nest<mlir::func::FuncOp>().addPass(createSinkWideningCasts());
     pm.nest<mlir::func::FuncOp>().addPass(createUseBf16Matmuls());
     pm.addPass(mlir::createCanonicalizerPass(rewriteConfig()));
+  }
+  if (fp8) { // after the sinking: fp8 operands are read at their bf16 source
+    pm.nest<mlir::func::FuncOp>().addPass(createInsertFp8Casts());
+    pm.addPass(mlir::createCanonicalizerPass(rewriteConfig()));
+    pm.addPass(mlir::createCSEPass());
   }
   // Last: the SPMD passes read the unfused norm and clip (TrainStepStructure).
   if (fuseGradientClipping)
@@ -71,6 +76,14 @@ void buildSpmdTrainStep(mlir::OpPassManager &pm, const SpmdStepOptions &o) {
     so.tp = o.tp;
     pm.addPass(createShardSequenceParallel(so));
   }
+  // After the sharding passes: fp8 sees each rank's local products (the
+  // vocabulary split's head shard included), before autodiff.
+  if (!o.fp8.empty()) {
+    Fp8LinearsOptions f;
+    f.scaling = o.fp8;
+    f.lmHead = o.fp8LmHead;
+    pm.nest<mlir::func::FuncOp>().addPass(createFp8Linears(f));
+  }
   pm.addPass(createBuildTrainStep(o.step));
   if (o.cp > 1 || vocab)
     pm.addPass(createExpandContextAttention());
@@ -91,7 +104,11 @@ void buildSpmdTrainStep(mlir::OpPassManager &pm, const SpmdStepOptions &o) {
     ddp.bucketBytes = o.ddpBucketBytes;
     pm.addPass(createInsertDdpCollectives(ddp));
   }
-  buildTrainStepTail(pm, o.bf16, o.fuseGradientClipping);
+  buildTrainStepTail(pm, o.bf16, o.fuseGradientClipping, !o.fp8.empty());
+  // Last: recomputation clones forward ops into the backward, which CSE
+  // would merge back, and reads the final forward (bf16 GEMMs, collectives).
+  if (o.recompute.policy != RecomputePolicy::none)
+    pm.addPass(createRecompute(o.recompute));
 }
 
 void registerFusionPipeline() {

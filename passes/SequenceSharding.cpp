@@ -28,7 +28,8 @@ bool isBroadcasting(Operation *op) {
 /// Ops that keep their single tensor operand's layout.
 bool isSameLayout(Operation *op) {
   return isa<NegOp, SqrtOp, RsqrtOp, ReciprocalOp, ExpOp, LogOp, TanhOp, SigmoidOp, SiluOp,
-             CosOp, SinOp, GeluOp, CastOp, CopyToParallelOp, AllReduceOp, CollectivePermuteOp>(op);
+             CosOp, SinOp, GeluOp, ReluOp, ErfOp, SoftplusOp, CastOp, CopyToParallelOp,
+             AllReduceOp, CollectivePermuteOp>(op);
 }
 
 class Follower {

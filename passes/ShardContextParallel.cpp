@@ -113,6 +113,10 @@ struct ShardContextParallelPass : impl::ShardContextParallelBase<ShardContextPar
         a.emitError("context parallelism: attention is not causal (the chunk layout balances a "
                     "causal mask)");
         return signalPassFailure();
+      } else if (a.getWindow() != 0 || a.getSoftcap().convertToDouble() != 0.0) {
+        a.emitError("context parallelism: attention with a sliding window or a softcap is not "
+                    "split over cp yet (context_attention is plain causal)");
+        return signalPassFailure();
       }
     if (!region.reachesReturn) {
       fwd.emitError("context parallelism: the logits do not follow the token ids");

@@ -263,7 +263,8 @@ private:
       waiting.insert(op);
       return markResults();
     }
-    if (isa<SiluOp, GeluOp, TanhOp, SigmoidOp, NegOp, ExpOp, CastOp>(op))
+    if (isa<SiluOp, GeluOp, TanhOp, SigmoidOp, NegOp, ExpOp, CastOp, ReluOp, ErfOp, SoftplusOp>(
+            op))
       return mark(g, op->getResult(0), d);
     if (isa<SwiGluOp>(op)) { // gate and up split alike (both column-parallel)
       waiting.insert(op);

@@ -57,7 +57,7 @@ std::string cpuSupports(const Program &p, const Instr &I) {
   case OpCode::Neg: case OpCode::Sqrt: case OpCode::Rsqrt: case OpCode::Reciprocal:
   case OpCode::Exp: case OpCode::Tanh: case OpCode::Sigmoid: case OpCode::Silu:
   case OpCode::GeluTanh: case OpCode::GeluErf: case OpCode::Cos: case OpCode::Sin:
-  case OpCode::Log:
+  case OpCode::Log: case OpCode::Relu: case OpCode::Erf: case OpCode::Softplus:
     return need(I.out[0], {DType::F32, DType::F64}, "operands");
   // bf16 products (autocast's matmuls) widen to f32 and round the result.
   case OpCode::MatMul:
@@ -94,6 +94,8 @@ std::string cpuSupports(const Program &p, const Instr &I) {
   case OpCode::Slice: case OpCode::Concat: case OpCode::Split: case OpCode::Expand:
   case OpCode::SliceGrad:
     return "";
+  case OpCode::Fp8Scale: case OpCode::Fp8Cast: case OpCode::ScaledMatMul:
+    return ""; // validate() checked every dtype (Fp8OpShapes.cpp)
   }
   return cat("unknown opcode ", int(I.op));
 }
@@ -108,7 +110,7 @@ bool dispatch(const KernelCall &c, ThreadPool &pool, std::string &err) {
   case OpCode::Neg: case OpCode::Sqrt: case OpCode::Rsqrt: case OpCode::Reciprocal:
   case OpCode::Exp: case OpCode::Tanh: case OpCode::Sigmoid: case OpCode::Silu:
   case OpCode::GeluTanh: case OpCode::GeluErf: case OpCode::Cos: case OpCode::Sin:
-  case OpCode::Log:
+  case OpCode::Log: case OpCode::Relu: case OpCode::Erf: case OpCode::Softplus:
     return runUnary(c, pool, err);
   case OpCode::Where: return runWhere(c, pool, err);
   case OpCode::Cast: return runCast(c, pool, err);
@@ -143,6 +145,9 @@ bool dispatch(const KernelCall &c, ThreadPool &pool, std::string &err) {
   case OpCode::VocabShardEmbeddingGrad: return runVocabShardEmbeddingGrad(c, pool, err);
   case OpCode::VocabShardCrossEntropy: return runVocabShardCrossEntropy(c, pool, err);
   case OpCode::VocabShardCrossEntropyGrad: return runVocabShardCrossEntropyGrad(c, pool, err);
+  case OpCode::Fp8Scale: return runFp8Scale(c, pool, err);
+  case OpCode::Fp8Cast: return runFp8Cast(c, pool, err);
+  case OpCode::ScaledMatMul: return runScaledMatMul(c, pool, err);
   case OpCode::AllReduce: case OpCode::AllGather: case OpCode::ReduceScatter:
   case OpCode::AllToAll: case OpCode::CollectivePermute: case OpCode::ShardSlice:
     err = "a collective needs the communicator and ShardSlice the rank (CpuExecutor::run routes "

@@ -84,6 +84,10 @@ bool runSoftmaxGrad(const KernelCall &c, ThreadPool &pool, std::string &err);
 bool runCrossEntropyGrad(const KernelCall &c, ThreadPool &pool, std::string &err);
 bool runSliceGrad(const KernelCall &c, ThreadPool &pool, std::string &err);
 bool runAdamW(const KernelCall &c, ThreadPool &pool, std::string &err);
+// Fp8Kernels.cpp: fp8 training (issue 17)
+bool runFp8Scale(const KernelCall &c, ThreadPool &pool, std::string &err);
+bool runFp8Cast(const KernelCall &c, ThreadPool &pool, std::string &err);
+bool runScaledMatMul(const KernelCall &c, ThreadPool &pool, std::string &err);
 
 // SequenceShardingKernels.cpp: context, sequence and vocabulary parallelism
 bool runShardSlice(const KernelCall &c, int rank, ThreadPool &pool, std::string &err);

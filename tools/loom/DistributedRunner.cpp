@@ -174,6 +174,8 @@ private:
     return true;
   }
 
+  bool holdsStateBetweenSteps() const override { return resident_; }
+
   std::unique_ptr<rt::Rendezvous> rv_;
   std::unique_ptr<rt::Communicator> comm_;
   std::unique_ptr<rt::Executor> exec_;

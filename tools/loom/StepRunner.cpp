@@ -137,6 +137,8 @@ private:
     return ok;
   }
 
+  bool holdsStateBetweenSteps() const override { return resident_; }
+
   std::unique_ptr<rt::Executor> exec_;
   bool resident_;
   bool uploaded_ = false, stale_ = false;
@@ -257,6 +259,8 @@ public:
       v.push_back({world_->rank(r).deviceMemory(), world_->measuredDeviceBytes(r)});
     return v;
   }
+
+  bool holdsStateBetweenSteps() const override { return resident_; }
 
 private:
   std::unique_ptr<rt::SimulatedRanks> world_;

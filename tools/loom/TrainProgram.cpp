@@ -124,10 +124,17 @@ bool compileTrainStep(const std::string &path, int64_t batch, int64_t seq,
   spmd.cpRotate = o.cpRotate;
   spmd.sequenceParallel = o.tpSp;
   spmd.lossParallel = o.lossParallel;
+  spmd.fp8 = o.fp8;
+  spmd.fp8LmHead = o.fp8LmHead;
   // The same bits with or without the fused clipping; LOOM_FUSE_GRAD_CLIP=0
   // keeps the unfused ops (an A/B switch for timing and for checking that).
   const char *f = std::getenv("LOOM_FUSE_GRAD_CLIP");
   spmd.fuseGradientClipping = !f || std::string(f) != "0";
+  if (std::optional<RecomputePolicy> ac = parseRecomputePolicy(o.ac))
+    spmd.recompute.policy = *ac;
+  spmd.recompute.every = o.acEvery;
+  spmd.recompute.memoryBudgetGiB = o.acMemoryBudgetGiB;
+  spmd.recompute.backend = o.acBackend;
   auto addPasses = [&](mlir::PassManager &pm) { buildSpmdTrainStep(pm, spmd); };
   if (!runPipeline(*module, path, "building the training step", addPasses, err))
     return false;
@@ -172,6 +179,11 @@ bool compileTrainStep(const std::string &path, int64_t batch, int64_t seq,
   out.dpShard = o.dpShard;
   out.tp = o.tp;
   recordSequenceLayout(*module, o, out);
+  out.recomputedOps.clear();
+  step.walk([&](mlir::Operation *op) {
+    if (op->hasAttr(kRecomputedAttrName))
+      out.recomputedOps.push_back(op->getName().stripDialect().str());
+  });
   return true;
 }
 

@@ -25,6 +25,8 @@ struct TrainOptions {
   std::string schedule = "constant"; // constant, cosine, linear
   std::string trainable, frozen;     // regexes over parameter names
   bool bf16 = false;                 // bf16 mixed precision (autocast)
+  std::string fp8;                   // "" (off), "tensorwise" or "rowwise" (issue 17)
+  bool fp8LmHead = false;            // the output head's product in fp8 too
   bool returnGradients = false;      // extra outputs: unclipped gradients
   bool returnActivationSums = false; // extra outputs: sum of squares entering each norm
   // Data parallelism (issue 5): the step is compiled per rank for the local
@@ -39,6 +41,11 @@ struct TrainOptions {
   int64_t ddpBucketBytes = 25 << 20; // gradients per dp_replicate all_reduce (0: one each)
   bool fsdpReshardAfterForward = true; // gather again for backward
   int64_t fsdpPrefetch = 1;            // gathers issued this many parameters ahead
+  // Activation checkpointing (loom-recompute): none, full, selective, budget.
+  std::string ac = "none";
+  int64_t acEvery = 1;           // the every-th, 2*every-th, ... layer
+  double acMemoryBudgetGiB = 0;  // --ac budget
+  std::string acBackend = "cpu"; // whose workspace the budget counts
 };
 
 struct ParamSlot {
@@ -70,6 +77,7 @@ struct TrainProgram {
   // activations entering the norms are always split over tp with sp.
   int cp = 1;
   bool tokensSplitOverTp = false, activationsSplitOverTp = false;
+  std::vector<std::string> recomputedOps; // op names the recompute pass cloned
   int worldSize() const { return dpReplicate * dpShard * cp * tp; }
   int64_t localBatch() const { return batch / (dpReplicate * dpShard); }
 };

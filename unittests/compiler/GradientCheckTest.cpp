@@ -181,7 +181,7 @@ std::string fn(const std::string &args, const std::string &result, const std::st
 
 TEST(GradientCheck, Unary) {
   const std::string t = "tensor<3x4xf64>";
-  for (const char *op : {"neg", "exp", "tanh", "sigmoid", "silu", "cos", "sin"})
+  for (const char *op : {"neg", "exp", "tanh", "sigmoid", "silu", "cos", "sin", "erf", "softplus"})
     check({std::string(op), fn("%x: " + t, t, std::string("%y = loom.") + op + " %x : " + t +
                                                    "\nreturn %y : " + t)});
   // Positive domains.
@@ -189,6 +189,8 @@ TEST(GradientCheck, Unary) {
     check({std::string(op),
            fn("%x: " + t, t, std::string("%y = loom.") + op + " %x : " + t + "\nreturn %y : " + t),
            0.5, 1.5});
+  // Both sides of relu (the inputs land off its kink at 0).
+  check({"relu", fn("%x: " + t, t, "%y = loom.relu %x : " + t + "\nreturn %y : " + t), -1.5, 1.5});
   for (const char *approx : {"erf", "tanh"})
     check({std::string("gelu_") + approx,
            fn("%x: " + t, t, std::string("%y = loom.gelu %x ") + approx + " : " + t +
@@ -317,6 +319,15 @@ TEST(GradientCheck, TransformerOps) {
             "%y, %lse = loom.attention %q, %k, %v {causal = false, scale = 0.5 : f64} : "
             "tensor<2x2x3x4xf64>, tensor<2x2x5x4xf64>, tensor<2x2x5x4xf64>\n"
             "return %y : tensor<2x2x3x4xf64>"),
+         -1.5, 1.5});
+  // A sliding window of 3 over 6 positions and a softcap of 1 (with
+  // scores of a few units, the cap's tanh bends them).
+  check({"attention_window_softcap",
+         fn("%q: tensor<1x4x6x2xf64>, %k: tensor<1x2x6x2xf64>, %v: tensor<1x2x6x2xf64>",
+            "tensor<1x4x6x2xf64>",
+            "%y, %lse = loom.attention %q, %k, %v {causal = true, scale = 0.9 : f64, window = 3, "
+            "softcap = 1.0 : f64} : tensor<1x4x6x2xf64>, tensor<1x2x6x2xf64>, tensor<1x2x6x2xf64>\n"
+            "return %y : tensor<1x4x6x2xf64>"),
          -1.5, 1.5});
   // cross_entropy's result is f32 by definition; its gradient kernel is
   // checked against finite differences in unittests/runtime.
