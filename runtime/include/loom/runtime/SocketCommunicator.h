@@ -14,7 +14,11 @@
 //
 // Every frame carries the collective's sequence number and a hash of the
 // instruction, so ranks at different collectives fail with an error
-// instead of reading each other's data. Every wait is bounded by the
+// instead of reading each other's data. Point-to-point transfers
+// (sendRecv) use the same connections: a call's transfers to and from
+// each peer go in rounds (the k-th send and the k-th receive of every
+// peer at once), each frame numbered by its place among the transfers of
+// that direction, so the pair's posting order is the matching order. Every wait is bounded by the
 // timeout; a peer that closes its connection (exited, killed) or does not
 // answer in time fails the collective with an error naming that rank.
 //===----------------------------------------------------------------------===//
@@ -26,6 +30,7 @@
 #include <atomic>
 #include <memory>
 #include <mutex>
+#include <vector>
 
 namespace loom::rt {
 
@@ -48,6 +53,8 @@ public:
                   const std::vector<int64_t> &outShape, const float *in, float *out,
                   std::string &err) override;
 
+  bool sendRecv(int rank, const std::vector<P2POp> &ops, std::string &err) override;
+
   /// Records `why` and shuts every connection down, so peers blocked on
   /// this rank fail at once instead of at their timeout.
   void abort(const std::string &why) override;
@@ -61,6 +68,7 @@ private:
   int rank_ = 0, world_ = 1;
   double timeoutS_ = 300;
   uint64_t seq_ = 0; // collectives run so far: every rank counts the same
+  std::vector<uint64_t> sentTo_, receivedFrom_; // point-to-point frames, per peer
   std::mutex m_;
   std::string abortWhy_;
   std::atomic<bool> aborted_{false};
