@@ -15,6 +15,7 @@ const char *scheduleName(Schedule s) {
   case Schedule::GPipe: return "gpipe";
   case Schedule::OneFOneB: return "1f1b";
   case Schedule::Interleaved: return "interleaved";
+  case Schedule::ZeroBubble: return "zb";
   }
   return "?";
 }
@@ -168,12 +169,35 @@ bool parseMeshPlan(const std::string &text, Plan &out, std::string &err) {
     }
     std::string key = item.substr(0, eq), value = item.substr(eq + 1);
     auto it = keys.find(key);
-    if (it == keys.end()) {
-      err = "plan '" + text + "': unknown key '" + key + "' (dp_replicate, dp_shard, cp, tp, pp)";
-      return false;
-    }
     if (seen[key]) {
       err = "plan '" + text + "': '" + key + "' is given twice";
+      return false;
+    }
+    if (key == "pp_schedule") {
+      seen[key] = true;
+      if (value.size() > 4 && value.substr(value.size() - 4) == ".csv") {
+        out.scheduleFile = value;
+        continue;
+      }
+      bool known = false;
+      for (Schedule s : {Schedule::GPipe, Schedule::OneFOneB, Schedule::Interleaved,
+                         Schedule::ZeroBubble})
+        if (value == scheduleName(s))
+          out.schedule = s, known = true;
+      if (!known) {
+        err = "plan '" + text + "': pp_schedule must be gpipe, 1f1b, interleaved, zb or a "
+              "FILE.csv, not '" + value + "'";
+        return false;
+      }
+      continue;
+    }
+    if (key == "pp_virtual")
+      it = keys.insert({key, &out.virtualStages}).first;
+    if (key == "microbatches")
+      it = keys.insert({key, &out.microbatches}).first;
+    if (it == keys.end()) {
+      err = "plan '" + text + "': unknown key '" + key +
+            "' (dp_replicate, dp_shard, cp, tp, pp, pp_schedule, pp_virtual, microbatches)";
       return false;
     }
     seen[key] = true;
@@ -189,6 +213,21 @@ bool parseMeshPlan(const std::string &text, Plan &out, std::string &err) {
     err = "plan '" + text + "': trailing comma";
     return false;
   }
+  bool pipelineKeys = seen["pp_schedule"] || seen["pp_virtual"] || seen["microbatches"];
+  if (out.pp == 1 && pipelineKeys) {
+    err = "plan '" + text + "': pp_schedule, pp_virtual and microbatches need pp > 1";
+    return false;
+  }
+  if (out.pp > 1) {
+    // Defaults: 1F1B (interleaved when virtual stages are asked for), one
+    // microbatch per stage.
+    if (out.schedule == Schedule::None)
+      out.schedule = out.virtualStages > 1 ? Schedule::Interleaved : Schedule::OneFOneB;
+    if (!seen["pp_virtual"] && out.schedule == Schedule::Interleaved)
+      out.virtualStages = 2;
+    if (!seen["microbatches"])
+      out.microbatches = out.pp;
+  }
   return true;
 }
 
@@ -202,6 +241,13 @@ std::string meshPlanName(const Plan &p) {
   add("cp", p.cp);
   add("tp", p.tp);
   add("pp", p.pp);
+  if (p.pp > 1) {
+    s += ",pp_schedule=" + (p.scheduleFile.empty() ? std::string(scheduleName(p.schedule))
+                                                    : p.scheduleFile);
+    if (p.virtualStages > 1)
+      s += ",pp_virtual=" + std::to_string(p.virtualStages);
+    s += ",microbatches=" + std::to_string(p.microbatches);
+  }
   return s.empty() ? "1" : s;
 }
 
@@ -223,11 +269,9 @@ std::string checkWorldSize(const Plan &p, int worldSize) {
 }
 
 std::string checkExecutable(const Plan &p) {
-  // cp and pp have no passes yet (later issues).
+  // cp has no passes yet (a later issue).
   if (p.cp > 1)
     return "plan '" + meshPlanName(p) + "': cp (context parallel) is not executable yet";
-  if (p.pp > 1)
-    return "plan '" + meshPlanName(p) + "': pp (pipeline parallel) is not executable yet";
   return "";
 }
 

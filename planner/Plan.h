@@ -18,7 +18,7 @@
 
 namespace loom::planner {
 
-enum class Schedule : uint8_t { None, GPipe, OneFOneB, Interleaved };
+enum class Schedule : uint8_t { None, GPipe, OneFOneB, Interleaved, ZeroBubble };
 enum class Checkpoint : uint8_t { None, Selective, Full };
 const char *scheduleName(Schedule s);
 const char *checkpointName(Checkpoint c);
@@ -30,6 +30,7 @@ struct Plan {
   int microbatches = 1;  // per optimizer step, per data-parallel rank
   Checkpoint checkpoint = Checkpoint::None;
   bool fp8 = false;
+  std::string scheduleFile; // pp_schedule=FILE.csv: a custom schedule (loom train)
 
   int gpus() const { return dpReplicate * dpShard * cp * tp * pp; }
   int dp() const { return dpReplicate * dpShard; }
@@ -64,7 +65,10 @@ bool planMatches(const Plan &p, const PlanFilter &f);
 /// The user-facing plan spelling of `loom train --plan` and `loom verify
 /// --plans`: "dp_replicate=R,dp_shard=S,cp=C,tp=T,pp=P" in any order, each
 /// key at most once, missing keys 1; "1" alone is the one-device plan.
-/// Only the mesh factors are read (schedule and the rest keep defaults).
+/// With pp > 1 the pipeline keys pp_schedule=gpipe|1f1b|interleaved|zb
+/// (or a .csv file of a custom schedule; default 1f1b), pp_virtual=V
+/// (stages per rank; default 1, 2 for interleaved) and microbatches=M
+/// (default pp) may follow; they are refused without pp > 1.
 /// False with a one-line `err` on an unknown key, a repeated key or a value
 /// that is not a positive integer.
 bool parseMeshPlan(const std::string &text, Plan &out, std::string &err);

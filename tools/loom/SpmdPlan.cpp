@@ -4,6 +4,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "SpmdPlan.h"
+#include "PipelinePlan.h"
 #include "planner/BufferPlanMemory.h"
 
 #include <cstdio>
@@ -15,7 +16,7 @@ bool parseSpmdPlan(const std::string &text, int worldSize, planner::Plan &plan,
   if (!planner::parseMeshPlan(text, plan, err))
     return false;
   if (std::string why = planner::checkExecutable(plan); !why.empty()) {
-    err = why + " (runnable today: dp_replicate, dp_shard, tp)";
+    err = why + " (runnable today: dp_replicate, dp_shard, tp, pp)";
     return false;
   }
   if (worldSize > 0)
@@ -23,6 +24,10 @@ bool parseSpmdPlan(const std::string &text, int worldSize, planner::Plan &plan,
       err = why;
       return false;
     }
+  // A pipeline plan's schedule is checked before anything compiles.
+  rt::PipelineSchedule schedule;
+  if (plan.pp > 1 && !planSchedule(plan, schedule, err))
+    return false;
   return true;
 }
 

@@ -206,6 +206,7 @@ int runTrain(int argc, char **argv) {
   opts.dpReplicate = plan.dpReplicate;
   opts.dpShard = plan.dpShard;
   opts.tp = plan.tp;
+  opts.pipeline = plan;
   if (args.getDouble("ddp-bucket-mib") < 0)
     return fail("train", "--ddp-bucket-mib must not be negative");
   opts.ddpBucketBytes = int64_t(args.getDouble("ddp-bucket-mib") * (1 << 20));

@@ -50,6 +50,10 @@ bool floatValues(ConstantOp c, std::vector<float> &out) {
 
 bool compileTrainStep(const std::string &path, int64_t batch, int64_t seq,
                       const TrainOptions &o, TrainProgram &out, std::string &err) {
+  if (o.pipeline.pp > 1) {
+    err = "pipeline plans are not wired into the training step yet";
+    return false;
+  }
   int dp = o.dpReplicate * o.dpShard;
   if (dp < 1) {
     err = "the data-parallel degree must be positive";

@@ -11,6 +11,7 @@
 #define LOOM_TOOLS_TRAINPROGRAM_H
 
 #include "loom/runtime/Program.h"
+#include "planner/Plan.h"
 
 #include <memory>
 #include <string>
@@ -34,6 +35,10 @@ struct TrainOptions {
   int64_t ddpBucketBytes = 25 << 20; // gradients per dp_replicate all_reduce (0: one each)
   bool fsdpReshardAfterForward = true; // gather again for backward
   int64_t fsdpPrefetch = 1;            // gathers issued this many parameters ahead
+  // Pipeline parallelism (issue 15): pp > 1 compiles stage programs and a
+  // schedule (PipelineProgram.h) instead of one step program.
+  planner::Plan pipeline; // pp, schedule, virtual stages, microbatches
+  std::string ppSplit;    // --pp-split: layers that begin stages 1.. (empty: balanced)
 };
 
 struct ParamSlot {

@@ -329,6 +329,7 @@ int runVerify(int argc, char **argv) {
     opts.dpReplicate = r.plan.dpReplicate;
     opts.dpShard = r.plan.dpShard;
     opts.tp = r.plan.tp;
+    opts.pipeline = r.plan;
     opts.ddpBucketBytes = int64_t(args.getDouble("ddp-bucket-mib") * (1 << 20));
     opts.fsdpPrefetch = args.getInt("fsdp-prefetch");
     opts.fsdpReshardAfterForward = !args.has("fsdp-keep-gathered");
