@@ -496,5 +496,6 @@ def Loom_AdamWOp : Loom_Op<"adamw", [Pure, InferTypeOpAdaptor,
 }
 
 include "Sharding.td"
+include "Pipeline.td"
 
 #endif // LOOM_OPS

@@ -52,6 +52,13 @@ void buildSpmdTrainStep(mlir::OpPassManager &pm, const SpmdStepOptions &o) {
     tpo.tp = o.tp;
     pm.addPass(createShardTensorParallel(tpo));
   }
+  bool pipeline = o.pipelineRanks > 1;
+  if (pipeline) {
+    SplitPipelineStagesOptions stages;
+    stages.stages = o.pipelineStages;
+    stages.cuts.assign(o.pipelineCuts.begin(), o.pipelineCuts.end());
+    pm.addPass(createSplitPipelineStages(stages));
+  }
   pm.addPass(createBuildTrainStep(o.step));
   if (o.tp > 1)
     pm.addPass(createReduceTensorParallelNorm());
@@ -65,8 +72,17 @@ void buildSpmdTrainStep(mlir::OpPassManager &pm, const SpmdStepOptions &o) {
     fsdp.prefetch = o.fsdpPrefetch;
     pm.addPass(createInsertFsdpCollectives(fsdp));
     InsertDdpCollectivesOptions ddp;
-    ddp.bucketBytes = o.ddpBucketBytes;
+    ddp.bucketBytes = pipeline ? 0 : o.ddpBucketBytes;
     pm.addPass(createInsertDdpCollectives(ddp));
+  }
+  if (pipeline) {
+    SplitPipelineOptions split;
+    split.ranks = o.pipelineRanks;
+    split.vshape = o.pipelineVShape;
+    split.splitBackward = o.splitBackward;
+    split.microbatches = o.microbatches;
+    pm.addPass(createSplitPipeline(split));
+    pm.addPass(createOutlineTransfers());
   }
   buildTrainStepTail(pm, o.bf16, o.fuseGradientClipping);
 }

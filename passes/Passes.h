@@ -11,6 +11,8 @@
 #include "mlir/Pass/Pass.h"
 #include "mlir/Pass/PassManager.h"
 
+#include <vector>
+
 namespace loom {
 
 #define GEN_PASS_DECL
@@ -41,6 +43,14 @@ struct SpmdStepOptions {
   int64_t fsdpPrefetch = 1;            // gathers issued this many parameters ahead
   bool bf16 = false;                   // the forward went through autocast
   bool fuseGradientClipping = true;
+  // Pipeline parallelism (pipelineRanks > 1): @forward is cut into
+  // pipelineStages stages (first layers of stages 1.. in pipelineCuts, or
+  // even), and the finished step into stage functions and per-rank
+  // optimizers (loom-split-pipeline; DDP then reduces each gradient on
+  // its own, no buckets).
+  int64_t pipelineRanks = 1, pipelineStages = 1, microbatches = 1;
+  std::vector<int64_t> pipelineCuts;
+  bool pipelineVShape = false, splitBackward = false;
 };
 
 /// From the fused @forward (at the rank's own batch) to the rank's

@@ -169,8 +169,25 @@ Value GraphImporter::paramConstant(const std::string &init, const ParamUse &use)
   Value &v = paramValues[{init, use.name}];
   if (!v) {
     OpBuilder::InsertionGuard guard(b);
+    // One parameter read both as stored and transposed (a tied embedding
+    // whose LM head the exporter folded into a transposed initializer) is
+    // one tensor: the second reading transposes the first, so training
+    // updates a single parameter and adds both readings' gradients.
+    auto first = paramByName.find(use.name);
+    const onnx::TensorProto &t = *entry(init).init;
+    if (first != paramByName.end() && first->second.second != use.transposed && t.dims_size() == 2) {
+      Value p = first->second.first;
+      auto pt = cast<RankedTensorType>(p.getType());
+      if (pt.getRank() == 2 && pt.getDimSize(0) == t.dims(1) && pt.getDimSize(1) == t.dims(0)) {
+        b.setInsertionPointAfterValue(p);
+        v = b.create<TransposeOp>(UnknownLoc::get(b.getContext()), p,
+                                  b.getDenseI64ArrayAttr({1, 0}));
+        return v;
+      }
+    }
     b.setInsertionPointToStart(b.getInsertionBlock());
-    v = weightConstant(*entry(init).init, &use);
+    v = weightConstant(t, &use);
+    paramByName.insert({use.name, {v, use.transposed}});
   }
   return v;
 }

@@ -105,6 +105,9 @@ private:
   /// (initializer, parameter) pair, so merged initializers come apart.
   mlir::Value paramConstant(const std::string &init, const ParamUse &use);
   std::map<std::pair<std::string, std::string>, mlir::Value> paramValues;
+  // Per parameter name: its first constant and whether it is stored
+  // transposed (a later reading the other way is a transpose of it).
+  std::map<std::string, std::pair<mlir::Value, bool>> paramByName;
 
   std::string modelDir;
   bool weightsAsShapes; // OnnxImportOptions::weightsAsShapes

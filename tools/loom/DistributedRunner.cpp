@@ -12,6 +12,7 @@
 // checkpoint or an export. The loss, grad norm and lr are all-reduced, so
 // every rank reads them locally.
 //===----------------------------------------------------------------------===//
+#include "PipelineRunner.h"
 #include "RankSlices.h"
 #include "StepRunner.h"
 #include "loom/runtime/Executor.h"
@@ -196,6 +197,9 @@ std::unique_ptr<StepRunner> StepRunner::createDistributed(const TrainProgram &tp
           std::to_string(rv->worldSize()) + " processes";
     return nullptr;
   }
+  if (tp.pipeline)
+    return createDistributedPipelineRunner(tp, threads, backend, std::move(rv), localRanks,
+                                           collectiveTimeoutS, err);
   std::unique_ptr<rt::Communicator> comm;
   if (backend == "cpu")
     comm = rt::SocketCommunicator::create(*rv, collectiveTimeoutS, err);

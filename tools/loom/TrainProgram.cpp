@@ -5,6 +5,7 @@
 //===----------------------------------------------------------------------===//
 #include "TrainProgram.h"
 #include "ModelLoading.h"
+#include "PipelineProgram.h"
 #include "codegen/LowerToProgram.h"
 #include "frontends/onnx/OnnxImporter.h"
 #include "ir/LoomOps.h"
@@ -50,10 +51,6 @@ bool floatValues(ConstantOp c, std::vector<float> &out) {
 
 bool compileTrainStep(const std::string &path, int64_t batch, int64_t seq,
                       const TrainOptions &o, TrainProgram &out, std::string &err) {
-  if (o.pipeline.pp > 1) {
-    err = "pipeline plans are not wired into the training step yet";
-    return false;
-  }
   int dp = o.dpReplicate * o.dpShard;
   if (dp < 1) {
     err = "the data-parallel degree must be positive";
@@ -65,9 +62,18 @@ bool compileTrainStep(const std::string &path, int64_t batch, int64_t seq,
           " x dp_shard=" + std::to_string(o.dpShard) + "): every rank needs an equal batch";
     return false;
   }
+  // A pipeline step runs one microbatch at a time: its programs are built
+  // for a microbatch's rows (and the schedule picked first: it decides how
+  // the stages are placed).
+  int64_t rows = batch / dp;
+  PipelineLayout layout;
+  if (o.pipeline.pp > 1 && !planPipelineLayout(o, batch, layout, err))
+    return false;
+  if (o.pipeline.pp > 1)
+    rows /= o.pipeline.microbatches;
   mlir::MLIRContext ctx;
   // Static shapes: each rank's step is built for its own rows.
-  auto module = importOnnxModel(ctx, path, OnnxImportOptions{batch / dp, seq}, err);
+  auto module = importOnnxModel(ctx, path, OnnxImportOptions{rows, seq}, err);
   if (!module)
     return false;
   BuildTrainStepOptions bt;
@@ -125,9 +131,21 @@ bool compileTrainStep(const std::string &path, int64_t batch, int64_t seq,
   // keeps the unfused ops (an A/B switch for timing and for checking that).
   const char *f = std::getenv("LOOM_FUSE_GRAD_CLIP");
   spmd.fuseGradientClipping = !f || std::string(f) != "0";
+  layout.apply(spmd);
   auto addPasses = [&](mlir::PassManager &pm) { buildSpmdTrainStep(pm, spmd); };
   if (!runPipeline(*module, path, "building the training step", addPasses, err))
     return false;
+  if (o.pipeline.pp > 1) {
+    auto initialValue = [&](const std::string &name, ParamSlot &slot) {
+      auto it = initial.find(name);
+      if (it == initial.end() || !it->second.isF32)
+        return false;
+      slot.shape = it->second.shape;
+      slot.value = it->second.value;
+      return true;
+    };
+    return lowerPipelineStep(*module, path, batch, seq, o, layout, initialValue, out, err);
+  }
   auto step = module->lookupSymbol<mlir::func::FuncOp>("train_step");
   size_t numParams = (step.getNumArguments() - 3) / 3;
   out.params.clear();

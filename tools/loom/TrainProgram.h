@@ -17,6 +17,10 @@
 #include <string>
 #include <vector>
 
+namespace loom::rt {
+struct PipelineProgram;
+}
+
 namespace loom::tools {
 
 struct TrainOptions {
@@ -64,7 +68,11 @@ struct TrainProgram {
   bool hasGradients = false;
   size_t activationSums = 0; // outputs after the gradients (act_sumsq.<k>)
   int dpReplicate = 1, dpShard = 1, tp = 1;
-  int worldSize() const { return dpReplicate * dpShard * tp; }
+  // Pipeline plans: the stage programs, optimizers and schedule (then
+  // `program` is pipeline rank 0's optimizer, for what reads one program).
+  int pp = 1;
+  std::shared_ptr<rt::PipelineProgram> pipeline;
+  int worldSize() const { return dpReplicate * dpShard * tp * pp; }
   int64_t localBatch() const { return batch / (dpReplicate * dpShard); }
 };
 
