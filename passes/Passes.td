@@ -261,6 +261,10 @@ def SplitPipelineStages : Pass<"loom-split-pipeline-stages", "mlir::ModuleOp"> {
     `cuts` names the first layer of stages 1..stages-1 (the driver's
     balanced split, or --pp-split); without it the layers are dealt out
     evenly, the first stages taking one more where they do not divide.
+    With more stages than layers, stages hold sub-blocks instead: each
+    norm that reads a layer's weight begins one (a Llama layer is an
+    attention and an MLP block), and the residual stream between them is
+    a boundary like any other.
     Run after fusion (and tensor parallelism), before loom-build-train-step,
     whose autodiff gives each boundary its gradient.
   }];

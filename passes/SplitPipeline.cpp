@@ -246,7 +246,7 @@ void SplitPipelinePass::runOnOperation() {
       N = n.getInt();
   step.walk([&](StageBoundaryOp b) { N = std::max({N, int64_t(b.getFrom()) + 1, int64_t(b.getTo()) + 1}); });
   if (N % ranks || (vshape && N != 2 * ranks)) {
-    module.emitError("") << N << " stages do not fit " << ranks << " pipeline ranks"
+    module.emitError("") << N << " stages do not fit " << int64_t(ranks) << " pipeline ranks"
                          << (vshape ? " in a V (2 stages per rank)" : "");
     return signalPassFailure();
   }

@@ -35,7 +35,7 @@ struct SplitPipelineStagesPass : impl::SplitPipelineStagesBase<SplitPipelineStag
       return signalPassFailure();
     }
     if (stages < 1) {
-      module.emitError("stages must be at least 1, not ") << stages;
+      module.emitError("stages must be at least 1, not ") << int64_t(stages);
       return signalPassFailure();
     }
     Block &body = fwd.getBody().front();
@@ -68,59 +68,87 @@ struct SplitPipelineStagesPass : impl::SplitPipelineStagesBase<SplitPipelineStag
       paramLayer[c] = table ? -1 : numLayers;
     }
     int64_t N = stages;
-    if (N > numLayers) {
-      fwd.emitError("") << numLayers << " layers cannot fill " << N << " pipeline stages";
+    // Sub-blocks: a layer's norms each begin one (attention, MLP; more for
+    // models with post-norms). A layer's k-th norm of the weights of layer
+    // l starts unit l K + k, K the most norms any layer has; parameters
+    // count from their layer's first unit.
+    llvm::DenseMap<Operation *, int> normIndex;
+    std::map<int, int> normsOfLayer;
+    for (Operation &op : body)
+      if (isa<RmsNormOp, LayerNormOp>(op))
+        if (auto w = op.getOperand(1).getDefiningOp<ConstantOp>())
+          if (auto it = paramLayer.find(w); it != paramLayer.end() && it->second >= 0 &&
+                                            it->second < numLayers)
+            normIndex[&op] = normsOfLayer[it->second]++;
+    int K = 1;
+    for (auto [l, n] : normsOfLayer) K = std::max(K, n);
+    int64_t units = int64_t(numLayers) * K;
+    // Whole layers when there are enough, else sub-blocks.
+    int64_t per = N <= numLayers ? K : 1;
+    int64_t available = units / per;
+    if (N > available) {
+      fwd.emitError("") << numLayers << " layers (" << units << " sub-blocks) cannot fill " << N
+                        << " pipeline stages";
       return signalPassFailure();
     }
-    // First layer of each stage: given, or the layers dealt out evenly.
+    // First unit of each stage: given (layers), or dealt out evenly.
     SmallVector<int64_t> first = {0};
     if (!cuts.empty()) {
       if (int64_t(cuts.size()) != N - 1) {
         fwd.emitError("") << N << " stages need " << N - 1 << " cuts, not " << cuts.size();
         return signalPassFailure();
       }
+      if (per != K) {
+        fwd.emitError("") << N << " stages split " << numLayers
+                          << " layers inside layers: cuts name whole layers (give at most "
+                          << numLayers << " stages)";
+        return signalPassFailure();
+      }
       for (int64_t c : cuts) {
-        if (c <= first.back() || c >= numLayers) {
+        if (c * K <= first.back() || c >= numLayers) {
           fwd.emitError("cut at layer ")
               << c << " does not begin a new, non-empty stage (layers 0.." << numLayers - 1
               << ", cuts strictly increasing)";
           return signalPassFailure();
         }
-        first.push_back(c);
+        first.push_back(c * K);
       }
     } else {
-      int64_t base = numLayers / N, extra = numLayers % N;
-      for (int64_t k = 1; k < N; ++k) first.push_back(first.back() + base + (k - 1 < extra));
+      int64_t base = available / N, extra = available % N;
+      for (int64_t k = 1; k < N; ++k) first.push_back(first.back() + (base + (k - 1 < extra)) * per);
     }
-    auto stageOfLayer = [&](int layer) -> int64_t {
-      if (layer < 0)
+    auto stageOfUnit = [&](int unit) -> int64_t {
+      if (unit < 0)
         return 0;
       int64_t s = 0;
-      while (s + 1 < N && layer >= first[size_t(s + 1)]) ++s;
+      while (s + 1 < N && unit >= first[size_t(s + 1)]) ++s;
       return s;
     };
 
-    // Every op's layer: the highest of the parameters and values it reads
-    // (a residual add belongs to the layer whose output it adds, a layer's
-    // norm to that layer through its weight). Constants that are no
-    // parameter (rotary tables, masks) belong nowhere: every stage that
-    // reads one has its own copy.
-    llvm::DenseMap<Value, int> layerOf;
-    for (BlockArgument a : body.getArguments()) layerOf[a] = -1; // the tokens
+    // Every op's unit: the highest of the parameters and values it reads
+    // (a residual add belongs to the block whose output it adds, a norm
+    // begins its block). Constants that are no parameter (rotary tables,
+    // masks) belong nowhere: every stage that reads one has its own copy.
+    llvm::DenseMap<Value, int> unitOf;
+    for (BlockArgument a : body.getArguments()) unitOf[a] = -1; // the tokens
     llvm::DenseMap<Operation *, int64_t> stageOf;
     for (Operation &op : body) {
       if (auto c = dyn_cast<ConstantOp>(op)) {
         auto it = paramLayer.find(c);
-        layerOf[c.getResult()] = it == paramLayer.end() ? kNoLayer : it->second;
+        unitOf[c.getResult()] = it == paramLayer.end() ? kNoLayer
+                                : it->second < 0        ? -1
+                                                        : it->second * K;
         continue;
       }
       if (isa<func::ReturnOp>(op))
         continue;
-      int layer = kNoLayer;
-      for (Value v : op.getOperands()) layer = std::max(layer, layerOf.lookup(v));
-      for (Value r : op.getResults()) layerOf[r] = layer;
-      if (layer != kNoLayer)
-        stageOf[&op] = stageOfLayer(layer);
+      int unit = kNoLayer;
+      for (Value v : op.getOperands()) unit = std::max(unit, unitOf.lookup(v));
+      if (auto it = normIndex.find(&op); it != normIndex.end())
+        unit = std::max(unit, paramLayer.lookup(op.getOperand(1).getDefiningOp()) * K + it->second);
+      for (Value r : op.getResults()) unitOf[r] = unit;
+      if (unit != kNoLayer)
+        stageOf[&op] = stageOfUnit(unit);
     }
 
     // Each value read by a later stage than its own goes through one
@@ -158,7 +186,8 @@ struct SplitPipelineStagesPass : impl::SplitPipelineStagesBase<SplitPipelineStag
       }
     }
     fwd->setAttr("loom.pipeline_stages", b.getI64IntegerAttr(N));
-    fwd->setAttr("loom.pipeline_cuts", b.getDenseI64ArrayAttr(first));
+    fwd->setAttr("loom.pipeline_first_units", b.getDenseI64ArrayAttr(first));
+    fwd->setAttr("loom.pipeline_units_per_layer", b.getI64IntegerAttr(K));
   }
 };
 
