@@ -159,11 +159,12 @@ bool SocketCommunicator::collective(int rank, const Instr &I, const std::vector<
     err = cat(opcodeName(I.op), " is not a collective");
     return false;
   }
-  uint64_t seq = ++seq_;
+  std::vector<int> group = groupOf(rank_, I.ints);
+  ++seq_;
+  uint64_t seq = ++groupSeq_[group];
   uint64_t check = instrHash(I);
   int64_t n = count(inShape);
   uint64_t bytes = uint64_t(n) * 4;
-  std::vector<int> group = groupOf(rank_, I.ints);
   std::vector<Transfer> ts;
   int me = 0;
   for (size_t g = 0; g < group.size(); ++g) {

@@ -28,6 +28,7 @@
 #include "loom/runtime/Communicator.h"
 
 #include <atomic>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <vector>
@@ -68,6 +69,10 @@ private:
   int rank_ = 0, world_ = 1;
   double timeoutS_ = 300;
   uint64_t seq_ = 0; // collectives run so far: every rank counts the same
+  // Collectives run so far per group: under pipeline parallelism the
+  // stages' ranks run different programs, so only a group's members count
+  // the same.
+  std::map<std::vector<int>, uint64_t> groupSeq_;
   std::vector<uint64_t> sentTo_, receivedFrom_; // point-to-point frames, per peer
   std::mutex m_;
   std::string abortWhy_;
