@@ -83,6 +83,10 @@ std::vector<Plan> enumeratePlans(const PlanRequest &req, int numLayers) {
       schedules.push_back({Schedule::OneFOneB, 1});
       for (int v = 2; v <= req.maxVirtualStages && base.pp * v <= numLayers; ++v)
         schedules.push_back({Schedule::Interleaved, v});
+      // Zero bubble: ZB-H1 (one stage per rank) and ZBV (two, in a V).
+      schedules.push_back({Schedule::ZeroBubble, 1});
+      if (base.pp * 2 <= numLayers)
+        schedules.push_back({Schedule::ZeroBubble, 2});
     }
     for (auto [schedule, v] : schedules)
       for (Checkpoint ac : {Checkpoint::None, Checkpoint::Selective, Checkpoint::Full})

@@ -77,55 +77,68 @@ namespace {
 PipeAction act(PipeOp op, int stage, int mb) { return PipeAction{op, stage, mb}; }
 
 /// ZB-H1 / ZBV: a greedy list schedule in unit time (module comment).
+/// Each stage runs its forwards, input gradients and weight gradients in
+/// microbatch order, so only the next of each per stage is a candidate.
 void greedyZeroBubble(PipelineSchedule &s) {
-  int N = s.stages, M = s.microbatches, P = s.ranks;
+  const int N = s.stages, M = s.microbatches, P = s.ranks;
   const int never = -1;
-  // Time each action finished (never: not yet).
-  std::vector<std::vector<int>> fDone(size_t(N), std::vector<int>(size_t(M), never)),
-      iDone = fDone, wDone = fDone;
-  auto doneBy = [&](const std::vector<std::vector<int>> &d, int st, int i, int t) {
-    return d[size_t(st)][size_t(i)] != never && d[size_t(st)][size_t(i)] <= t;
+  const size_t nN = static_cast<size_t>(N), nM = static_cast<size_t>(M);
+  // When each action finished (never: not yet), [stage * M + mb].
+  std::vector<int> fDone(nN * nM, never), iDone(nN * nM, never);
+  auto at = [&](int st, int i) { return size_t(st) * nM + size_t(i); };
+  auto doneBy = [&](const std::vector<int> &d, int st, int i, int t) {
+    return d[at(st, i)] != never && d[at(st, i)] <= t;
   };
+  std::vector<int> nextF(nN, 0), nextI(nN, 0), nextW(nN, 0);
+  std::vector<std::vector<int>> stagesOf(static_cast<size_t>(P));
+  for (int st = N - 1; st >= 0; --st) stagesOf[size_t(s.stageRank[size_t(st)])].push_back(st);
   // Microbatch-stages past F and before their I (before their W).
   std::vector<int> waitingForI(static_cast<size_t>(P), 0), waitingForW(static_cast<size_t>(P), 0);
   int remaining = 3 * N * M;
   for (int t = 0; remaining > 0 && t < 16 * N * M + 16; ++t) {
     for (int r = 0; r < P; ++r) {
       int limit = s.virtualStages() == 1 ? P - r : 2 * P, limitW = 2 * limit - 1;
-      // Candidates on this rank, oldest microbatch first, deeper stage first.
-      PipeAction pick{};
-      int best = 0; // 3: I, 2: F, 1: W
-      for (int i = 0; i < M && best < 3; ++i)
-        for (int st = N - 1; st >= 0; --st) {
-          if (s.stageRank[size_t(st)] != r)
-            continue;
-          bool fDoneNow = doneBy(fDone, st, i, t);
-          if (fDoneNow && iDone[size_t(st)][size_t(i)] == never &&
-              (st == N - 1 || doneBy(iDone, st + 1, i, t))) {
-            pick = act(PipeOp::BackwardInput, st, i), best = 3;
-            break;
-          }
-          if (best < 2 && fDone[size_t(st)][size_t(i)] == never &&
-              (st == 0 || doneBy(fDone, st - 1, i, t)) && waitingForI[size_t(r)] < limit &&
-              waitingForW[size_t(r)] < limitW)
-            pick = act(PipeOp::Forward, st, i), best = 2;
-          if (best < 1 && doneBy(iDone, st, i, t) && wDone[size_t(st)][size_t(i)] == never)
-            pick = act(PipeOp::BackwardWeight, st, i), best = 1;
+      // The oldest microbatch first, the deeper stage first; an input
+      // gradient before a forward before a weight gradient.
+      PipeAction best[3];
+      bool found[3] = {false, false, false};
+      auto offer = [&](int k, PipeOp op, int st, int i) {
+        if (!found[k] || i < best[k].microbatch) {
+          best[k] = act(op, st, i);
+          found[k] = true;
         }
-      if (!best)
+      };
+      for (int st : stagesOf[size_t(r)]) { // deepest first
+        int i = nextI[size_t(st)];
+        if (i < M && doneBy(fDone, st, i, t) && (st == N - 1 || doneBy(iDone, st + 1, i, t)))
+          offer(0, PipeOp::BackwardInput, st, i);
+        i = nextF[size_t(st)];
+        if (i < M && (st == 0 || doneBy(fDone, st - 1, i, t)) && waitingForI[size_t(r)] < limit &&
+            waitingForW[size_t(r)] < limitW)
+          offer(1, PipeOp::Forward, st, i);
+        i = nextW[size_t(st)];
+        if (i < M && doneBy(iDone, st, i, t))
+          offer(2, PipeOp::BackwardWeight, st, i);
+      }
+      int k = found[0] ? 0 : found[1] ? 1 : found[2] ? 2 : -1;
+      if (k < 0)
         continue;
+      const PipeAction pick = best[k];
       s.actions[size_t(r)].push_back(pick);
       --remaining;
-      auto &done = pick.op == PipeOp::Forward         ? fDone
-                   : pick.op == PipeOp::BackwardInput ? iDone
-                                                      : wDone;
-      done[size_t(pick.stage)][size_t(pick.microbatch)] = t + 1;
-      if (pick.op == PipeOp::Forward)
+      int st = pick.stage;
+      if (pick.op == PipeOp::Forward) {
+        fDone[at(st, pick.microbatch)] = t + 1;
+        ++nextF[size_t(st)];
         ++waitingForI[size_t(r)], ++waitingForW[size_t(r)];
-      if (pick.op == PipeOp::BackwardInput)
+      } else if (pick.op == PipeOp::BackwardInput) {
+        iDone[at(st, pick.microbatch)] = t + 1;
+        ++nextI[size_t(st)];
         --waitingForI[size_t(r)];
-      if (pick.op == PipeOp::BackwardWeight)
+      } else {
+        ++nextW[size_t(st)];
         --waitingForW[size_t(r)];
+      }
     }
   }
 }
@@ -264,19 +277,19 @@ void insertTransfers(PipelineSchedule &s) {
   // receiver needs later is then posted earlier, right before the first
   // receive that would otherwise take the wrong message (receiving early
   // only buffers the data; sends never move).
+  std::map<std::pair<int, int>, std::vector<PipeAction>> expected; // (from, to): in send order
+  for (int r = 0; r < s.ranks; ++r)
+    for (const PipeAction &a : s.actions[size_t(r)])
+      if (isSend(a.op))
+        expected[{r, s.peerOf(a)}].push_back(receiveOf(a));
   for (int q = 0; q < s.ranks; ++q) {
     std::vector<PipeAction> &acts = s.actions[size_t(q)];
-    std::map<int, std::vector<PipeAction>> expected; // per sender: receives, in its send order
     std::map<int, size_t> next;
-    for (int r = 0; r < s.ranks; ++r)
-      for (const PipeAction &a : s.actions[size_t(r)])
-        if (isSend(a.op) && s.peerOf(a) == q)
-          expected[r].push_back(receiveOf(a));
     for (size_t k = 0; k < acts.size(); ++k) {
       if (!isTransfer(acts[k].op) || isSend(acts[k].op))
         continue;
       int from = s.peerOf(acts[k]);
-      std::vector<PipeAction> &want = expected[from];
+      std::vector<PipeAction> &want = expected[{from, q}];
       size_t &n = next[from];
       if (n < want.size() && !(want[n] == acts[k])) {
         auto it = std::find(acts.begin() + long(k) + 1, acts.end(), want[n]);
@@ -304,14 +317,29 @@ namespace {
 /// What a rank holds: stage outputs and input gradients per microbatch.
 enum Data : int { Activation = 0, Gradient = 1, ForwardDone = 2, InputGradDone = 3 };
 
-struct Key {
-  int what, stage, mb;
-  bool operator<(const Key &o) const {
-    return std::tie(what, stage, mb) < std::tie(o.what, o.stage, o.mb);
-  }
-};
-
 } // namespace
+
+void peakActivations(const PipelineSchedule &s, const std::vector<double> &bytesPerStage,
+                     std::vector<int> &count, std::vector<double> &bytes) {
+  count.assign(static_cast<size_t>(s.ranks), 0);
+  bytes.assign(static_cast<size_t>(s.ranks), 0);
+  for (int r = 0; r < s.ranks && size_t(r) < s.actions.size(); ++r) {
+    int held = 0;
+    double heldBytes = 0;
+    for (const PipeAction &a : s.actions[size_t(r)]) {
+      double b = size_t(a.stage) < bytesPerStage.size() ? bytesPerStage[size_t(a.stage)] : 0;
+      if (a.op == PipeOp::Forward) {
+        ++held;
+        heldBytes += b;
+        count[size_t(r)] = std::max(count[size_t(r)], held);
+        bytes[size_t(r)] = std::max(bytes[size_t(r)], heldBytes);
+      } else if (a.op == PipeOp::Backward || a.op == PipeOp::BackwardWeight) {
+        --held;
+        heldBytes -= b;
+      }
+    }
+  }
+}
 
 bool simulateSchedule(const PipelineSchedule &s, const std::vector<StageCost> &costsIn,
                       ScheduleTimeline &out, std::string &err) {
@@ -358,6 +386,11 @@ bool simulateSchedule(const PipelineSchedule &s, const std::vector<StageCost> &c
         }
         continue;
       }
+      if (s.stageRank[size_t(a.stage)] != r) {
+        err = cat(where(r, k), " cannot proceed: stage ", a.stage, " lives on rank ",
+                  s.stageRank[size_t(a.stage)]);
+        return false;
+      }
       int peer = s.peerOf(a);
       if (peer < 0 || peer == r) {
         err = cat(where(r, k), " cannot proceed: ",
@@ -370,27 +403,46 @@ bool simulateSchedule(const PipelineSchedule &s, const std::vector<StageCost> &c
       list.push_back({r, k});
     }
   }
-  auto counterpart = [&](int r, size_t k) -> std::pair<int, size_t> {
-    const PipeAction &a = s.actions[size_t(r)][k];
-    int peer = s.peerOf(a);
-    auto &list = isSend(a.op) ? recvsOf[{r, peer}] : sendsOf[{peer, r}];
-    size_t n = pairIndex[size_t(r)][k];
-    return n < list.size() ? list[n] : std::make_pair(-1, size_t(0));
-  };
+  // Each transfer's counterpart (rank, action), or (-1, 0) when the peer
+  // never posts it; looked up once.
+  std::vector<std::vector<std::pair<int, size_t>>> counterparts(static_cast<size_t>(P));
+  for (int r = 0; r < P; ++r) {
+    counterparts[size_t(r)].assign(s.actions[size_t(r)].size(), {-1, 0});
+    for (size_t k = 0; k < s.actions[size_t(r)].size(); ++k) {
+      const PipeAction &a = s.actions[size_t(r)][k];
+      if (!isTransfer(a.op))
+        continue;
+      int peer = s.peerOf(a);
+      auto &list = isSend(a.op) ? recvsOf[{r, peer}] : sendsOf[{peer, r}];
+      size_t n = pairIndex[size_t(r)][k];
+      if (n < list.size())
+        counterparts[size_t(r)][k] = list[n];
+    }
+  }
+  auto counterpart = [&](int r, size_t k) { return counterparts[size_t(r)][k]; };
 
   out = ScheduleTimeline();
   const size_t nP = static_cast<size_t>(P);
   out.ranks.assign(nP, {});
+  for (int r = 0; r < P; ++r) {
+    out.ranks[size_t(r)].resize(s.actions[size_t(r)].size());
+    for (size_t k = 0; k < s.actions[size_t(r)].size(); ++k) out.ranks[size_t(r)][k].index = int(k);
+  }
   out.busy.assign(nP, 0);
-  out.peakInFlight.assign(nP, 0);
-  out.peakActivationBytes.assign(nP, 0);
-  std::vector<std::set<Key>> has(nP);
-  std::set<Key> ran; // (op, stage, mb) of every compute action run
+  // What each rank holds: data a stage's compute produced is on the
+  // stage's rank; received data on the rank that received it (every
+  // transfer sits on its stage's rank, checked above).
+  const size_t nN = static_cast<size_t>(N), nM = static_cast<size_t>(M);
+  auto idx = [&](int what, int st, int i) { return (size_t(what) * nN + size_t(st)) * nM + size_t(i); };
+  std::vector<uint8_t> produced(4 * nN * nM, 0), ran(4 * nN * nM, 0);
+  std::vector<int> receivedOn(2 * nN * nM, -1);
+  auto has = [&](int r, int what, int st, int i) {
+    return (produced[idx(what, st, i)] && s.stageRank[size_t(st)] == r) ||
+           (what < 2 && receivedOn[idx(what, st, i)] == r);
+  };
   std::vector<size_t> pc(nP, 0), groupEnd(nP, 0);
   std::vector<double> clock(nP, 0);
   std::vector<char> waiting(nP, 0); // in a group with receives
-  std::vector<int> inFlight(nP, 0);
-  std::vector<double> inFlightBytes(nP, 0);
   // When each send was posted (-1: not yet).
   std::vector<std::vector<double>> sentAt(nP);
   for (int r = 0; r < P; ++r) sentAt[size_t(r)].assign(s.actions[size_t(r)].size(), -1);
@@ -413,7 +465,6 @@ bool simulateSchedule(const PipelineSchedule &s, const std::vector<StageCost> &c
     bool progress = false;
     for (int r = 0; r < P; ++r) {
       const std::vector<PipeAction> &acts = s.actions[size_t(r)];
-      std::set<Key> &h = has[size_t(r)];
       while (pc[size_t(r)] < acts.size() && !waiting[size_t(r)]) {
         size_t k = pc[size_t(r)];
         const PipeAction &a = acts[k];
@@ -426,8 +477,8 @@ bool simulateSchedule(const PipelineSchedule &s, const std::vector<StageCost> &c
             receives |= !isSend(t.op);
             if (!isSend(t.op))
               continue;
-            bool ready = t.op == PipeOp::SendActivation ? h.count({Activation, t.stage, t.microbatch})
-                                                        : h.count({Gradient, t.stage, t.microbatch});
+            bool ready = has(r, t.op == PipeOp::SendActivation ? Activation : Gradient, t.stage,
+                             t.microbatch);
             if (!ready) {
               err = cat(where(r, end), " cannot proceed: rank ", r, " has not run the ",
                         t.op == PipeOp::SendActivation ? "forward" : "backward",
@@ -435,7 +486,7 @@ bool simulateSchedule(const PipelineSchedule &s, const std::vector<StageCost> &c
               return false;
             }
             sentAt[size_t(r)][end] = clock[size_t(r)];
-            out.ranks[size_t(r)].push_back({int(end), clock[size_t(r)], clock[size_t(r)]});
+            out.ranks[size_t(r)][end] = {int(end), clock[size_t(r)], clock[size_t(r)]};
           }
           groupEnd[size_t(r)] = end;
           if (receives)
@@ -448,21 +499,21 @@ bool simulateSchedule(const PipelineSchedule &s, const std::vector<StageCost> &c
         // A compute action: its inputs are on the rank now or never (the
         // rank runs its list in order).
         std::string missing;
-        if (ran.count({int(a.op), st, i}))
+        if (ran[idx(int(a.op), st, i)])
           missing = cat("stage ", st, " microbatch ", i, " already ran ", pipeOpName(a.op));
         else if (a.op == PipeOp::Forward) {
-          if (st > 0 && !h.count({Activation, st - 1, i}))
+          if (st > 0 && !has(r, Activation, st - 1, i))
             missing = s.stageRank[size_t(st - 1)] == r
                           ? cat("the forward of stage ", st - 1, " has not run on rank ", r)
                           : cat("its input was not received (no RECV_F before it)");
         } else if (a.op == PipeOp::BackwardWeight) {
-          if (!h.count({InputGradDone, st, i}))
+          if (!has(r, InputGradDone, st, i))
             missing = cat("I stage ", st, " mb ", i, " has not run before it");
         } else {
-          if (!h.count({ForwardDone, st, i}))
+          if (!has(r, ForwardDone, st, i))
             missing = cat("the forward of stage ", st, " microbatch ", i, " has not run on rank ",
                           r);
-          else if (st + 1 < N && !h.count({Gradient, st + 1, i}))
+          else if (st + 1 < N && !has(r, Gradient, st + 1, i))
             missing = s.stageRank[size_t(st + 1)] == r
                           ? cat("the backward of stage ", st + 1, " has not run on rank ", r)
                           : cat("its output gradient was not received (no RECV_B before it)");
@@ -471,27 +522,15 @@ bool simulateSchedule(const PipelineSchedule &s, const std::vector<StageCost> &c
           err = cat(where(r, k), " cannot proceed: ", missing);
           return false;
         }
-        ran.insert({int(a.op), st, i});
+        ran[idx(int(a.op), st, i)] = 1;
         double start = clock[size_t(r)], end = start + costOf(a);
-        out.ranks[size_t(r)].push_back({int(k), start, end});
+        out.ranks[size_t(r)][k] = {int(k), start, end};
         out.busy[size_t(r)] += end - start;
         clock[size_t(r)] = end;
-        const StageCost &c = costs[size_t(st)];
         if (a.op == PipeOp::Forward) {
-          h.insert({Activation, st, i});
-          h.insert({ForwardDone, st, i});
-          ++inFlight[size_t(r)];
-          inFlightBytes[size_t(r)] += c.activationBytes;
-          out.peakInFlight[size_t(r)] = std::max(out.peakInFlight[size_t(r)], inFlight[size_t(r)]);
-          out.peakActivationBytes[size_t(r)] =
-              std::max(out.peakActivationBytes[size_t(r)], inFlightBytes[size_t(r)]);
+          produced[idx(Activation, st, i)] = produced[idx(ForwardDone, st, i)] = 1;
         } else if (a.op != PipeOp::BackwardWeight) {
-          h.insert({Gradient, st, i});
-          h.insert({InputGradDone, st, i});
-        }
-        if (a.op == PipeOp::Backward || a.op == PipeOp::BackwardWeight) {
-          --inFlight[size_t(r)];
-          inFlightBytes[size_t(r)] -= c.activationBytes;
+          produced[idx(Gradient, st, i)] = produced[idx(InputGradDone, st, i)] = 1;
         }
         ++pc[size_t(r)];
         progress = true;
@@ -525,11 +564,11 @@ bool simulateSchedule(const PipelineSchedule &s, const std::vector<StageCost> &c
         const PipeAction &a = s.actions[size_t(r)][k];
         if (isSend(a.op))
           continue;
-        out.ranks[size_t(r)].push_back({int(k), clock[size_t(r)], done});
+        out.ranks[size_t(r)][k] = {int(k), clock[size_t(r)], done};
         if (a.op == PipeOp::RecvActivation)
-          has[size_t(r)].insert({Activation, a.stage - 1, a.microbatch});
+          receivedOn[idx(Activation, a.stage - 1, a.microbatch)] = r;
         else
-          has[size_t(r)].insert({Gradient, a.stage + 1, a.microbatch});
+          receivedOn[idx(Gradient, a.stage + 1, a.microbatch)] = r;
       }
       clock[size_t(r)] = done;
       pc[size_t(r)] = groupEnd[size_t(r)];
@@ -585,7 +624,7 @@ bool simulateSchedule(const PipelineSchedule &s, const std::vector<StageCost> &c
       else
         need.push_back(PipeOp::Backward);
       for (PipeOp op : need)
-        if (!ran.count({int(op), st, i})) {
+        if (!ran[idx(int(op), st, i)]) {
           int r = s.stageRank[size_t(st)];
           err = cat("rank ", r, " never runs ", describeAction(act(op, st, i)),
                     ": the schedule is incomplete (every microbatch must pass every stage)");
@@ -596,10 +635,9 @@ bool simulateSchedule(const PipelineSchedule &s, const std::vector<StageCost> &c
   for (int r = 0; r < P; ++r) out.makespan = std::max(out.makespan, clock[size_t(r)]);
   for (int r = 0; r < P; ++r)
     out.idleFraction[size_t(r)] = out.makespan > 0 ? 1 - out.busy[size_t(r)] / out.makespan : 0;
-  // Timed actions in list order (receive groups were recorded on completion).
-  for (auto &list : out.ranks)
-    std::stable_sort(list.begin(), list.end(),
-                     [](const TimedAction &a, const TimedAction &b) { return a.index < b.index; });
+  std::vector<double> perStage;
+  for (const StageCost &c : costs) perStage.push_back(c.activationBytes);
+  peakActivations(s, perStage, out.peakInFlight, out.peakActivationBytes);
   return true;
 }
 

@@ -10,6 +10,8 @@
 #include "loom/runtime/SocketCommunicator.h"
 
 #include <algorithm>
+#include <array>
+#include <cstdio>
 #include <cmath>
 #include <cstring>
 #include <mutex>
@@ -581,6 +583,96 @@ std::vector<double> measuredIdleFraction(const TrainProgram &tp, const PipelineS
   }
   for (double &v : idle) v /= double(std::max<size_t>(1, counted));
   return idle;
+}
+
+bool reportPipelineRun(const TrainProgram &tp, const StepRunner &r, const std::string &tracePath,
+                       std::string &err) {
+  const PipelineStats *stats = pipelineStats(r);
+  if (!stats || stats->steps.empty())
+    return true;
+  const rt::PipelineProgram &pp = *tp.pipeline;
+  const rt::PipelineSchedule &s = pp.schedule;
+  int perStage = pp.ranksPerStage;
+  size_t N = stats->steps[0].size();
+  // Mean time of each compute kind per stage, over the steps after the
+  // first and every rank that runs the stage.
+  std::vector<rt::StageCost> costs(static_cast<size_t>(s.stages));
+  std::vector<std::array<double, 4>> sum(static_cast<size_t>(s.stages), {0, 0, 0, 0});
+  std::vector<std::array<int, 4>> count(static_cast<size_t>(s.stages), {0, 0, 0, 0});
+  for (size_t step = stats->steps.size() > 1 ? 1 : 0; step < stats->steps.size(); ++step)
+    for (size_t q = 0; q < N; ++q)
+      for (const rt::ActionTiming &t : stats->steps[step][q].timings) {
+        if (t.action < 0)
+          continue;
+        const rt::PipeAction &a = s.actions[q / size_t(perStage)][size_t(t.action)];
+        if (rt::isTransfer(a.op))
+          continue;
+        size_t kind = size_t(a.op); // F, B, I, W
+        sum[size_t(a.stage)][kind] += t.end - t.start;
+        ++count[size_t(a.stage)][kind];
+      }
+  // Saved activations per microbatch of each stage: what its forward (and
+  // its backward's input half) return for later.
+  for (const rt::PipelineFunction &f : pp.functions) {
+    if (f.stage < 0)
+      continue;
+    rt::StageCost &c = costs[size_t(f.stage)];
+    if (f.phase == rt::PipePhase::Forward)
+      c.activationBytes = 0;
+  }
+  for (const rt::PipelineFunction &f : pp.functions) {
+    if (f.stage < 0 || (f.phase != rt::PipePhase::Forward && f.phase != rt::PipePhase::BackwardInput))
+      continue;
+    for (size_t k = 0; k < f.outputs.size(); ++k)
+      if (f.outputs[k].role == PipeRole::Saved || f.outputs[k].role == PipeRole::Stash)
+        costs[size_t(f.stage)].activationBytes += double(f.program->buffers[f.program->outputs[k]].bytes);
+  }
+  for (int st = 0; st < s.stages; ++st) {
+    auto mean = [&](int k) { return count[size_t(st)][size_t(k)] ? sum[size_t(st)][size_t(k)] / count[size_t(st)][size_t(k)] : 0; };
+    rt::StageCost &c = costs[size_t(st)];
+    c.forward = mean(0), c.backward = mean(1), c.backwardInput = mean(2), c.backwardWeight = mean(3);
+  }
+  rt::ScheduleTimeline predicted;
+  if (!rt::simulateSchedule(s, costs, predicted, err))
+    return false;
+  std::vector<double> idle = measuredIdleFraction(tp, *stats);
+  std::printf("pipeline %s: %d ranks, %d stages, %d microbatches; idle fraction per rank, measured "
+              "over steps %s (the schedule's own timeline with this run's mean action times):\n",
+              s.name.c_str(), s.ranks, s.stages, s.microbatches,
+              stats->steps.size() > 1 ? ("1.." + std::to_string(stats->steps.size() - 1)).c_str()
+                                      : "0");
+  for (size_t q = 0; q < N; ++q)
+    std::printf("  rank %zu: %.1f%% (%.1f%%)\n", q, 100 * idle[q],
+                100 * predicted.idleFraction[q / size_t(perStage)]);
+  double mean = 0;
+  for (double v : idle) mean += v / double(N);
+  std::printf("  mean: %.1f%% (%.1f%%)", 100 * mean, 100 * predicted.bubble());
+  if (s.kind == rt::ScheduleKind::GPipe || s.kind == rt::ScheduleKind::OneFOneB)
+    std::printf("; (P - 1) / (M + P - 1) = %.1f%%",
+                100.0 * (s.ranks - 1) / double(s.microbatches + s.ranks - 1));
+  std::printf("\n");
+  std::printf("saved activations held at once, per rank, measured (the schedule's peak from the "
+              "programs' saved bytes):\n");
+  for (size_t q = 0; q < N; ++q) {
+    uint64_t peak = 0;
+    for (const auto &step : stats->steps) peak = std::max(peak, step[q].peakActivationBytes);
+    std::printf("  rank %zu: %llu B (%.0f B, %d microbatch-stages)\n", q, (unsigned long long)peak,
+                predicted.peakActivationBytes[q / size_t(perStage)],
+                predicted.peakInFlight[q / size_t(perStage)]);
+  }
+  if (!tracePath.empty()) {
+    std::FILE *f = std::fopen(tracePath.c_str(), "w");
+    std::string json = pipelineTraceJson(tp, *stats);
+    if (!f || std::fwrite(json.data(), 1, json.size(), f) != json.size()) {
+      if (f)
+        std::fclose(f);
+      err = "cannot write the trace to '" + tracePath + "'";
+      return false;
+    }
+    std::fclose(f);
+    std::printf("wrote %s\n", tracePath.c_str());
+  }
+  return true;
 }
 
 } // namespace loom::tools

@@ -63,6 +63,14 @@ std::string pipelineTraceJson(const TrainProgram &tp, const PipelineStats &stats
 /// ranks; the optimizer excluded).
 std::vector<double> measuredIdleFraction(const TrainProgram &tp, const PipelineStats &stats);
 
+/// After training: each rank's measured idle fraction beside the
+/// schedule's own timeline with this run's mean action times and, for
+/// GPipe and 1F1B, (P - 1) / (M + P - 1); the peak of saved activations
+/// each rank held beside the schedule's prediction from the programs'
+/// saved bytes; and, with `tracePath`, the chrome-tracing file.
+bool reportPipelineRun(const TrainProgram &tp, const StepRunner &r, const std::string &tracePath,
+                       std::string &err);
+
 } // namespace loom::tools
 
 #endif

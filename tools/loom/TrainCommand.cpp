@@ -12,6 +12,7 @@
 #include "Commands.h"
 #include "Launcher.h"
 #include "Npy.h"
+#include "PipelineRunner.h"
 #include "SpmdPlan.h"
 #include "StepRunner.h"
 #include "TokenData.h"
@@ -158,6 +159,8 @@ int runTrain(int argc, char **argv) {
   args.flag("fsdp-prefetch", "issue each FSDP all-gather this many parameters early", false, "1");
   args.flag("fsdp-keep-gathered", "keep forward's gathered parameters for backward (no reshard)",
             true);
+  args.flag("pp-split", "pipeline plans: the first layer of each stage after the first (e.g. 2,4,6)");
+  args.flag("trace", "pipeline plans: write every rank's actions as chrome-tracing JSON to this file");
   args.flag("die-after-step", "testing: exit abruptly (code 86) after this step completes");
   args.flag("fail-rank", "testing: this simulated rank gets invalid token ids at --fail-step");
   args.flag("fail-step", "testing: the step at which --fail-rank fails", false, "0");
@@ -212,6 +215,7 @@ int runTrain(int argc, char **argv) {
   opts.ddpBucketBytes = int64_t(args.getDouble("ddp-bucket-mib") * (1 << 20));
   opts.fsdpPrefetch = args.getInt("fsdp-prefetch");
   opts.fsdpReshardAfterForward = !args.has("fsdp-keep-gathered");
+  opts.ppSplit = args.get("pp-split");
   if (opts.fsdpPrefetch < 0)
     return fail("train", "--fsdp-prefetch must not be negative");
 
@@ -413,6 +417,8 @@ int runTrain(int argc, char **argv) {
                 (long long)done, wall, double(done) / wall, double(done * B * T) / wall, loss);
   if (log)
     std::fclose(log);
+  if (lead && tp.pipeline && !reportPipelineRun(tp, *runner, args.get("trace"), err))
+    return die(err);
   // Every rank takes part in the last gather; then the ranks leave
   // together (finish), and rank 0 alone writes the exports.
   if (!runner->syncState(state, err) || !runner->finish(err))

@@ -142,6 +142,13 @@ struct ScheduleTimeline {
 bool simulateSchedule(const PipelineSchedule &s, const std::vector<StageCost> &costs,
                       ScheduleTimeline &out, std::string &err);
 
+/// The most saved activations each rank holds at once, walking its
+/// actions in order (a microbatch-stage is held from its F to its B or
+/// W): in microbatch-stages, and in bytes with `bytesPerStage`. The order
+/// alone decides it, so no timing is needed (the planner's memory).
+void peakActivations(const PipelineSchedule &s, const std::vector<double> &bytesPerStage,
+                     std::vector<int> &count, std::vector<double> &bytes);
+
 /// simulateSchedule's checks with unit costs: "" when valid.
 std::string validateSchedule(const PipelineSchedule &s);
 
