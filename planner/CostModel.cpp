@@ -195,11 +195,11 @@ int CostModel::deviceOf(int layer, const Plan &p) const {
     return 0;
   if (layer <= kEmbedLayer)
     return 0;
-  if (layer >= m.numLayers)
-    return p.pp - 1;
   int chunks = p.pp * p.virtualStages;
-  int chunk = int(int64_t(layer) * chunks / std::max(1, m.numLayers));
-  // Zero bubble with two chunks per rank folds them into a V (ZBV).
+  int chunk = layer >= m.numLayers ? chunks - 1
+                                   : int(int64_t(layer) * chunks / std::max(1, m.numLayers));
+  // Zero bubble with two chunks per rank folds them into a V (ZBV): the
+  // head's last chunk comes back to rank 0.
   if (p.schedule == Schedule::ZeroBubble && p.virtualStages == 2 && chunk >= p.pp)
     return 2 * p.pp - 1 - chunk;
   return chunk % p.pp;
