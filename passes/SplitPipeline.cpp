@@ -58,7 +58,14 @@ struct FunctionSpec {
   SmallVector<PipelineValueAttr> outputRoles;
   SmallVector<std::string> outputNames;
   SmallVector<Transfer> sends;
+  void output(Value v, PipelineValueAttr role, std::string name) {
+    outputs.push_back(v);
+    outputRoles.push_back(role);
+    outputNames.push_back(std::move(name));
+  }
 };
+
+using InputRoles = llvm::DenseMap<Value, std::pair<PipelineValueAttr, std::string>>;
 
 struct SplitPipelinePass : impl::SplitPipelineBase<SplitPipelinePass> {
   using Base::Base;
@@ -105,8 +112,7 @@ struct SplitPipelinePass : impl::SplitPipelineBase<SplitPipelinePass> {
   /// Builds the function: arguments for the step arguments and `inputs`
   /// (with their roles) the slice reads, loom.recv for boundary results,
   /// the slice's ops, loom.send for `spec.sends`, results `spec.outputs`.
-  func::FuncOp build(const FunctionSpec &spec, ArrayRef<Operation *> ops,
-                     const llvm::DenseMap<Value, std::pair<PipelineValueAttr, std::string>> &inputs,
+  func::FuncOp build(const FunctionSpec &spec, ArrayRef<Operation *> ops, const InputRoles &inputs,
                      const llvm::DenseMap<Value, Transfer> &recvs) {
     MLIRContext *ctx = &getContext();
     OpBuilder b(ctx);
@@ -471,29 +477,28 @@ void SplitPipelinePass::runOnOperation() {
     llvm::stable_sort(saved, [&](Value a, Value c) {
       return a.getDefiningOp()->isBeforeInBlock(c.getDefiningOp());
     });
-    llvm::DenseMap<Value, std::pair<PipelineValueAttr, std::string>> savedInputs;
+    InputRoles savedInputs;
     FunctionSpec fwdSpec;
     fwdSpec.name = "stage" + std::to_string(st) + ".forward";
     fwdSpec.attr = PipelineFunctionAttr::get(ctx, PipelinePhase::forward, st, rank);
     fwdSpec.sends = fwdSends;
     for (auto [v, k] : actSums)
-      if (stage(v) == st) {
-        fwdSpec.outputs.push_back(v);
-        fwdSpec.outputRoles.push_back(role(PipelineValueKind::act_sumsq, k));
-        fwdSpec.outputNames.push_back("act_sumsq." + std::to_string(k));
+      if (stage(v) == st)
+        fwdSpec.output(v, role(PipelineValueKind::act_sumsq, k), "act_sumsq." + std::to_string(k));
+    if (stage(ret.getOperand(0)) == st)
+      fwdSpec.output(ret.getOperand(0), role(PipelineValueKind::loss, 0), "loss");
+    // Values one function keeps for a later one: its results, the later
+    // one's arguments, numbered across the module.
+    auto keep = [&](FunctionSpec &spec, ArrayRef<Value> values, PipelineValueKind kind,
+                    int64_t &counter, InputRoles &inputs) {
+      std::string prefix = stringifyPipelineValueKind(kind).str() + ".";
+      for (Value v : values) {
+        int64_t k = counter++;
+        spec.output(v, role(kind, k), prefix + std::to_string(k));
+        inputs[v] = {role(kind, k), prefix + std::to_string(k)};
       }
-    if (stage(ret.getOperand(0)) == st) {
-      fwdSpec.outputs.push_back(ret.getOperand(0));
-      fwdSpec.outputRoles.push_back(role(PipelineValueKind::loss, 0));
-      fwdSpec.outputNames.push_back("loss");
-    }
-    for (Value v : saved) {
-      int64_t k = savedCount++;
-      fwdSpec.outputs.push_back(v);
-      fwdSpec.outputRoles.push_back(role(PipelineValueKind::saved, k));
-      fwdSpec.outputNames.push_back("saved." + std::to_string(k));
-      savedInputs[v] = {role(PipelineValueKind::saved, k), "saved." + std::to_string(k)};
-    }
+    };
+    keep(fwdSpec, saved, PipelineValueKind::saved, savedCount, savedInputs);
     SmallVector<Value> fwdOuts(fwdSpec.outputs);
     for (const Transfer &t : fwdSends) fwdOuts.push_back(t.value);
     auto forwardSlice = slice(fwdOuts, isRecv);
@@ -508,8 +513,7 @@ void SplitPipelinePass::runOnOperation() {
     noteParams(fwdFn, st);
 
     // Accumulators: each microbatch's contribution added to the step's sum.
-    auto accumulate = [&](FunctionSpec &spec, ArrayRef<Operation *> ops,
-                          llvm::DenseMap<Value, std::pair<PipelineValueAttr, std::string>> inputs,
+    auto accumulate = [&](FunctionSpec &spec, ArrayRef<Operation *> ops, InputRoles inputs,
                           SmallVector<Leaf> accLeaves) {
       func::FuncOp fn = build(spec, ops, inputs, recvs);
       noteParams(fn, st);
@@ -538,11 +542,7 @@ void SplitPipelinePass::runOnOperation() {
       return fn;
     };
     auto leafSpec = [&](FunctionSpec &spec, ArrayRef<Leaf> ls) {
-      for (const Leaf &l : ls) {
-        spec.outputs.push_back(l.value);
-        spec.outputRoles.push_back(role(PipelineValueKind::accumulator, 0));
-        spec.outputNames.push_back("");
-      }
+      for (const Leaf &l : ls) spec.output(l.value, role(PipelineValueKind::accumulator, 0), "");
     };
     if (!splitBackward) {
       FunctionSpec spec;
@@ -571,14 +571,8 @@ void SplitPipelinePass::runOnOperation() {
       in.name = "stage" + std::to_string(st) + ".backward_input";
       in.attr = PipelineFunctionAttr::get(ctx, PipelinePhase::backward_input, st, rank);
       in.sends = bwdSends;
-      llvm::DenseMap<Value, std::pair<PipelineValueAttr, std::string>> wInputs = savedInputs;
-      for (Value v : stash) {
-        int64_t k = stashCount++;
-        in.outputs.push_back(v);
-        in.outputRoles.push_back(role(PipelineValueKind::stash, k));
-        in.outputNames.push_back("stash." + std::to_string(k));
-        wInputs[v] = {role(PipelineValueKind::stash, k), "stash." + std::to_string(k)};
-      }
+      InputRoles wInputs = savedInputs;
+      keep(in, stash, PipelineValueKind::stash, stashCount, wInputs);
       noteParams(build(in, inputOps, savedInputs, recvs), st);
       FunctionSpec w;
       w.name = "stage" + std::to_string(st) + ".backward_weight";

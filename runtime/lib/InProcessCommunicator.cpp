@@ -32,6 +32,15 @@ std::string InProcessCommunicator::abortReason() const {
   return abortWhy_;
 }
 
+bool InProcessCommunicator::abortLocked(int rank, const std::string &err) {
+  if (!aborted_) {
+    aborted_ = true;
+    abortWhy_ = cat("rank ", rank, ": ", err);
+  }
+  cv_.notify_all();
+  return false;
+}
+
 bool InProcessCommunicator::waitFor(std::unique_lock<std::mutex> &lk,
                                     const std::function<bool()> &ready, std::string &err) {
   cv_.wait(lk, [&] { return aborted_ || ready(); });
@@ -82,13 +91,7 @@ bool InProcessCommunicator::collective(int rank, const Instr &I,
     if (m.instrs[size_t(g)]->op != I.op || m.instrs[size_t(g)]->ints != I.ints) {
       err = cat("rank ", group[size_t(g)], " is at a different collective (",
                 opcodeName(m.instrs[size_t(g)]->op), ")");
-      std::string why = cat("rank ", rank, ": ", err);
-      if (!aborted_) {
-        aborted_ = true;
-        abortWhy_ = why;
-      }
-      cv_.notify_all();
-      return false;
+      return abortLocked(rank, err);
     }
   std::vector<const float *> ins = m.inputs;
   lk.unlock();
@@ -145,15 +148,8 @@ bool InProcessCommunicator::sendRecv(int rank, const std::vector<P2POp> &ops, st
   }
   for (const P2POp &op : ops) {
     bool ok = op.kind == P2POp::Kind::Send ? match(rank, op.peer, err) : match(op.peer, rank, err);
-    if (!ok) {
-      std::string why = cat("rank ", rank, ": ", err);
-      if (!aborted_) {
-        aborted_ = true;
-        abortWhy_ = why;
-      }
-      cv_.notify_all();
-      return false;
-    }
+    if (!ok)
+      return abortLocked(rank, err);
   }
   cv_.notify_all();
   return waitFor(lk, [&] {

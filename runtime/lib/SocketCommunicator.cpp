@@ -194,25 +194,8 @@ bool SocketCommunicator::collective(int rank, const Instr &I, const std::vector<
     };
     ts.push_back(std::move(t));
   }
-  size_t bad = 0;
-  std::string why;
-  Failure f = exchange(ts, Deadline::after(timeoutS_), bad, why);
-  if (f != Failure::None) {
-    if (aborted_) {
-      std::lock_guard<std::mutex> lk(m_);
-      err = abortWhy_;
-      return false;
-    }
-    peerFailed_ = true;
-    if (f == Failure::Timeout)
-      err = cat("rank", pending(ts).find(',') == std::string::npos ? " " : "s ", pending(ts),
-                " did not take part within ", timeoutS_, " s (hung, or stuck elsewhere)");
-    else if (f == Failure::Closed)
-      err = cat("rank ", ts[bad].peer, " closed its connection (it exited or died)");
-    else
-      err = cat("with rank ", ts[bad].peer, ": ", why);
+  if (!run(ts, "take part", "stuck elsewhere", err))
     return false;
-  }
   std::vector<const float *> inputs;
   for (int peer : group)
     inputs.push_back(peer == rank_ ? in : impl_->received[size_t(peer)].data());
@@ -298,28 +281,33 @@ bool SocketCommunicator::sendRecv(int rank, const std::vector<P2POp> &ops, std::
       }
       ts.push_back(std::move(t));
     }
-    size_t bad = 0;
-    std::string why;
-    Failure f = exchange(ts, Deadline::after(timeoutS_), bad, why);
-    if (f == Failure::None)
-      continue;
-    if (aborted_) {
-      std::lock_guard<std::mutex> lk(m_);
-      err = abortWhy_;
+    if (!run(ts, "complete a point-to-point transfer", "waiting elsewhere", err))
       return false;
-    }
-    peerFailed_ = true;
-    if (f == Failure::Timeout)
-      err = cat("rank", pending(ts).find(',') == std::string::npos ? " " : "s ", pending(ts),
-                " did not complete a point-to-point transfer within ", timeoutS_,
-                " s (hung, or waiting elsewhere)");
-    else if (f == Failure::Closed)
-      err = cat("rank ", ts[bad].peer, " closed its connection (it exited or died)");
-    else
-      err = cat("with rank ", ts[bad].peer, ": ", why);
-    return false;
   }
   return true;
+}
+
+bool SocketCommunicator::run(std::vector<net::Transfer> &ts, const char *what,
+                             const char *elsewhere, std::string &err) {
+  size_t bad = 0;
+  std::string why;
+  Failure f = exchange(ts, Deadline::after(timeoutS_), bad, why);
+  if (f == Failure::None)
+    return true;
+  if (aborted_) {
+    std::lock_guard<std::mutex> lk(m_);
+    err = abortWhy_;
+    return false;
+  }
+  peerFailed_ = true;
+  if (f == Failure::Timeout)
+    err = cat("rank", pending(ts).find(',') == std::string::npos ? " " : "s ", pending(ts),
+              " did not ", what, " within ", timeoutS_, " s (hung, or ", elsewhere, ")");
+  else if (f == Failure::Closed)
+    err = cat("rank ", ts[bad].peer, " closed its connection (it exited or died)");
+  else
+    err = cat("with rank ", ts[bad].peer, ": ", why);
+  return false;
 }
 
 } // namespace loom::rt

@@ -109,13 +109,10 @@ public:
     if (!stale_)
       return true;
     size_t P = st.params.size();
-    std::vector<std::vector<float>> params(P);
-    for (size_t i = 0; i < P; ++i) params[i].resize(st.params[i].value.size());
-    if (!gatherToRankZero(st, 3, params, err) || !gatherToRankZero(st, 3 + P, st.expAvg, err) ||
-        !gatherToRankZero(st, 3 + 2 * P, st.expAvgSq, err))
+    if (!gatherTrainState(st, rv_->rank() == 0, [&](int kind, std::vector<std::vector<float>> &full) {
+          return gatherToRankZero(st, 3 + size_t(kind) * P, full, err);
+        }))
       return false;
-    if (rv_->rank() == 0)
-      for (size_t i = 0; i < P; ++i) st.params[i].value = std::move(params[i]);
     stale_ = false;
     return true;
   }

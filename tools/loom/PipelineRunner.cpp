@@ -69,6 +69,11 @@ void microbatchRows(const TrainProgram &tp, const Batch &batch, int r, int failR
   }
 }
 
+/// The role of gatherTrainState's kind of state.
+PipeRole stateRole(int kind) {
+  return kind == 0 ? PipeRole::Param : kind == 1 ? PipeRole::ExpAvg : PipeRole::ExpAvgSq;
+}
+
 std::vector<const int64_t *> pointers(const std::vector<std::vector<int64_t>> &v) {
   std::vector<const int64_t *> p;
   for (const auto &x : v) p.push_back(x.data());
@@ -191,11 +196,13 @@ public:
   bool syncState(TrainState &st, std::string &err) override {
     if (!stale_)
       return true;
-    for (size_t i = 0; i < st.params.size(); ++i)
-      if (!gather(i, PipeRole::Param, st.params[i].value, st.params[i], err) ||
-          !gather(i, PipeRole::ExpAvg, st.expAvg[i], st.params[i], err) ||
-          !gather(i, PipeRole::ExpAvgSq, st.expAvgSq[i], st.params[i], err))
-        return false;
+    if (!gatherTrainState(st, true, [&](int kind, std::vector<std::vector<float>> &full) {
+          for (size_t i = 0; i < st.params.size(); ++i)
+            if (!gather(i, stateRole(kind), full[i], st.params[i], err))
+              return false;
+          return true;
+        }))
+      return false;
     stale_ = false;
     return true;
   }
@@ -345,15 +352,10 @@ public:
   bool syncState(TrainState &st, std::string &err) override {
     if (!stale_)
       return true;
-    size_t P = st.params.size();
-    std::vector<std::vector<float>> params(P);
-    for (size_t i = 0; i < P; ++i) params[i].resize(st.params[i].value.size());
-    if (!gatherToRankZero(st, PipeRole::Param, params, err) ||
-        !gatherToRankZero(st, PipeRole::ExpAvg, st.expAvg, err) ||
-        !gatherToRankZero(st, PipeRole::ExpAvgSq, st.expAvgSq, err))
+    if (!gatherTrainState(st, rv_->rank() == 0, [&](int kind, std::vector<std::vector<float>> &full) {
+          return gatherToRankZero(st, stateRole(kind), full, err);
+        }))
       return false;
-    if (rv_->rank() == 0)
-      for (size_t i = 0; i < P; ++i) st.params[i].value = std::move(params[i]);
     stale_ = false;
     return true;
   }

@@ -71,6 +71,8 @@ private:
   bool waitFor(std::unique_lock<std::mutex> &lk, const std::function<bool()> &ready,
                std::string &err);
   bool match(int from, int to, std::string &err);
+  /// With m_ held: marks the world failed by `rank` (`err`); returns false.
+  bool abortLocked(int rank, const std::string &err);
 
   int world_;
   mutable std::mutex m_;

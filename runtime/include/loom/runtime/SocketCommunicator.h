@@ -36,6 +36,9 @@
 namespace loom::rt {
 
 class Rendezvous;
+namespace net {
+struct Transfer;
+}
 
 class SocketCommunicator : public Communicator {
 public:
@@ -64,6 +67,10 @@ public:
 
 private:
   SocketCommunicator() = default;
+  /// Drives `ts` by the timeout; false with `err` naming the peer at fault
+  /// ("did not <what> within ... (hung, or <elsewhere>)" on a timeout).
+  bool run(std::vector<net::Transfer> &ts, const char *what, const char *elsewhere,
+           std::string &err);
   struct Impl;
   std::unique_ptr<Impl> impl_;
   int rank_ = 0, world_ = 1;
