@@ -37,10 +37,10 @@ int ppStride(const Plan &p) { return p.tp * p.cp * p.dpShard * p.dpReplicate; }
 
 } // namespace
 
-int savedElementBytes(const SavedTensor &s, bool fp8) {
+int savedElementBytes(const SavedTensor &s, bool fp8, int activationBytes) {
   if (s.bytesPerElement)
     return s.bytesPerElement;
-  return fp8 && s.gemmOnly ? 1 : int(kActBytes);
+  return fp8 && s.gemmOnly ? 1 : activationBytes;
 }
 
 CostModel::CostModel(const ModelCost &model, const HardwareProfile &hw, const PlanRequest &req)
@@ -85,7 +85,7 @@ CostModel::CostModel(const ModelCost &model, const HardwareProfile &hw, const Pl
   for (const SavedTensor &s : m.saved) {
     GroupStatic &g = statics[clampGroup(s.layer)];
     for (int fp8 = 0; fp8 < 2; ++fp8) {
-      double bytes = s.elements * savedElementBytes(s, fp8);
+      double bytes = s.elements * savedElementBytes(s, fp8, req.activationBytes);
       g.saved[fp8][0] += bytes;
       if (s.none) g.saved[fp8][1] += bytes;
       if (s.selective) g.saved[fp8][2] += bytes;
@@ -417,6 +417,8 @@ PlanEstimate CostModel::evaluate(const Plan &plan, bool detail) const {
   // --- Memory: the worst pipeline rank -----------------------------------
   for (int d = 0; d < pp; ++d) {
     MemoryBreakdown mem = deviceMemory(d, plan);
+    if (pp > 1)
+      est.activationsPerRank.push_back(mem.activations);
     if (d == 0 || mem.total() > est.analytical.total()) {
       est.analytical = mem;
       est.worstDevice = d;

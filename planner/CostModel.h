@@ -64,6 +64,7 @@ struct PlanEstimate {
   // Pipeline plans: each pipeline rank's idle fraction on the schedule's
   // timeline (the schedule loom train runs, timed with this model's costs).
   std::vector<double> bubbleFraction;
+  std::vector<double> activationsPerRank; // each pipeline rank's saved activations at its peak
   // Detail (evaluate(..., true)):
   std::vector<CollectiveUse> collectives;
   std::vector<std::vector<int>> deviceGroups; // per pipeline rank: layer groups (-1 embed, L head)
@@ -154,8 +155,9 @@ private:
       heldPeaks;
 };
 
-/// Bytes per element of a saved activation under the plan's precision.
-int savedElementBytes(const SavedTensor &s, bool fp8);
+/// Bytes per element of a saved activation under the plan's precision
+/// (`activationBytes` for what autocast does not narrow further).
+int savedElementBytes(const SavedTensor &s, bool fp8, int activationBytes = 2);
 
 } // namespace loom::planner
 

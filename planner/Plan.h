@@ -46,6 +46,7 @@ struct PlanRequest {
   int64_t globalBatch = 0;  // sequences per optimizer step; 0: microbatch * gpus
   bool allowBf16 = true, allowFp8 = true;
   int maxVirtualStages = 4;
+  int activationBytes = 2; // bytes per saved activation element (2: bf16 autocast; 4: an fp32 run)
 };
 
 /// Every ordered factorization (dpr, dps, cp, tp, pp) of n.

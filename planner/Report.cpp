@@ -114,6 +114,11 @@ json::Value planJson(const PlanEstimate &e) {
     for (double f : e.bubbleFraction) idle.push(f);
     t.set("idle_fraction_per_pipeline_rank", idle);
   }
+  if (!e.activationsPerRank.empty()) {
+    json::Value act = json::Value::array();
+    for (double b : e.activationsPerRank) act.push(b);
+    o.set("activations_per_pipeline_rank", act);
+  }
   t.set("optimizer", e.time.optimizer);
   t.set("total", e.time.total());
   o.set("time", t);
