@@ -13,13 +13,16 @@
 #
 #   bench/pp/bubble.sh [BUILD] [MODEL] [OUT_DIR]
 #
-# MODEL defaults to the zoo's llama-l4 (4 layers); the sizes (batch 32 x
-# seq 256, 6 steps) keep each action in the milliseconds.
+# MODEL defaults to the zoo's llama-l4 (4 layers) unpacked in a build tree
+# (a bundle has none: tar -xJf test/fixtures/zoo.tar.xz -C DIR first); the
+# sizes (batch 32 x seq 256, 6 steps) keep each action in the milliseconds.
 set -euo pipefail
 BUILD=${1:-build}
 MODEL=${2:-$BUILD/test/fixtures/zoo/llama-l4.dynamic.onnx}
 OUT=${3:-pp-bubble}
 LOOM=$BUILD/tools/loom/loom
+# A GPU bundle (scripts/build-gpu-bundle.sh) carries the libraries loom needs.
+[ -d "$BUILD/lib" ] && export LD_LIBRARY_PATH="$PWD/$BUILD/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 DATA=$(dirname "$0")/../../test/fixtures/corpus.u16.bin
 BATCH=${BATCH:-32}
 SEQ=${SEQ:-256}
