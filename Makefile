@@ -2,7 +2,7 @@
 BUILD ?= build
 JOBS ?= $(shell nproc)
 
-.PHONY: all setup configure build demo test gpu-test clean
+.PHONY: all setup configure build demo test gpu-test fuzz clean
 
 all: build
 
@@ -28,6 +28,11 @@ test: build
 gpu-test:
 	@if [ -z "$(LOOM_PREBUILT)" ]; then $(MAKE) --no-print-directory build; fi
 	@bash scripts/gpu-test.sh $(BUILD)
+
+# libFuzzer on the ONNX importer, the safetensors reader and the program
+# loader (scripts/fuzz.sh): FUZZ_SECONDS per target (default 60).
+fuzz:
+	@bash scripts/fuzz.sh $(FUZZ_SECONDS)
 
 clean:
 	rm -rf $(BUILD) $(BUILD).configure.log

@@ -12,6 +12,7 @@
 
 #include "mlir/IR/BuiltinAttributes.h"
 #include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/TypeSwitch.h"
 
 #include <cstdlib>
@@ -31,6 +32,8 @@ bool dtypeOf(Type t, rt::DType &out) {
   else if (t.isInteger(64)) out = rt::DType::I64;
   else if (t.isInteger(32)) out = rt::DType::I32;
   else if (t.isInteger(1)) out = rt::DType::Bool;
+  else if (isa<Float8E4M3FNType>(t)) out = rt::DType::F8E4M3;
+  else if (isa<Float8E5M2Type>(t)) out = rt::DType::F8E5M2;
   else return false;
   return true;
 }
@@ -45,15 +48,25 @@ std::string opName(Operation *op) {
 /// The attention opcodes' ints: [causal], plus a 1 when every operand that
 /// enters a product (q, k, v, and dy for the gradient) was widened from bf16
 /// (autocast's rounding), which lets a backend use bf16 tensor cores
-/// (Program.h). The gradient's o and lse only enter f32 row statistics.
-std::vector<int64_t> attentionInts(ValueRange products, bool causal) {
+/// (Program.h), plus the sliding window when there is one. The gradient's o
+/// and lse only enter f32 row statistics.
+std::vector<int64_t> attentionInts(ValueRange products, bool causal, int64_t window) {
   bool bf16 = llvm::all_of(products, [](Value v) {
     auto c = v.getDefiningOp<CastOp>();
     return c && cast<RankedTensorType>(c.getInput().getType()).getElementType().isBF16();
   });
+  if (window > 0)
+    return {causal, bf16, window};
   if (bf16)
     return {causal, 1};
   return {causal};
+}
+
+/// The attention opcodes' floats: [scale], plus the softcap when there is one.
+std::vector<double> attentionFloats(double scale, double softcap) {
+  if (softcap > 0)
+    return {scale, softcap};
+  return {scale};
 }
 
 class ProgramBuilder {
@@ -74,13 +87,19 @@ private:
                       ArrayAttr axes, std::string &err);
 
   void findWideningCasts(Block &body);
+  void emitFp8Cast(Fp8CastOp c);
 
   rt::Program &p;
   llvm::DenseMap<Value, uint32_t> ids;
-  // bf16 -> f32 casts that only feed matmuls of two such casts: the matmul
-  // reads the bf16 buffers (a bf16 GEMM with an f32 result), the cast is
-  // never emitted. Maps the cast's result to its bf16 input.
+  // bf16 -> f32 casts feeding matmuls of two such casts: the matmul reads
+  // the bf16 buffers (a bf16 GEMM with an f32 result). Maps the cast's
+  // result to its bf16 input.
   llvm::DenseMap<Value, Value> widenedFrom;
+  // fp8 casts already emitted as the second output of their partner's
+  // instruction (emitFp8Cast).
+  llvm::DenseSet<Operation *> pairedFp8Casts;
+  // The casts above whose every reader is such a matmul: never emitted.
+  llvm::DenseSet<Value> unemittedCasts;
   std::string lastError;
 };
 
@@ -159,7 +178,7 @@ bool ProgramBuilder::emitCollective(rt::OpCode code, Operation *op, ReduceKind k
 bool ProgramBuilder::lowerOp(Operation *op, std::string &err) {
   using rt::OpCode;
   bool ok = true;
-  if (auto c = dyn_cast<CastOp>(op); c && widenedFrom.count(c.getResult()))
+  if (auto c = dyn_cast<CastOp>(op); c && unemittedCasts.count(c.getResult()))
     return true; // read in bf16 by the matmuls it feeds
   llvm::TypeSwitch<Operation *>(op)
       .Case<ConstantOp>([&](auto c) { ok = constantBuffer(c, err); })
@@ -170,6 +189,10 @@ bool ProgramBuilder::lowerOp(Operation *op, std::string &err) {
           rt::Instr &I = p.instrs.back();
           I.in = {idOf(widenedFrom.lookup(m.getLhs())), idOf(widenedFrom.lookup(m.getRhs()))};
         }
+      })
+      // The bias is MatMul's optional third input (its GEMM's epilogue).
+      .Case<MatmulBiasOp>([&](MatmulBiasOp m) {
+        emit(OpCode::MatMul, op, {m.getTransposeLhs(), m.getTransposeRhs()});
       })
       .Case<AddOp>([&](auto) { emit(OpCode::Add, op); })
       .Case<SubOp>([&](auto) { emit(OpCode::Sub, op); })
@@ -191,6 +214,9 @@ bool ProgramBuilder::lowerOp(Operation *op, std::string &err) {
       .Case<SwiGluOp>([&](auto) { emit(OpCode::SwiGlu, op); })
       .Case<CosOp>([&](auto) { emit(OpCode::Cos, op); })
       .Case<SinOp>([&](auto) { emit(OpCode::Sin, op); })
+      .Case<ReluOp>([&](auto) { emit(OpCode::Relu, op); })
+      .Case<ErfOp>([&](auto) { emit(OpCode::Erf, op); })
+      .Case<SoftplusOp>([&](auto) { emit(OpCode::Softplus, op); })
       .Case<GeluOp>([&](GeluOp g) {
         emit(g.getApproximation() == GeluApproximation::tanh ? OpCode::GeluTanh
                                                              : OpCode::GeluErf,
@@ -213,8 +239,8 @@ bool ProgramBuilder::lowerOp(Operation *op, std::string &err) {
       })
       .Case<RotaryOp>([&](auto) { emit(OpCode::Rotary, op); })
       .Case<AttentionOp>([&](AttentionOp a) {
-        emit(OpCode::Attention, op, attentionInts(a->getOperands(), a.getCausal()),
-             {a.getScale().convertToDouble()});
+        emit(OpCode::Attention, op, attentionInts(a->getOperands(), a.getCausal(), a.getWindow()),
+             attentionFloats(a.getScale().convertToDouble(), a.getSoftcap().convertToDouble()));
       })
       .Case<CrossEntropyOp>([&](auto) { emit(OpCode::CrossEntropy, op); })
       .Case<TransposeOp>([&](TransposeOp t) {
@@ -242,17 +268,18 @@ bool ProgramBuilder::lowerOp(Operation *op, std::string &err) {
       })
       .Case<AttentionGradOp>([&](AttentionGradOp a) {
         SmallVector<Value> products = {a.getQuery(), a.getKey(), a.getValue(), a.getOutputGrad()};
-        emit(OpCode::AttentionGrad, op, attentionInts(products, a.getCausal()),
-             {a.getScale().convertToDouble()});
+        emit(OpCode::AttentionGrad, op, attentionInts(products, a.getCausal(), a.getWindow()),
+             attentionFloats(a.getScale().convertToDouble(), a.getSoftcap().convertToDouble()));
       })
       .Case<RotaryGradOp>([&](auto) { emit(OpCode::RotaryGrad, op); })
       .Case<SwiGluGradOp>([&](auto) { emit(OpCode::SwiGluGrad, op); })
       .Case<ActivationGradOp>([&](ActivationGradOp a) {
         // The opcode's kind numbering is the enum's (0 silu, 1 gelu erf,
-        // 2 gelu tanh); spelled out so a reordered enum cannot slip by.
-        int64_t kind = a.getKind() == ActivationKind::silu       ? 0
-                       : a.getKind() == ActivationKind::gelu_erf ? 1
-                                                                 : 2;
+        // 2 gelu tanh, 3 relu); spelled out so a reordered enum cannot slip by.
+        int64_t kind = a.getKind() == ActivationKind::silu        ? 0
+                       : a.getKind() == ActivationKind::gelu_erf  ? 1
+                       : a.getKind() == ActivationKind::gelu_tanh ? 2
+                                                                  : 3;
         emit(OpCode::ActivationGrad, op, {kind});
       })
       .Case<SoftmaxGradOp>([&](SoftmaxGradOp s) { emit(OpCode::SoftmaxGrad, op, {s.getAxis()}); })
@@ -271,6 +298,15 @@ bool ProgramBuilder::lowerOp(Operation *op, std::string &err) {
              {a.getBeta1().convertToDouble(), a.getBeta2().convertToDouble(),
               a.getEpsilon().convertToDouble(), a.getWeightDecay().convertToDouble()});
       })
+      // fp8 training (issue 17): Program.h's opcodes 120-122.
+      .Case<Fp8ScaleOp>([&](Fp8ScaleOp f) {
+        emit(OpCode::Fp8Scale, op,
+             {f.getFormat() == Fp8Format::e5m2 ? 1 : 0, f.getPowerOfTwo() ? 1 : 0});
+      })
+      .Case<Fp8CastOp>([&](Fp8CastOp c) { emitFp8Cast(c); })
+      .Case<ScaledMatmulOp>([&](ScaledMatmulOp m) {
+        emit(OpCode::ScaledMatMul, op, {m.getTransposeLhs(), m.getTransposeRhs(), m.getFastAccum()});
+      })
       .Case<AllReduceOp>([&](AllReduceOp c) {
         ok = emitCollective(rt::OpCode::AllReduce, op, c.getKind(), -1, c.getAxes(), err);
       })
@@ -282,6 +318,24 @@ bool ProgramBuilder::lowerOp(Operation *op, std::string &err) {
         ok = emitCollective(rt::OpCode::ReduceScatter, op, c.getKind(), int64_t(c.getDim()),
                             c.getAxes(), err);
       })
+      // Sequence, context and vocabulary parallelism (issue 18). The
+      // permute's shift travels in the collectives' dim slot.
+      .Case<CollectivePermuteOp>([&](CollectivePermuteOp c) {
+        ok = emitCollective(rt::OpCode::CollectivePermute, op, ReduceKind::sum, c.getShift(),
+                            c.getAxes(), err);
+      })
+      .Case<ShardSliceOp>([&](ShardSliceOp c) {
+        ok = emitCollective(rt::OpCode::ShardSlice, op, ReduceKind::sum, int64_t(c.getDim()),
+                            c.getAxes(), err);
+      })
+      .Case<VocabShardEmbeddingOp>(
+          [&](VocabShardEmbeddingOp e) { emit(OpCode::VocabShardEmbedding, op, {e.getVocab()}); })
+      .Case<VocabShardEmbeddingGradOp>([&](auto) { emit(OpCode::VocabShardEmbeddingGrad, op); })
+      .Case<VocabShardCrossEntropyOp>([&](VocabShardCrossEntropyOp e) {
+        emit(OpCode::VocabShardCrossEntropy, op, {e.getVocab()});
+      })
+      .Case<VocabShardCrossEntropyGradOp>(
+          [&](auto) { emit(OpCode::VocabShardCrossEntropyGrad, op); })
       .Default([&](Operation *) {
         err = "codegen does not handle " + opName(op);
         ok = false;
@@ -289,12 +343,39 @@ bool ProgramBuilder::lowerOp(Operation *op, std::string &err) {
   return ok;
 }
 
-/// Results marked `loom.updates = k` are the next value of argument k (the
-/// training step's parameters and AdamW moments). When such a result is an
-/// AdamW output computed from argument k itself, and no instruction reads
-/// the argument after that AdamW, the update can happen in place: the
-/// output shares the input's bytes, and the state never leaves the device
-/// between steps. Anything else stays an ordinary output.
+/// An fp8 cast and a cast of the same tensor with the same scale into the
+/// other layout become one Fp8Cast writing both (layout 2: one pass over
+/// the tensor for the copies its forward and backward GEMMs read), emitted
+/// where the first of them stands; the second then emits nothing.
+void ProgramBuilder::emitFp8Cast(Fp8CastOp c) {
+  if (pairedFp8Casts.contains(c))
+    return;
+  Fp8CastOp partner;
+  for (Operation *user : c.getInput().getUsers()) {
+    auto other = dyn_cast<Fp8CastOp>(user);
+    if (other && other != c && other.getScale() == c.getScale() &&
+        other.getTranspose() != c.getTranspose() &&
+        other.getResult().getType().getElementType() == c.getResult().getType().getElementType() &&
+        c->isBeforeInBlock(other) && !pairedFp8Casts.contains(other)) {
+      partner = other;
+      break;
+    }
+  }
+  if (!partner) {
+    emit(rt::OpCode::Fp8Cast, c, {c.getTranspose() ? 1 : 0});
+    return;
+  }
+  pairedFp8Casts.insert(partner);
+  Fp8CastOp plain = c.getTranspose() ? partner : c, transposed = c.getTranspose() ? c : partner;
+  rt::Instr in;
+  in.op = rt::OpCode::Fp8Cast;
+  in.in = {idOf(c.getInput()), idOf(c.getScale())};
+  in.out = {newBuffer(plain.getResult(), rt::BufferKind::Temp, ""),
+            newBuffer(transposed.getResult(), rt::BufferKind::Temp, "")};
+  in.ints = {2};
+  p.instrs.push_back(std::move(in));
+}
+
 void ProgramBuilder::findWideningCasts(Block &body) {
   auto widening = [](Value v) -> CastOp {
     auto c = v.getDefiningOp<CastOp>();
@@ -303,30 +384,32 @@ void ProgramBuilder::findWideningCasts(Block &body) {
     auto out = cast<RankedTensorType>(c.getResult().getType());
     return in.getElementType().isBF16() && out.getElementType().isF32() ? c : nullptr;
   };
+  // A matmul of two widened values reads their bf16 sources (the widening
+  // is exact): a bf16 GEMM with an f32 result. The cast is still emitted
+  // for its other readers (the gradient a bias's reduction also reads).
   for (Operation &op : body.without_terminator()) {
-    auto c = widening(isa<CastOp>(op) ? op.getResult(0) : Value());
-    if (!c || c.getResult().use_empty())
+    auto m = dyn_cast<MatmulOp>(op);
+    if (!m || !widening(m.getLhs()) || !widening(m.getRhs()))
       continue;
-    bool onlyMatmuls = llvm::all_of(c.getResult().getUsers(), [&](Operation *user) {
-      auto m = dyn_cast<MatmulOp>(user);
-      return m && widening(m.getLhs()) && widening(m.getRhs());
-    });
-    if (onlyMatmuls)
-      widenedFrom[c.getResult()] = c.getInput();
+    for (Value v : {m.getLhs(), m.getRhs()})
+      widenedFrom[v] = widening(v).getInput();
   }
-  // A matmul reads bf16 only when both operands do; a cast feeding a matmul
-  // whose other operand keeps its f32 buffer must keep its own too.
-  for (bool changed = true; changed;) {
-    changed = false;
-    for (Operation &op : body.without_terminator()) {
-      auto m = dyn_cast<MatmulOp>(op);
-      if (!m || widenedFrom.count(m.getLhs()) == widenedFrom.count(m.getRhs()))
-        continue;
-      changed |= widenedFrom.erase(m.getLhs()) | widenedFrom.erase(m.getRhs());
-    }
+  for (auto &[v, src] : widenedFrom) {
+    bool onlyBf16Matmuls = llvm::all_of(v.getUsers(), [&](Operation *user) {
+      auto m = dyn_cast<MatmulOp>(user);
+      return m && widenedFrom.count(m.getLhs()) && widenedFrom.count(m.getRhs());
+    });
+    if (onlyBf16Matmuls)
+      unemittedCasts.insert(v);
   }
 }
 
+/// Results marked `loom.updates = k` are the next value of argument k (the
+/// training step's parameters and AdamW moments). When such a result is an
+/// AdamW output computed from argument k itself, and no instruction reads
+/// the argument after that AdamW, the update can happen in place: the
+/// output shares the input's bytes, and the state never leaves the device
+/// between steps. Anything else stays an ordinary output.
 void ProgramBuilder::planInPlaceUpdates(func::FuncOp func, func::ReturnOp ret) {
   std::vector<int64_t> lastRead(p.buffers.size(), -1);
   for (int64_t i = 0; i < int64_t(p.instrs.size()); ++i)

@@ -11,6 +11,7 @@
 
 #include "mlir/IR/BuiltinAttributes.h"
 
+#include <cmath>
 #include <numeric>
 
 using namespace mlir;
@@ -119,13 +120,6 @@ LogicalResult PowOp::buildGradients(OpBuilder &b, ArrayRef<Value> dys, SmallVect
   return success();
 }
 
-LogicalResult MaxOp::buildGradients(OpBuilder &, ArrayRef<Value>, SmallVectorImpl<Value> &) {
-  return emitOpError("has no gradient rule");
-}
-LogicalResult MinOp::buildGradients(OpBuilder &, ArrayRef<Value>, SmallVectorImpl<Value> &) {
-  return emitOpError("has no gradient rule");
-}
-
 LogicalResult WhereOp::buildGradients(OpBuilder &b, ArrayRef<Value> dys, SmallVectorImpl<Value> &dx) {
   Grad g{b, getLoc()};
   Value zero = g.zerosLike(dys[0]);
@@ -215,6 +209,27 @@ LogicalResult CosOp::buildGradients(OpBuilder &b, ArrayRef<Value> dys, SmallVect
 LogicalResult SinOp::buildGradients(OpBuilder &b, ArrayRef<Value> dys, SmallVectorImpl<Value> &dx) {
   Grad g{b, getLoc()};
   dx.assign({g.mul(dys[0], b.create<CosOp>(getLoc(), getInput()))});
+  return success();
+}
+
+LogicalResult ReluOp::buildGradients(OpBuilder &b, ArrayRef<Value> dys, SmallVectorImpl<Value> &dx) {
+  // dy where x > 0, else 0 (PyTorch's threshold_backward: 0 at x = 0 too).
+  dx.assign({b.create<ActivationGradOp>(getLoc(), getInput(), dys[0], ActivationKind::relu)});
+  return success();
+}
+
+LogicalResult ErfOp::buildGradients(OpBuilder &b, ArrayRef<Value> dys, SmallVectorImpl<Value> &dx) {
+  // erf'(x) = 2 / sqrt(pi) e^(-x^2).
+  Grad g{b, getLoc()};
+  Value x = getInput();
+  Value e = b.create<ExpOp>(getLoc(), g.neg(g.mul(x, x)));
+  dx.assign({g.mul(dys[0], g.mulScalar(e, M_2_SQRTPI))});
+  return success();
+}
+
+LogicalResult SoftplusOp::buildGradients(OpBuilder &b, ArrayRef<Value> dys, SmallVectorImpl<Value> &dx) {
+  // d/dx log(1 + e^x) = sigmoid(x).
+  dx.assign({Grad{b, getLoc()}.mul(dys[0], b.create<SigmoidOp>(getLoc(), getInput()))});
   return success();
 }
 
@@ -317,7 +332,7 @@ LogicalResult RotaryOp::buildGradients(OpBuilder &b, ArrayRef<Value> dys, SmallV
   return success();
 }
 
-/// The output of `op` as its readers see it, which the backward's delta =
+/// The attention output `o` as its readers see it, which the backward's delta =
 /// <dy, o> must use. Under autocast (AutocastBf16) the fused op stands for
 /// SDPA, whose output is a bf16 tensor: the IR computes it in f32 and rounds
 /// it right after the op, cast(bf16) then cast(f32). The rounded values are
@@ -325,8 +340,7 @@ LogicalResult RotaryOp::buildGradients(OpBuilder &b, ArrayRef<Value> dys, SmallV
 /// rounding the f32 result's only reader, so that codegen folds it into the
 /// attention kernel (FoldCasts) instead of keeping an f32 copy of the
 /// output alive until the backward.
-static Value savedAttentionOutput(AttentionOp op) {
-  Value o = op.getOutput();
+Value loom::attentionOutputAsRead(Value o) {
   auto wide = cast<RankedTensorType>(o.getType());
   if (!o.hasOneUse())
     return o;
@@ -346,8 +360,9 @@ LogicalResult AttentionOp::buildGradients(OpBuilder &b, ArrayRef<Value> dys, Sma
   if (dys.size() > 1 && dys[1])
     return emitOpError("has a gradient for its lse result, which attention_grad does not take");
   auto op = b.create<AttentionGradOp>(getLoc(), getQuery(), getKey(), getValue(),
-                                      savedAttentionOutput(*this), getLse(), dys[0],
-                                      getScaleAttr(), getCausalAttr());
+                                      attentionOutputAsRead(getOutput()), getLse(), dys[0],
+                                      getScaleAttr(), getCausalAttr(), getWindowAttr(),
+                                      getSoftcapAttr());
   dx.assign({op.getQueryGrad(), op.getKeyGrad(), op.getValueGrad()});
   return success();
 }

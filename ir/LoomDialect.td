@@ -55,7 +55,7 @@ def Loom_GeluApproximationAttr
 def Loom_ActivationKind : I32EnumAttr<"ActivationKind",
     "pointwise activation with a gradient kernel", [
     I32EnumAttrCase<"silu", 0>, I32EnumAttrCase<"gelu_erf", 1>,
-    I32EnumAttrCase<"gelu_tanh", 2>]> {
+    I32EnumAttrCase<"gelu_tanh", 2>, I32EnumAttrCase<"relu", 3>]> {
   let genSpecializedAttr = 0;
   let cppNamespace = "::loom";
 }

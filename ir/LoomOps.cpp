@@ -80,6 +80,9 @@ LOOM_SAME_TYPE_AS_INPUT(SigmoidOp)
 LOOM_SAME_TYPE_AS_INPUT(SiluOp)
 LOOM_SAME_TYPE_AS_INPUT(CosOp)
 LOOM_SAME_TYPE_AS_INPUT(SinOp)
+LOOM_SAME_TYPE_AS_INPUT(ReluOp)
+LOOM_SAME_TYPE_AS_INPUT(ErfOp)
+LOOM_SAME_TYPE_AS_INPUT(SoftplusOp)
 LOOM_SAME_TYPE_AS_INPUT(GeluOp)
 LOOM_SAME_TYPE_AS_INPUT(SoftmaxOp)
 #undef LOOM_SAME_TYPE_AS_INPUT
@@ -138,11 +141,11 @@ LogicalResult WhereOp::inferReturnTypes(MLIRContext *,
 // Linear algebra, reductions, normalization
 //===----------------------------------------------------------------------===//
 
-LogicalResult MatmulOp::inferReturnTypes(MLIRContext *,
-                                         std::optional<Location> loc,
-                                         MatmulOp::Adaptor adaptor,
-                                         SmallVectorImpl<Type> &types) {
-  auto lhs = tensorOf(adaptor.getLhs()), rhs = tensorOf(adaptor.getRhs());
+/// The result type of op(lhs) op(rhs), shared by matmul and matmul_bias.
+static LogicalResult inferMatmulType(std::optional<Location> loc, Value lhsValue,
+                                     Value rhsValue, BoolAttr transposeLhs,
+                                     BoolAttr transposeRhs, SmallVectorImpl<Type> &types) {
+  auto lhs = tensorOf(lhsValue), rhs = tensorOf(rhsValue);
   if (lhs.getRank() < 2 || rhs.getRank() < 2)
     return emitOptionalError(loc, "loom.matmul: operands need rank >= 2");
   if (lhs.getElementType() != rhs.getElementType())
@@ -152,10 +155,10 @@ LogicalResult MatmulOp::inferReturnTypes(MLIRContext *,
   // were not spelled out are absent from the adaptor's dictionary.
   auto flag = [](BoolAttr a) { return a && a.getValue(); };
   int64_t m = ls[ls.size() - 2], k = ls.back();
-  if (flag(adaptor.getTransposeLhsAttr()))
+  if (flag(transposeLhs))
     std::swap(m, k);
   int64_t k2 = rs[rs.size() - 2], n = rs.back();
-  if (flag(adaptor.getTransposeRhsAttr()))
+  if (flag(transposeRhs))
     std::swap(k2, n);
   if (k != k2)
     return emitOptionalError(loc, "loom.matmul: contracting dims differ (",
@@ -168,6 +171,31 @@ LogicalResult MatmulOp::inferReturnTypes(MLIRContext *,
   shape.push_back(m);
   shape.push_back(n);
   types.push_back(RankedTensorType::get(shape, lhs.getElementType()));
+  return success();
+}
+
+LogicalResult MatmulOp::inferReturnTypes(MLIRContext *,
+                                         std::optional<Location> loc,
+                                         MatmulOp::Adaptor adaptor,
+                                         SmallVectorImpl<Type> &types) {
+  return inferMatmulType(loc, adaptor.getLhs(), adaptor.getRhs(), adaptor.getTransposeLhsAttr(),
+                         adaptor.getTransposeRhsAttr(), types);
+}
+
+LogicalResult MatmulBiasOp::inferReturnTypes(MLIRContext *,
+                                             std::optional<Location> loc,
+                                             MatmulBiasOp::Adaptor adaptor,
+                                             SmallVectorImpl<Type> &types) {
+  if (failed(inferMatmulType(loc, adaptor.getLhs(), adaptor.getRhs(),
+                             adaptor.getTransposeLhsAttr(), adaptor.getTransposeRhsAttr(), types)))
+    return failure();
+  auto out = cast<RankedTensorType>(types.back());
+  auto bias = tensorOf(adaptor.getBias());
+  if (bias.getRank() != 1 || bias.getDimSize(0) != out.getShape().back() ||
+      bias.getElementType() != out.getElementType())
+    return emitOptionalError(loc, "loom.matmul_bias: bias ", bias,
+                             " must be a vector of the result's last dim and element type (",
+                             out, ")");
   return success();
 }
 
@@ -328,6 +356,14 @@ LogicalResult AttentionOp::inferReturnTypes(MLIRContext *,
   types.push_back(RankedTensorType::get({qs[0], qs[1], qs[2], vs[3]},
                                         q.getElementType()));
   types.push_back(attentionLseType(q));
+  return success();
+}
+
+LogicalResult AttentionOp::verify() {
+  if (getWindow() < 0 || (getWindow() > 0 && !getCausal()))
+    return emitOpError("window ") << getWindow() << " must be 0, or positive with causal";
+  if (getSoftcap().convertToDouble() < 0)
+    return emitOpError("softcap must be 0 (off) or positive");
   return success();
 }
 

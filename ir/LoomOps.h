@@ -30,6 +30,17 @@ namespace loom {
 /// type (the statistics are never stored in bf16).
 mlir::RankedTensorType attentionLseType(mlir::RankedTensorType query);
 
+/// An attention output `o` as the forward's readers see it, which the
+/// backward's delta = <dy, o> must read: under autocast the rounded copy
+/// (the cast pair right after the op), else `o` itself (GradientRules.cpp).
+mlir::Value attentionOutputAsRead(mlir::Value o);
+
+/// Module attribute the ONNX importer sets when parameters of the export
+/// are held by no constant because the exporter folded them into other
+/// initializers (a dictionary: parameter -> that initializer);
+/// BuildTrainStep refuses to train such a graph.
+inline constexpr llvm::StringLiteral kUnreadParamsAttrName = "loom.unread_params";
+
 /// NumPy broadcast of two static shapes; failure when incompatible.
 mlir::FailureOr<llvm::SmallVector<int64_t>>
 broadcastShapes(llvm::ArrayRef<int64_t> a, llvm::ArrayRef<int64_t> b);

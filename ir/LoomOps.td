@@ -95,6 +95,13 @@ def Loom_SwiGluOp : Loom_Op<"swiglu", [Pure, AllTypesMatch<["gate", "up", "resul
 
 def Loom_CosOp : Loom_UnaryOp<"cos"> { let summary = "cos(x)"; }
 def Loom_SinOp : Loom_UnaryOp<"sin"> { let summary = "sin(x)"; }
+def Loom_ReluOp : Loom_UnaryOp<"relu"> { let summary = "max(x, 0)"; }
+def Loom_ErfOp : Loom_UnaryOp<"erf"> {
+  let summary = "erf(x) = 2 / sqrt(pi) * integral from 0 to x of e^(-t^2) dt";
+}
+def Loom_SoftplusOp : Loom_UnaryOp<"softplus"> {
+  let summary = "log(1 + e^x), ONNX Softplus";
+}
 
 def Loom_GeluOp : Loom_Op<"gelu", [Pure, InferTypeOpAdaptor,
     DeclareOpInterfaceMethods<Loom_DifferentiableOpInterface>]> {
@@ -105,9 +112,14 @@ def Loom_GeluOp : Loom_Op<"gelu", [Pure, InferTypeOpAdaptor,
   let assemblyFormat = "$input $approximation attr-dict `:` type($input)";
 }
 
-class Loom_BinaryOp<string mnemonic, list<Trait> traits = []>
-    : Loom_Op<mnemonic, !listconcat(traits, [Pure, InferTypeOpAdaptor,
-                                             DeclareOpInterfaceMethods<Loom_DifferentiableOpInterface>])> {
+// `differentiable` = 0 leaves out DifferentiableOpInterface: max and min
+// have no gradient rule, and their absence is what the ONNX coverage table
+// (frontends/onnx/OpRegistry.cpp) reads.
+class Loom_BinaryOp<string mnemonic, list<Trait> traits = [], bit differentiable = 1>
+    : Loom_Op<mnemonic, !listconcat(traits, [Pure, InferTypeOpAdaptor],
+                                    !if(differentiable,
+                                        [DeclareOpInterfaceMethods<Loom_DifferentiableOpInterface>],
+                                        []))> {
   let description = "Elementwise with NumPy broadcasting.";
   let arguments = (ins Loom_Tensor:$lhs, Loom_Tensor:$rhs);
   let results = (outs Loom_Tensor:$result);
@@ -119,8 +131,8 @@ def Loom_SubOp : Loom_BinaryOp<"sub"> { let summary = "a - b"; }
 def Loom_MulOp : Loom_BinaryOp<"mul", [Commutative]> { let summary = "a * b"; }
 def Loom_DivOp : Loom_BinaryOp<"div"> { let summary = "a / b"; }
 def Loom_PowOp : Loom_BinaryOp<"pow"> { let summary = "a ^ b"; }
-def Loom_MaxOp : Loom_BinaryOp<"max", [Commutative]> { let summary = "max(a, b)"; }
-def Loom_MinOp : Loom_BinaryOp<"min", [Commutative]> { let summary = "min(a, b)"; }
+def Loom_MaxOp : Loom_BinaryOp<"max", [Commutative], 0> { let summary = "max(a, b)"; }
+def Loom_MinOp : Loom_BinaryOp<"min", [Commutative], 0> { let summary = "min(a, b)"; }
 
 def Loom_WhereOp : Loom_Op<"where", [Pure, InferTypeOpAdaptor,
     DeclareOpInterfaceMethods<Loom_DifferentiableOpInterface>]> {
@@ -161,6 +173,27 @@ def Loom_MatmulOp : Loom_Op<"matmul", [Pure, InferTypeOpAdaptor,
   let results = (outs Loom_FloatTensor:$result);
   let assemblyFormat = "$lhs `,` $rhs attr-dict `:` type($lhs) `,` type($rhs)";
   let hasCanonicalizer = 1;
+}
+
+def Loom_MatmulBiasOp : Loom_Op<"matmul_bias", [Pure, InferTypeOpAdaptor]> {
+  let summary = "matmul plus a bias over the last dim, rounded once (addmm)";
+  let description = [{
+    lhs and rhs as for `loom.matmul`; bias [N] is added to every row of the
+    product in the accumulator's precision, and the sum is rounded to the
+    result type once: torch's addmm / linear with bias under autocast, with
+    the bias in the GEMM's epilogue (cuBLASLt's BIAS epilogue on the GPU).
+    `loom-use-bf16-matmuls` forms it from autocast's
+    round(matmul(widen(a), widen(b)) + widen(bias)) after the training step
+    is built, so it has no gradient rule.
+  }];
+  let arguments = (ins Loom_FloatTensor:$lhs, Loom_FloatTensor:$rhs,
+                       Loom_FloatTensor:$bias,
+                       DefaultValuedAttr<BoolAttr, "false">:$transpose_lhs,
+                       DefaultValuedAttr<BoolAttr, "false">:$transpose_rhs);
+  let results = (outs Loom_FloatTensor:$result);
+  let assemblyFormat = [{
+    $lhs `,` $rhs `,` $bias attr-dict `:` type($lhs) `,` type($rhs) `,` type($bias)
+  }];
 }
 
 def Loom_ReduceOp : Loom_Op<"reduce", [Pure, InferTypeOpAdaptor,
@@ -260,11 +293,20 @@ def Loom_AttentionOp : Loom_Op<"attention", [Pure, InferTypeOpAdaptor,
     over the keys (FlashAttention's and cuDNN's contract). It is f32 for
     f32 and bf16 operands alike (under autocast too: the statistics are
     never rounded to bf16), and f64 for f64 operands.
+
+    `window` > 0 (causal only) is a sliding window (Mistral, Gemma 2/3,
+    Starcoder2): query i also stops seeing key j once j <= i + max(S - T, 0)
+    - window, so it sees at most `window` keys, itself included. `softcap`
+    > 0 caps the scores (Gemma 2): s = softcap tanh(scale q.k / softcap)
+    before the mask and the softmax. Both are 0 (off) by default.
   }];
   let arguments = (ins Loom_FloatTensor:$query, Loom_FloatTensor:$key,
                        Loom_FloatTensor:$value, F64Attr:$scale,
-                       BoolAttr:$causal);
+                       BoolAttr:$causal,
+                       DefaultValuedAttr<I64Attr, "0">:$window,
+                       DefaultValuedAttr<F64Attr, "0.0">:$softcap);
   let results = (outs Loom_FloatTensor:$output, Loom_FloatTensor:$lse);
+  let hasVerifier = 1;
   let assemblyFormat = [{
     $query `,` $key `,` $value attr-dict `:` type($query) `,` type($key) `,` type($value)
   }];
@@ -390,12 +432,16 @@ def Loom_AttentionGradOp : Loom_Op<"attention_grad", [Pure, InferTypeOpAdaptor,
     delta = rowsum(output_grad * output), which equals rowsum(dP * P):
       dv = P^T dy;  dP = dy v^T;  dS = P (dP - delta);
       dq = scale dS k;  dk = scale dS^T q,
-    where query heads that share a kv head sum into its dk and dv.
+    where query heads that share a kv head sum into its dk and dv. `window`
+    and `softcap` are the forward's; with a softcap, dS is also multiplied
+    by the cap's derivative 1 - (s / softcap)^2 at the capped score s.
   }];
   let arguments = (ins Loom_FloatTensor:$query, Loom_FloatTensor:$key,
                        Loom_FloatTensor:$value, Loom_FloatTensor:$output,
                        Loom_FloatTensor:$lse, Loom_FloatTensor:$output_grad,
-                       F64Attr:$scale, BoolAttr:$causal);
+                       F64Attr:$scale, BoolAttr:$causal,
+                       DefaultValuedAttr<I64Attr, "0">:$window,
+                       DefaultValuedAttr<F64Attr, "0.0">:$softcap);
   let results = (outs Loom_FloatTensor:$query_grad, Loom_FloatTensor:$key_grad,
                       Loom_FloatTensor:$value_grad);
   let assemblyFormat = [{
@@ -496,6 +542,8 @@ def Loom_AdamWOp : Loom_Op<"adamw", [Pure, InferTypeOpAdaptor,
 }
 
 include "Sharding.td"
+include "SequenceSharding.td"
+include "Fp8.td"
 include "Pipeline.td"
 
 #endif // LOOM_OPS

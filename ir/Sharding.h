@@ -21,6 +21,12 @@ MeshAttr lookupMesh(mlir::Operation *op);
 /// [#loom.mesh_axis<a>, ...] for building collectives.
 mlir::ArrayAttr meshAxes(mlir::MLIRContext *ctx, llvm::ArrayRef<MeshAxis> axes);
 
+/// At least one axis, none twice; an error on `op` otherwise.
+mlir::LogicalResult verifyMeshAxes(mlir::Operation *op, mlir::ArrayAttr axes);
+
+/// `old` (or a mesh of ones) with `axis` set to `size`.
+MeshAttr meshWithAxis(mlir::MLIRContext *ctx, MeshAttr old, MeshAxis axis, int64_t size);
+
 } // namespace loom
 
 #endif

@@ -113,8 +113,16 @@ def Loom_AllReduceOp : Loom_Op<"all_reduce", [SameOperandsAndResultType,
   let hasVerifier = 1;
 }
 
-def Loom_AllGatherOp : Loom_Op<"all_gather", []> {
+def Loom_AllGatherOp : Loom_Op<"all_gather", [
+    DeclareOpInterfaceMethods<Loom_DifferentiableOpInterface>]> {
   let summary = "concatenate the ranks' tensors along `dim`, in group order";
+  let description = [{
+    Gradient (sequence parallelism: a sequence-sharded activation gathered
+    to enter a tensor-parallel region, Megatron's all-gather before the
+    column-parallel layers): each rank's consumers yield only their share of
+    the gathered value's gradient, so the gradient is the reduce_scatter
+    (sum) of the shares (SequenceShardingOps.cpp).
+  }];
   let arguments = (ins Loom_FloatTensor:$input, Loom_MeshAxesAttr:$axes, I64Attr:$dim);
   let results = (outs Loom_FloatTensor:$result);
   let assemblyFormat = [{

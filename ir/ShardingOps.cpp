@@ -118,9 +118,7 @@ PlacementAttr ShardingAttr::along(MeshAxis axis) const {
   return {};
 }
 
-namespace {
-
-LogicalResult verifyAxes(Operation *op, ArrayAttr axes) {
+LogicalResult verifyMeshAxes(Operation *op, ArrayAttr axes) {
   if (axes.empty())
     return op->emitOpError("needs at least one mesh axis");
   uint32_t seen = 0;
@@ -132,6 +130,8 @@ LogicalResult verifyAxes(Operation *op, ArrayAttr axes) {
   }
   return success();
 }
+
+namespace {
 
 LogicalResult verifyReduction(Operation *op, ReduceKind kind) {
   if (kind == ReduceKind::max)
@@ -216,19 +216,19 @@ LogicalResult CopyToParallelOp::buildGradients(OpBuilder &b, ArrayRef<Value> dys
 }
 
 LogicalResult AllReduceOp::verify() {
-  if (failed(verifyAxes(*this, getAxes())))
+  if (failed(verifyMeshAxes(*this, getAxes())))
     return failure();
   return verifyReduction(*this, getKind());
 }
 
 LogicalResult AllGatherOp::verify() {
-  if (failed(verifyAxes(*this, getAxes())))
+  if (failed(verifyMeshAxes(*this, getAxes())))
     return failure();
   return verifyGathered(*this, getAxes(), getDim(), getInput().getType(), getResult().getType());
 }
 
 LogicalResult ReduceScatterOp::verify() {
-  if (failed(verifyAxes(*this, getAxes())) || failed(verifyReduction(*this, getKind())))
+  if (failed(verifyMeshAxes(*this, getAxes())) || failed(verifyReduction(*this, getKind())))
     return failure();
   return verifyGathered(*this, getAxes(), getDim(), getResult().getType(), getInput().getType());
 }

@@ -36,11 +36,11 @@ struct AnnotateDataParallelPass : impl::AnnotateDataParallelBase<AnnotateDataPar
     if (failed(s))
       return signalPassFailure();
     func::FuncOp step = s->step;
-    // Tensor parallelism (if any) was applied to @forward before: keep its
-    // axis and its placements.
+    // Tensor and context parallelism (if any) were applied to @forward
+    // before: keep their axes and their placements.
     MeshAttr old = module->getAttrOfType<MeshAttr>(kMeshAttrName);
-    module->setAttr(kMeshAttrName,
-                    MeshAttr::get(ctx, 1, dpReplicate, dpShard, 1, old ? old.getTp() : 1));
+    module->setAttr(kMeshAttrName, MeshAttr::get(ctx, 1, dpReplicate, dpShard,
+                                                 old ? old.getCp() : 1, old ? old.getTp() : 1));
 
     auto placement = [&](MeshAxis axis, PlacementKind kind, int64_t dim = -1) {
       return PlacementAttr::get(ctx, axis, kind, dim, ReduceKind::sum, /*blocks=*/1);

@@ -9,7 +9,7 @@
 // internally and rounds its result), a bf16 tensor meeting an f32 tensor
 // promotes to f32 (the residual stream, rotary tables, the attention mask),
 // and the ops on autocast's f32 list (softmax, layer_norm, exp, log, pow,
-// rsqrt, reciprocal, sum, the loss) compute and return f32.
+// rsqrt, reciprocal, softplus, sum, the loss) compute and return f32.
 //
 // We replay that dtype propagation over the IR. The IR stays f32; a value
 // that is bf16 in PyTorch's run is rounded once where it is made
@@ -51,7 +51,7 @@ Value roundToBf16(OpBuilder &b, Location loc, Value v) {
 /// like HF's RMSNorm): they take bf16 inputs exactly and return f32.
 bool runsInF32(Operation *op) {
   if (isa<SoftmaxOp, LayerNormOp, RmsNormOp, ExpOp, LogOp, PowOp, RsqrtOp,
-          ReciprocalOp, CrossEntropyOp, EmbeddingOp>(op))
+          ReciprocalOp, SoftplusOp, CrossEntropyOp, EmbeddingOp>(op))
     return true;
   if (auto r = dyn_cast<ReduceOp>(op))
     return r.getKind() == ReduceKind::sum;
@@ -72,6 +72,7 @@ bool movesData(Operation *op) {
 /// PyTorch's promotion of their inputs.
 bool promotes(Operation *op) {
   return isa<NegOp, SqrtOp, TanhOp, SigmoidOp, SiluOp, SwiGluOp, CosOp, SinOp, GeluOp,
+             ReluOp, ErfOp,
              AddOp, SubOp, MulOp, DivOp, MaxOp, MinOp, WhereOp, RotaryOp,
              ReduceOp>(op);
 }

@@ -7,6 +7,7 @@
 // optimizer together.
 //===----------------------------------------------------------------------===//
 #include "passes/Autodiff.h"
+#include "passes/ParallelLoss.h"
 #include "passes/PatternUtils.h"
 #include "passes/Passes.h"
 
@@ -77,6 +78,21 @@ struct BuildTrainStepPass : impl::BuildTrainStepBase<BuildTrainStepPass> {
     });
     if (params.empty())
       return fwd.emitError("no trainable parameters (see --trainable/--frozen)"), failure();
+    // A parameter the exporter folded or merged away cannot be trained from
+    // this graph: say which, unless --frozen asks to leave it as it is.
+    if (auto unread = fwd->getParentOfType<ModuleOp>()->getAttrOfType<DictionaryAttr>(
+            kUnreadParamsAttrName))
+      for (NamedAttribute entry : unread) {
+        StringRef name = entry.getName().getValue();
+        if (!frozen.empty() && frozenRe.match(name))
+          continue;
+        return fwd.emitError("parameter '")
+                   << name << "' was folded into initializer '"
+                   << cast<StringAttr>(entry.getValue()).getValue()
+                   << "' by the exporter's optimizer, so it cannot be trained from this graph; "
+                      "export with optimize=False (or leave it untrained with --frozen)",
+               failure();
+      }
     return params;
   }
 
@@ -182,7 +198,11 @@ struct BuildTrainStepPass : impl::BuildTrainStepBase<BuildTrainStepPass> {
         loc, RankedTensorType::get({rows, vocab}, logitsType.getElementType()), logits);
     Value flatTargets = b.create<ReshapeOp>(
         loc, RankedTensorType::get({rows}, tokensType.getElementType()), targets);
-    Value loss = b.create<CrossEntropyOp>(loc, flatLogits, flatTargets);
+    // Sharded logits (loss, context or sequence parallelism) reduce over
+    // their ranks; otherwise this is one device's cross_entropy.
+    Value loss = buildParallelLoss(b, loc, flatLogits, flatTargets,
+                                   fwd.getResultAttrOfType<ShardingAttr>(0, kShardingAttrName),
+                                   logitsType.getRank() - 1);
     // Checks: the residual stream entering every norm, as a sum of squares
     // (sums add up across data-parallel ranks; the driver takes the root).
     SmallVector<Value> activationSums;

@@ -1,4 +1,4 @@
-//===- FuseActivations.cpp - silu, swiglu and tanh-gelu fusion ------------===//
+//===- FuseActivations.cpp - silu, swiglu and gelu fusion -----------------===//
 //
 // Part of loom, under the Apache License v2.0.
 //
@@ -38,6 +38,28 @@ struct FuseSilu : OpRewritePattern<MulOp> {
   }
 };
 
+/// Whether `op` is (x * 0.5) * (1 + u) (in either order at each step)
+/// where `isInner(u's producer input, x)` holds for the single-input op
+/// OpTy producing u; sets x. Both GELU spellings share this shape.
+template <typename OpTy, typename Pred>
+bool matchHalfXTimesOnePlus(MulOp op, Value &x, Pred &&isInner) {
+  return matchEitherOrder(op, [&](Value half, Value onePlus) {
+    Value candidate;
+    if (!matchMulByConstant(half, 0.5, candidate))
+      return false;
+    auto add = onePlus.getDefiningOp<AddOp>();
+    if (!add)
+      return false;
+    return matchEitherOrder(add, [&](Value u, Value one) {
+      auto f = u.getDefiningOp<OpTy>();
+      if (!f || !isConstantNear(one, 1.0) || !isInner(f.getInput(), candidate))
+        return false;
+      x = candidate;
+      return true;
+    });
+  });
+}
+
 /// (x * 0.5) * (1 + tanh(sqrt(2/pi) * (x + 0.044715 * x^3))) -> gelu(x, tanh).
 struct FuseGeluTanh : OpRewritePattern<MulOp> {
   using OpRewritePattern::OpRewritePattern;
@@ -69,24 +91,32 @@ struct FuseGeluTanh : OpRewritePattern<MulOp> {
 
   LogicalResult matchAndRewrite(MulOp op, PatternRewriter &rewriter) const override {
     Value x;
-    bool matched = matchEitherOrder(op, [&](Value half, Value onePlus) {
-      Value candidate;
-      if (!matchMulByConstant(half, 0.5, candidate))
-        return false;
-      auto add = onePlus.getDefiningOp<AddOp>();
-      if (!add)
-        return false;
-      return matchEitherOrder(add, [&](Value t, Value one) {
-        auto tanh = t.getDefiningOp<TanhOp>();
-        if (!tanh || !isConstantNear(one, 1.0) || !isInner(tanh.getInput(), candidate))
-          return false;
-        x = candidate;
-        return true;
-      });
-    });
-    if (!matched || x.getType() != op.getType())
+    if (!matchHalfXTimesOnePlus<TanhOp>(op, x, isInner) || x.getType() != op.getType())
       return failure();
     rewriter.replaceOpWithNewOp<GeluOp>(op, x, GeluApproximation::tanh);
+    return success();
+  }
+};
+
+/// (x * 0.5) * (1 + erf(x / sqrt 2)) -> gelu(x, erf): the exact GELU as
+/// older exports and hand-written models spell it (the division may be a
+/// multiplication by 1 / sqrt 2).
+struct FuseGeluErf : OpRewritePattern<MulOp> {
+  using OpRewritePattern::OpRewritePattern;
+
+  /// Whether `v` is x / sqrt 2 for the given x.
+  static bool isInner(Value v, Value x) {
+    Value scaled;
+    if (auto div = v.getDefiningOp<DivOp>())
+      return isConstantNear(div.getRhs(), M_SQRT2) && div.getLhs() == x;
+    return matchMulByConstant(v, M_SQRT1_2, scaled) && scaled == x;
+  }
+
+  LogicalResult matchAndRewrite(MulOp op, PatternRewriter &rewriter) const override {
+    Value x;
+    if (!matchHalfXTimesOnePlus<ErfOp>(op, x, isInner) || x.getType() != op.getType())
+      return failure();
+    rewriter.replaceOpWithNewOp<GeluOp>(op, x, GeluApproximation::erf);
     return success();
   }
 };
@@ -115,7 +145,7 @@ struct FuseSwiGlu : OpRewritePattern<MulOp> {
 struct FuseActivationsPass : impl::FuseActivationsBase<FuseActivationsPass> {
   void runOnOperation() override {
     RewritePatternSet patterns(&getContext());
-    patterns.add<FuseSilu, FuseGeluTanh, FuseSwiGlu>(&getContext());
+    patterns.add<FuseSilu, FuseGeluTanh, FuseGeluErf, FuseSwiGlu>(&getContext());
     if (failed(applyPatternsGreedily(getOperation(), std::move(patterns), rewriteConfig())))
       signalPassFailure();
   }

@@ -6,7 +6,10 @@
 // as a multiply, the causal mask as an added constant (after the mask
 // subgraph folds), and grouped-query heads as an unsqueeze/expand/reshape
 // of k and v (HF's repeat_kv). This pass recognizes that shape and builds
-// one attention op, which later lowers to a flash-style kernel.
+// one attention op, which later lowers to a flash-style kernel. A mask that
+// also hides keys a window behind (sliding-window attention) becomes the
+// op's `window`, and Gemma 2's capped scores, softcap tanh(x / softcap),
+// its `softcap`.
 //===----------------------------------------------------------------------===//
 #include "passes/PatternUtils.h"
 #include "passes/Passes.h"
@@ -50,46 +53,108 @@ Value peelRepeatKv(Value v) {
   return ok ? x : v;
 }
 
-/// Whether the constant `mask`, broadcast over [B, H, T, S], is 0 where key
-/// j <= query i + (S - T) and very negative (<= -1e30 or -inf) elsewhere.
-bool isCausalMask(Value mask, int64_t t, int64_t s) {
+/// Whether element k of a mask lets its key through: true (visible), false
+/// (hidden), or nullopt for a value that is neither.
+using Visibility = llvm::function_ref<std::optional<bool>(int64_t k)>;
+
+/// The sliding window of a mask broadcast over [B, H, T, S] whose element k
+/// has visibility `at(k)`, when visible means j <= i + (S - T) and, for a
+/// window w > 0, j > i + (S - T) - w: 0 for a plain causal mask, w for a
+/// sliding-window one (Mistral's, a Gemma local layer's), nullopt for any
+/// other mask. A window that cuts nothing at this length is plain causal.
+/// A splat mask holds one element: causal only when every key is visible
+/// (T = 1, a decode step).
+std::optional<int64_t> bandWindow(int64_t t, int64_t s, int64_t n, bool splat, Visibility at) {
+  int64_t offset = s > t ? s - t : 0;
+  // The last query row sees the most keys: their count is the window.
+  int64_t lastRow = (t - 1) * s, seen = 0;
+  for (int64_t j = 0; j < s; ++j) seen += at(splat ? 0 : lastRow + j).value_or(false);
+  int64_t window = seen >= t - 1 + offset + 1 ? 0 : seen;
+  for (int64_t k = 0; k < (splat ? t * s : n); ++k) {
+    int64_t j = k % s, i = (k / s) % t;
+    bool visible = j <= i + offset && (window == 0 || j > i + offset - window);
+    if (at(splat ? 0 : k) != std::optional<bool>(visible))
+      return std::nullopt;
+  }
+  return window;
+}
+
+/// The constant `mask` as a [.., T, S] dense attribute, or null.
+DenseElementsAttr maskConstant(Value mask, int64_t t, int64_t s) {
   auto c = mask.getDefiningOp<ConstantOp>();
-  if (!c)
-    return false;
-  auto dense = dyn_cast<DenseElementsAttr>(c.getValue());
   auto type = tensorType(mask);
-  if (!dense || type.getRank() < 2 || type.getRank() > 4)
-    return false;
+  if (!c || type.getRank() < 2 || type.getRank() > 4)
+    return nullptr;
   ArrayRef<int64_t> shape = type.getShape();
   if (shape[shape.size() - 2] != t || shape.back() != s)
-    return false;
-  auto expected = [&](int64_t k, double v) {
-    int64_t j = k % s, i = (k / s) % t;
-    bool visible = j <= i + (s - t);
-    return visible ? v == 0.0 : v <= -1e30;
+    return nullptr;
+  return dyn_cast<DenseElementsAttr>(c.getValue());
+}
+
+/// bandWindow of an additive mask: 0 where a key is visible, very negative
+/// (<= -1e30 or -inf) where it is hidden.
+std::optional<int64_t> causalWindow(Value mask, int64_t t, int64_t s) {
+  DenseElementsAttr dense = maskConstant(mask, t, s);
+  if (!dense || !isa<FloatType>(dense.getElementType()))
+    return std::nullopt;
+  auto classify = [](double v) -> std::optional<bool> {
+    if (v == 0.0) return true;
+    if (v <= -1e30) return false;
+    return std::nullopt;
   };
-  int64_t n = type.getNumElements();
-  if (dense.isSplat()) { // causal only when every key is visible (T = 1, a decode step)
+  int64_t n = dense.getNumElements();
+  if (dense.isSplat()) {
     double v = dense.getSplatValue<APFloat>().convertToDouble();
-    for (int64_t k = 0; k < t * s; ++k)
-      if (!expected(k, v))
-        return false;
-    return true;
+    return bandWindow(t, s, n, true, [&](int64_t) { return classify(v); });
   }
-  if (type.getElementType().isF32()) {
+  if (dense.getElementType().isF32()) {
     // Long-sequence masks have T S elements (64 M at 8192): read the floats
     // directly rather than through APFloat.
     const float *v = reinterpret_cast<const float *>(dense.getRawData().data());
-    for (int64_t k = 0; k < n; ++k)
-      if (!expected(k, double(v[k])))
-        return false;
-    return true;
+    return bandWindow(t, s, n, false, [&](int64_t k) { return classify(double(v[k])); });
   }
-  int64_t k = 0;
-  for (APFloat f : dense.getValues<APFloat>())
-    if (!expected(k++, f.convertToDouble()))
+  std::vector<double> values;
+  for (APFloat f : dense.getValues<APFloat>()) values.push_back(f.convertToDouble());
+  return bandWindow(t, s, n, false, [&](int64_t k) { return classify(values[size_t(k)]); });
+}
+
+/// bandWindow of a boolean mask: true where a key is visible (or, when
+/// `hides`, where it is hidden: masked_fill's form).
+std::optional<int64_t> causalWindowOfCondition(Value cond, int64_t t, int64_t s, bool hides) {
+  DenseElementsAttr dense = maskConstant(cond, t, s);
+  if (!dense || !dense.getElementType().isInteger(1))
+    return std::nullopt;
+  std::vector<bool> bits;
+  if (dense.isSplat())
+    bits.push_back(dense.getSplatValue<bool>());
+  else
+    for (bool b : dense.getValues<bool>()) bits.push_back(b);
+  return bandWindow(t, s, dense.getNumElements(), dense.isSplat(),
+                    [&](int64_t k) -> std::optional<bool> { return bits[size_t(k)] != hides; });
+}
+
+/// `v` as softcap * tanh(x / softcap) (Gemma 2's attention logits; the
+/// division may be a multiplication by 1 / softcap): sets x and the cap.
+bool matchSoftcap(Value v, Value &x, double &softcap) {
+  auto outer = v.getDefiningOp<MulOp>();
+  if (!outer)
+    return false;
+  return matchEitherOrder(outer, [&](Value th, Value c) {
+    auto tanh = th.getDefiningOp<TanhOp>();
+    std::optional<double> cap = splatValue(c);
+    if (!tanh || !cap || *cap <= 0 || tensorType(c).getNumElements() != 1)
       return false;
-  return true;
+    Value inner = tanh.getInput();
+    if (auto div = inner.getDefiningOp<DivOp>()) {
+      if (!isConstantNear(div.getRhs(), *cap) || tensorType(div.getRhs()).getNumElements() != 1)
+        return false;
+      x = div.getLhs();
+    } else if (!matchMulByConstant(inner, 1.0 / *cap, x)) {
+      return false;
+    }
+    softcap = *cap;
+    return true;
+  });
 }
 
 /// The key [B, H, S, D] of scores = matmul(q, rhs): rhs itself when the
@@ -110,19 +175,22 @@ Value keyOf(MatmulOp scores, PatternRewriter &rewriter) {
                                       rewriter.getDenseI64ArrayAttr(perm));
 }
 
-/// matmul(softmax(scale * q k^T [+ causal mask]), v) -> attention(q, k, v).
+/// matmul(softmax(softcap(scale * q k^T) [+ causal or sliding-window
+/// mask]), v) -> attention(q, k, v) with the scale, causal flag, window and
+/// softcap as attributes (the softcap is optional).
 struct FuseAttentionPattern : OpRewritePattern<MatmulOp> {
   using OpRewritePattern::OpRewritePattern;
-  /// Every layer adds the same (uniqued) mask constant: check it once.
-  mutable llvm::DenseMap<std::tuple<const void *, int64_t, int64_t>, bool> causalMasks;
-  bool causalMask(Value m, int64_t t, int64_t s) const {
+  /// Every layer adds one of a few (uniqued) mask constants: check each once.
+  mutable llvm::DenseMap<std::tuple<const void *, int64_t, int64_t>, std::optional<int64_t>>
+      masks;
+  std::optional<int64_t> maskWindow(Value m, int64_t t, int64_t s) const {
     auto c = m.getDefiningOp<ConstantOp>();
     if (!c)
-      return false;
+      return std::nullopt;
     auto key = std::make_tuple(c.getValue().getAsOpaquePointer(), t, s);
-    auto it = causalMasks.find(key);
-    if (it == causalMasks.end())
-      it = causalMasks.try_emplace(key, isCausalMask(m, t, s)).first;
+    auto it = masks.find(key);
+    if (it == masks.end())
+      it = masks.try_emplace(key, causalWindow(m, t, s)).first;
     return it->second;
   }
   LogicalResult matchAndRewrite(MatmulOp pv, PatternRewriter &rewriter) const override {
@@ -135,11 +203,14 @@ struct FuseAttentionPattern : OpRewritePattern<MatmulOp> {
     int64_t t = tensorType(softmax).getDimSize(2), s = tensorType(softmax).getDimSize(3);
     Value logits = softmax.getInput();
     bool causal = false;
+    int64_t window = 0;
     if (auto add = logits.getDefiningOp<AddOp>()) {
       Value scaled;
       bool masked = matchEitherOrder(add, [&](Value a, Value m) {
-        if (!causalMask(m, t, s))
+        std::optional<int64_t> w = maskWindow(m, t, s);
+        if (!w)
           return false;
+        window = *w;
         scaled = a;
         return true;
       });
@@ -147,7 +218,26 @@ struct FuseAttentionPattern : OpRewritePattern<MatmulOp> {
         return failure(); // a mask we cannot prove causal stays unfused
       causal = true;
       logits = scaled;
+    } else if (auto where = logits.getDefiningOp<WhereOp>()) {
+      // where(visible, scores, -inf), or masked_fill's where(hidden, -inf, scores).
+      auto hiddenValue = [](Value v) {
+        std::optional<double> x = splatValue(v);
+        return x && *x <= -1e30;
+      };
+      bool hides = hiddenValue(where.getLhs());
+      if (!hides && !hiddenValue(where.getRhs()))
+        return failure();
+      std::optional<int64_t> w = causalWindowOfCondition(where.getCondition(), t, s, hides);
+      Value scores = hides ? where.getRhs() : where.getLhs();
+      if (!w || scores.getType() != softmax.getInput().getType())
+        return failure();
+      causal = true;
+      window = *w;
+      logits = scores;
     }
+    double softcap = 0;
+    if (Value capped; matchSoftcap(logits, capped, softcap))
+      logits = capped;
     double scale = 1.0;
     if (auto mul = logits.getDefiningOp<MulOp>()) {
       Value inner;
@@ -189,9 +279,9 @@ struct FuseAttentionPattern : OpRewritePattern<MatmulOp> {
     // when autodiff builds attention_grad. A forward-only program still
     // stores it, one float per query row beside o's D, from the row
     // statistics the softmax computes anyway.
-    auto fused = rewriter.create<AttentionOp>(pv->getLoc(), q, k, v,
-                                              rewriter.getF64FloatAttr(scale),
-                                              rewriter.getBoolAttr(causal));
+    auto fused = rewriter.create<AttentionOp>(
+        pv->getLoc(), q, k, v, rewriter.getF64FloatAttr(scale), rewriter.getBoolAttr(causal),
+        rewriter.getI64IntegerAttr(window), rewriter.getF64FloatAttr(softcap));
     rewriter.replaceOp(pv, fused.getOutput());
     return success();
   }

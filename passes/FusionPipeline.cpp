@@ -33,13 +33,18 @@ void buildFusionPipeline(mlir::OpPassManager &pm, bool autocastBf16) {
   pm.addPass(mlir::createCSEPass());
 }
 
-void buildTrainStepTail(mlir::OpPassManager &pm, bool bf16, bool fuseGradientClipping) {
+void buildTrainStepTail(mlir::OpPassManager &pm, bool bf16, bool fuseGradientClipping, bool fp8) {
   pm.addPass(mlir::createCanonicalizerPass(rewriteConfig()));
   pm.addPass(mlir::createCSEPass());
   if (bf16) { // autocast's rounded matmuls become bf16 GEMMs
     pm.nest<mlir::func::FuncOp>().addPass(createSinkWideningCasts());
     pm.nest<mlir::func::FuncOp>().addPass(createUseBf16Matmuls());
     pm.addPass(mlir::createCanonicalizerPass(rewriteConfig()));
+  }
+  if (fp8) { // after the sinking: fp8 operands are read at their bf16 source
+    pm.nest<mlir::func::FuncOp>().addPass(createInsertFp8Casts());
+    pm.addPass(mlir::createCanonicalizerPass(rewriteConfig()));
+    pm.addPass(mlir::createCSEPass());
   }
   // Last: the SPMD passes read the unfused norm and clip (TrainStepStructure).
   if (fuseGradientClipping)
@@ -52,6 +57,34 @@ void buildSpmdTrainStep(mlir::OpPassManager &pm, const SpmdStepOptions &o) {
     tpo.tp = o.tp;
     pm.addPass(createShardTensorParallel(tpo));
   }
+  // Issue 18, in this order: the vocabulary split sees the whole head, cp
+  // cuts every rank's sequence, sp cuts that between tp regions.
+  bool vocab = o.tp > 1 && o.lossParallel, sp = o.tp > 1 && o.sequenceParallel;
+  if (vocab) {
+    ShardVocabParallelOptions vo;
+    vo.tp = o.tp;
+    pm.addPass(createShardVocabParallel(vo));
+  }
+  if (o.cp > 1) {
+    ShardContextParallelOptions co;
+    co.cp = o.cp;
+    co.rotate = o.cpRotate;
+    pm.addPass(createShardContextParallel(co));
+  }
+  if (sp) {
+    ShardSequenceParallelOptions so;
+    so.tp = o.tp;
+    pm.addPass(createShardSequenceParallel(so));
+  }
+  // After the sharding passes: fp8 sees each rank's local products (the
+  // vocabulary split's head shard included), before autodiff.
+  if (!o.fp8.empty()) {
+    Fp8LinearsOptions f;
+    f.scaling = o.fp8;
+    f.lmHead = o.fp8LmHead;
+    pm.nest<mlir::func::FuncOp>().addPass(createFp8Linears(f));
+  }
+  // Last of the @forward passes: the stage cuts see each rank's local ops.
   bool pipeline = o.pipelineRanks > 1;
   if (pipeline) {
     SplitPipelineStagesOptions stages;
@@ -60,6 +93,10 @@ void buildSpmdTrainStep(mlir::OpPassManager &pm, const SpmdStepOptions &o) {
     pm.addPass(createSplitPipelineStages(stages));
   }
   pm.addPass(createBuildTrainStep(o.step));
+  if (o.cp > 1 || vocab)
+    pm.addPass(createExpandContextAttention());
+  if (sp)
+    pm.addPass(createRegatherSequenceParallel());
   if (o.tp > 1)
     pm.addPass(createReduceTensorParallelNorm());
   if (o.dpReplicate * o.dpShard > 1) {
@@ -84,7 +121,12 @@ void buildSpmdTrainStep(mlir::OpPassManager &pm, const SpmdStepOptions &o) {
     pm.addPass(createSplitPipeline(split));
     pm.addPass(createOutlineTransfers());
   }
-  buildTrainStepTail(pm, o.bf16, o.fuseGradientClipping);
+  buildTrainStepTail(pm, o.bf16, o.fuseGradientClipping, !o.fp8.empty());
+  // Last: recomputation clones forward ops into the backward, which CSE
+  // would merge back, and reads the final forward (bf16 GEMMs, collectives).
+  // (On @train_step: the drivers refuse it with pipeline plans.)
+  if (o.recompute.policy != RecomputePolicy::none)
+    pm.addPass(createRecompute(o.recompute));
 }
 
 void registerFusionPipeline() {

@@ -10,6 +10,7 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Pass/Pass.h"
 #include "mlir/Pass/PassManager.h"
+#include "passes/Recompute.h"
 
 #include <vector>
 
@@ -32,7 +33,10 @@ void buildFusionPipeline(mlir::OpPassManager &pm, bool autocastBf16 = false);
 /// rounded operands allow (`bf16`), then fused gradient clipping. `loom
 /// train` and the planner's buffer plan share it, so the planner sizes the
 /// very step loom runs.
-void buildTrainStepTail(mlir::OpPassManager &pm, bool bf16, bool fuseGradientClipping = true);
+/// With `fp8`, the step's fp8_matmuls are spelled out as scales, casts and
+/// scaled GEMMs (loom-insert-fp8-casts) and CSE shares the copies.
+void buildTrainStepTail(mlir::OpPassManager &pm, bool bf16, bool fuseGradientClipping = true,
+                        bool fp8 = false);
 
 /// One rank's training step under a data- and tensor-parallel plan.
 struct SpmdStepOptions {
@@ -43,6 +47,17 @@ struct SpmdStepOptions {
   int64_t fsdpPrefetch = 1;            // gathers issued this many parameters ahead
   bool bf16 = false;                   // the forward went through autocast
   bool fuseGradientClipping = true;
+  // Issue 18: context parallelism over cp ranks ("allgather" or "ring"),
+  // and with tp > 1 sequence parallelism and vocabulary-parallel loss.
+  int64_t cp = 1;
+  std::string cpRotate = "allgather";
+  bool sequenceParallel = false, lossParallel = false;
+  // fp8 training (issue 17): "" (off), "tensorwise" or "rowwise": linear
+  // layers' products on fp8 operands (loom-fp8-linears), the output head
+  // too with fp8LmHead.
+  std::string fp8;
+  bool fp8LmHead = false;
+  RecomputeOptions recompute; // activation checkpointing, last (loom-recompute)
   // Pipeline parallelism (pipelineRanks > 1): @forward is cut into
   // pipelineStages stages (first layers of stages 1.. in pipelineCuts, or
   // even), and the finished step into stage functions and per-rank
@@ -54,9 +69,13 @@ struct SpmdStepOptions {
 };
 
 /// From the fused @forward (at the rank's own batch) to the rank's
-/// @train_step: tensor parallelism before autodiff (its collectives carry
-/// their gradients), BuildTrainStep, the tp-split norm terms, the
-/// data-parallel placements, FSDP's and DDP's collectives, then the tail.
+/// @train_step: tensor, vocabulary, context and sequence parallelism and
+/// fp8's linear layers before autodiff (the collectives carry their
+/// gradients), BuildTrainStep, context attention made explicit, SP's
+/// regathers, the tp-split norm terms, the data-parallel placements, FSDP's
+/// and DDP's collectives, the pipeline's stage functions (pp > 1: the stage
+/// cuts on @forward just before autodiff), then the tail and, last,
+/// recompute.
 /// `loom train`, `loom verify` and the planner's per-rank memory build the
 /// step through this one function, so the planner sizes the program the
 /// ranks run.

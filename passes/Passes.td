@@ -132,7 +132,9 @@ def UseBf16Matmuls : Pass<"loom-use-bf16-matmuls", "mlir::func::FuncOp"> {
     without the f32 copies: backends run it as a tensor-core GEMM, and the
     f32 versions of the operands no longer need memory. Run on the finished
     training step (after `loom-build-train-step`), where the backward's
-    matmuls have the same shape.
+    matmuls have the same shape. A matmul whose result only gets a bias
+    vector added before the rounding (addmm) becomes one `matmul_bias`
+    on the bf16 tensors: the bias goes into the GEMM's epilogue.
   }];
   let dependentDialects = ["loom::LoomDialect"];
 }
@@ -247,6 +249,187 @@ def ReduceTensorParallelNorm : Pass<"loom-reduce-tensor-parallel-norm", "mlir::M
   }];
   let dependentDialects = ["loom::LoomDialect"];
 }
+
+//===----------------------------------------------------------------------===//
+// Context, sequence and loss parallelism (issue 18). On @forward before
+// autodiff, in this order after loom-shard-tensor-parallel; then
+// loom-expand-context-attention on the finished step.
+//===----------------------------------------------------------------------===//
+
+def ShardVocabParallel : Pass<"loom-shard-vocab-parallel", "mlir::ModuleOp"> {
+  let summary = "Vocabulary-parallel embedding and LM head over tp (loss parallelism)";
+  let description = [{
+    Splits the output head's weight along the vocabulary (column parallel:
+    each tp rank computes logits [..., V / tp] from the head's input, which
+    enters through copy_to_parallel) and every embedding table of the token
+    ids along its rows (vocab_shard_embedding, whose shares an all_reduce
+    (sum) adds up); a tied table is split once for both. @forward's result
+    then carries `#loom.placement<tp, shard(last)>`, and
+    loom-build-train-step computes cross-entropy from the sharded logits
+    (max and sum of exponentials reduced over tp, never [B, T, V] on a
+    rank). Refuses a vocabulary that does not divide by tp.
+  }];
+  let options = [
+    Option<"tp", "tp", "int64_t", "1", "tensor-parallel ranks">,
+  ];
+  let dependentDialects = ["loom::LoomDialect"];
+}
+
+def ShardContextParallel : Pass<"loom-shard-context-parallel", "mlir::ModuleOp"> {
+  let summary = "Context parallelism: @forward on this rank's load-balanced sequence chunks";
+  let description = [{
+    The sequence of T tokens is cut into 2 cp chunks and rank c keeps chunks
+    c and 2 cp - 1 - c (every rank then sees the same number of causal
+    keys). From the token ids, every activation takes its local type (the
+    sequence dim / cp), position tables (rotary cos/sin, position ids) are
+    reordered into that layout and sliced per rank (shard_slice), attention
+    becomes context_attention over the cp group (`rotate`: allgather or
+    ring), and each parameter is read through copy_to_parallel over cp, so
+    its gradient sums every rank's tokens. The token ids and the logits
+    carry `#loom.placement<cp, shard(1)>`; loom-build-train-step averages
+    the loss over cp. Refuses T not divisible by 2 cp.
+  }];
+  let options = [
+    Option<"cp", "cp", "int64_t", "1", "context-parallel ranks">,
+    Option<"rotate", "rotate", "std::string", "\"allgather\"",
+           "how the keys and values reach the other ranks: allgather or ring">,
+  ];
+  let dependentDialects = ["loom::LoomDialect"];
+}
+
+def ShardSequenceParallel : Pass<"loom-shard-sequence-parallel", "mlir::ModuleOp"> {
+  let summary = "Megatron sequence parallelism between tensor-parallel regions";
+  let description = [{
+    After loom-shard-tensor-parallel (and the vocabulary and context
+    passes): each tensor-parallel region's entry (copy_to_parallel of an
+    activation) becomes an all_gather over tp along the sequence, each exit
+    (all_reduce (sum) over tp) a reduce_scatter along it, and everything in
+    between (norms, residual adds, bias adds, an unsplit embedding or head)
+    runs on 1/tp of the tokens, with the parameters it reads entering
+    through copy_to_parallel over tp. Without loss parallelism the token ids
+    themselves are split over tp and the logits are rows of this rank.
+    Refuses attention outside a tensor-parallel region.
+  }];
+  let options = [
+    Option<"tp", "tp", "int64_t", "1", "tensor-parallel ranks">,
+  ];
+  let dependentDialects = ["loom::LoomDialect"];
+}
+
+def RegatherSequenceParallel : Pass<"loom-regather-sequence-parallel", "mlir::ModuleOp"> {
+  let summary = "Gather sequence-parallel activations again for the backward pass";
+  let description = [{
+    On the built @train_step: an all_gather over tp whose result the
+    backward reads too (the input of column-parallel matmuls, which their
+    weight gradients need) is issued again right before its first backward
+    reader, as Megatron's sequence parallelism does, so that only the
+    rank's 1/tp shard is kept from the forward to the backward instead of
+    the gathered whole. copy_to_parallel, the identity once autodiff has
+    run, is dropped.
+  }];
+  let dependentDialects = ["loom::LoomDialect"];
+}
+
+def ExpandContextAttention : Pass<"loom-expand-context-attention", "mlir::ModuleOp"> {
+  let summary = "Explicit collectives and per-block attention for context_attention";
+  let description = [{
+    On the built @train_step: every context_attention becomes causal
+    attention over the local chunks plus, for each of the cp - 1 other
+    ranks' key blocks (an all_gather once, then a per-rank pick; or a
+    collective_permute per step around the ring), two unmasked attention
+    calls whose rows the rank's place in the ring selects (where), merged
+    by their logsumexp; every context_attention_grad becomes attention_grad
+    per block with the merged output and logsumexp, the key and value
+    gradients returned by a reduce_scatter (allgather) or carried around
+    the ring. copy_to_parallel, the identity once autodiff has run, is
+    dropped.
+  }];
+  let dependentDialects = ["loom::LoomDialect"];
+}
+
+def Fp8Linears : Pass<"loom-fp8-linears", "mlir::func::FuncOp"> {
+  let summary = "Run linear layers' products on fp8 operands with dynamic scaling";
+  let description = [{
+    Every matmul of an activation by a parameter (attention projections,
+    MLP) becomes `loom.fp8_matmul` with the recipe's scaling: `tensorwise`
+    (one scale per tensor, e4m3 for inputs, weights and gradients: torchao's
+    default recipe) or `rowwise` (per row of each operand over its
+    contracting dim, power-of-two scales, e4m3: torchao's rowwise recipe).
+    The output head (the product that becomes the logits), the embedding
+    and attention's own products stay as they are unless `lm-head` is set
+    (for the head). A bf16-rounded weight is read as the f32 parameter.
+    Run after autocast and the sharding passes (tp, vocabulary, cp, sp), before
+    `loom-build-train-step`; `loom-insert-fp8-casts` lowers the products.
+  }];
+  let options = [
+    Option<"scaling", "scaling", "std::string", "\"tensorwise\"", "tensorwise or rowwise">,
+    Option<"lmHead", "lm-head", "bool", "false", "also the output head's product">,
+    Option<"gradFormat", "grad-format", "std::string", "\"e4m3\"",
+           "format of the output gradients: e4m3 (torchao's default) or e5m2">,
+  ];
+  let dependentDialects = ["loom::LoomDialect"];
+}
+
+def InsertFp8Casts : Pass<"loom-insert-fp8-casts", "mlir::func::FuncOp"> {
+  let summary = "Spell out fp8_matmul as fp8_scale, fp8_cast and scaled_matmul";
+  let description = [{
+    Each `loom.fp8_matmul` becomes the amax scales of its operands
+    (`loom.fp8_scale`), their fp8 copies (`loom.fp8_cast`) in the K-major
+    layout fp8 GEMMs read (transposed in the same pass where the operand is
+    stored the other way), and one `loom.scaled_matmul` with
+    transpose_rhs, producing bf16 directly where the result is rounded to
+    bf16 at once. Operands are read through widening casts and reshapes
+    (bf16 activations stay bf16), and a computed operand is scaled and cast
+    right after it is made, so that CSE shares copies between products.
+    Run on the finished training step, then CSE.
+  }];
+  let dependentDialects = ["loom::LoomDialect"];
+}
+
+def Recompute : Pass<"loom-recompute", "mlir::ModuleOp"> {
+  let summary = "Activation checkpointing: the backward rebuilds dropped forward values";
+  let description = [{
+    On @train_step (after the SPMD passes and the cleanup tail), decides for
+    every forward value the backward reads whether it stays in memory or is
+    recomputed, per transformer layer (layers from the parameter names):
+    `full` keeps only what crosses a layer boundary (each layer's input),
+    `selective` keeps torchtitan's op-level save list (the 1st, 3rd, ...
+    matmul output of a layer, attention's output and logsumexp) and
+    recomputes the element-wise, norm and rotary work, and `budget` drops
+    values in the order of least recompute time per byte until the
+    compiler's buffer plan (arena, constants and the backend's workspace)
+    fits `memory-budget` GiB; a budget below the footprint with every layer
+    fully recomputed is an error giving that minimum. `every` applies the
+    policy to every N-th layer only. Each dropped value is rebuilt by
+    clones of the forward ops that made it (marked `loom.recomputed`),
+    placed right before the first backward op that reads it; the clones
+    are the same ops on the same operands, so the step's results are
+    bit-identical to `none`'s.
+  }];
+  let options = [
+    Option<"policy", "policy", "::loom::RecomputePolicy", "::loom::RecomputePolicy::none",
+           "what each checkpointed layer keeps",
+           [{::llvm::cl::values(
+             clEnumValN(::loom::RecomputePolicy::none, "none", "keep everything"),
+             clEnumValN(::loom::RecomputePolicy::full, "full", "keep each layer's input"),
+             clEnumValN(::loom::RecomputePolicy::selective, "selective",
+                        "keep every other matmul output and attention's results"),
+             clEnumValN(::loom::RecomputePolicy::budget, "budget",
+                        "keep what fits memory-budget at the least recompute time"))}]>,
+    Option<"every", "every", "int64_t", "1",
+           "apply the policy to the every-th, 2*every-th, ... layer (1: all)">,
+    Option<"memoryBudgetGiB", "memory-budget", "double", "0",
+           "budget: GiB the compiled step may take on the device">,
+    Option<"backend", "backend", "std::string", "\"cuda\"",
+           "budget: the backend whose workspace counts (cpu, cuda)">,
+  ];
+  let dependentDialects = ["loom::LoomDialect"];
+}
+
+//===----------------------------------------------------------------------===//
+// Pipeline parallelism (issue 15): @forward cut into stages before autodiff,
+// the finished step into stage functions and per-rank optimizers.
+//===----------------------------------------------------------------------===//
 
 def SplitPipelineStages : Pass<"loom-split-pipeline-stages", "mlir::ModuleOp"> {
   let summary = "Cut @forward into pipeline stages at layer boundaries";

@@ -55,4 +55,31 @@ mlir::GreedyRewriteConfig rewriteConfig() {
   return config;
 }
 
+RankedTensorType shardType(RankedTensorType t, int64_t d, int64_t n) {
+  SmallVector<int64_t> shape(t.getShape());
+  shape[d] /= n;
+  return RankedTensorType::get(shape, t.getElementType());
+}
+
+DenseElementsAttr firstShardOf(ConstantOp c, int64_t d, int64_t n, int64_t blocks) {
+  auto t = cast<RankedTensorType>(c.getType());
+  RankedTensorType local = shardType(t, d, n);
+  auto full = dyn_cast<DenseElementsAttr>(c.getValue());
+  if (!full || !t.getElementType().isF32())
+    return DenseElementsAttr::get(local, FloatAttr::get(t.getElementType(), 0.0));
+  if (full.isSplat())
+    return DenseElementsAttr::get(local, full.getSplatValue<Attribute>());
+  auto all = llvm::to_vector(full.getValues<float>());
+  std::vector<float> values;
+  int64_t rows = t.getDimSize(0), cols = t.getRank() == 2 ? t.getDimSize(1) : 1;
+  int64_t size = d == 0 ? rows : cols, block = size / blocks;
+  for (int64_t i = 0; i < rows; ++i)
+    for (int64_t j = 0; j < cols; ++j) {
+      int64_t k = d == 0 ? i : j;
+      if (k % block < block / n)
+        values.push_back(all[size_t(i * cols + j)]);
+    }
+  return DenseElementsAttr::get(local, ArrayRef<float>(values));
+}
+
 } // namespace loom

@@ -33,6 +33,14 @@ inline mlir::RankedTensorType tensorType(mlir::Value v) {
   return mlir::cast<mlir::RankedTensorType>(v.getType());
 }
 
+/// `t` with dim `d` divided by `n`: the local type of a shard.
+mlir::RankedTensorType shardType(mlir::RankedTensorType t, int64_t d, int64_t n);
+
+/// Rank 0's slice of parameter constant `c` (rank <= 2) split along `d`
+/// into `n` parts (in `blocks` equal blocks, each split on its own), as
+/// the local constant's value; the driver supplies every rank's own slice.
+mlir::DenseElementsAttr firstShardOf(ConstantOp c, int64_t d, int64_t n, int64_t blocks = 1);
+
 /// Greedy rewriting for loom: constants are not merged by value, because
 /// two equal initializers can be different parameters (every all-ones norm
 /// weight starts equal) and must stay apart to be trained apart.

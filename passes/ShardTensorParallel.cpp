@@ -263,7 +263,8 @@ private:
       waiting.insert(op);
       return markResults();
     }
-    if (isa<SiluOp, GeluOp, TanhOp, SigmoidOp, NegOp, ExpOp, CastOp>(op))
+    if (isa<SiluOp, GeluOp, TanhOp, SigmoidOp, NegOp, ExpOp, CastOp, ReluOp, ErfOp, SoftplusOp>(
+            op))
       return mark(g, op->getResult(0), d);
     if (isa<SwiGluOp>(op)) { // gate and up split alike (both column-parallel)
       waiting.insert(op);
@@ -321,36 +322,6 @@ private:
   llvm::DenseSet<Operation *> kvSeeds;
   llvm::SetVector<Operation *> waiting;
 };
-
-RankedTensorType divided(RankedTensorType t, int64_t d, int64_t T) {
-  SmallVector<int64_t> shape(t.getShape());
-  shape[d] /= T;
-  return RankedTensorType::get(shape, t.getElementType());
-}
-
-/// Rank 0's slice of `c` (split along `d` into T parts, in `blocks`
-/// equal blocks each) as the local constant's value; the driver supplies
-/// every rank's own slice.
-DenseElementsAttr firstSlice(ConstantOp c, int64_t d, int64_t T, int64_t blocks) {
-  auto t = cast<RankedTensorType>(c.getType());
-  RankedTensorType local = divided(t, d, T);
-  auto full = dyn_cast<DenseElementsAttr>(c.getValue());
-  if (!full || !t.getElementType().isF32())
-    return DenseElementsAttr::get(local, FloatAttr::get(t.getElementType(), 0.0));
-  if (full.isSplat())
-    return DenseElementsAttr::get(local, full.getSplatValue<Attribute>());
-  auto all = llvm::to_vector(full.getValues<float>());
-  std::vector<float> values;
-  int64_t rows = t.getDimSize(0), cols = t.getRank() == 2 ? t.getDimSize(1) : 1;
-  int64_t n = d == 0 ? rows : cols, block = n / blocks;
-  for (int64_t i = 0; i < rows; ++i)
-    for (int64_t j = 0; j < cols; ++j) {
-      int64_t k = d == 0 ? i : j;
-      if (k % block < block / T)
-        values.push_back(all[size_t(i * cols + j)]);
-    }
-  return DenseElementsAttr::get(local, ArrayRef<float>(values));
-}
 
 struct ShardTensorParallelPass : impl::ShardTensorParallelBase<ShardTensorParallelPass> {
   using Base::Base;
@@ -463,13 +434,13 @@ struct ShardTensorParallelPass : impl::ShardTensorParallelBase<ShardTensorParall
       a.getValueMutable().assign(pickKvHeads(kb, a.getLoc(), a.getValue(), tpAxis));
     }
     // Local types.
-    for (auto [v, d] : g.dims) v.setType(divided(tensorType(v), d, tp));
-    for (auto [v, d] : g.views) v.setType(divided(tensorType(v), d, tp));
+    for (auto [v, d] : g.dims) v.setType(shardType(tensorType(v), d, tp));
+    for (auto [v, d] : g.views) v.setType(shardType(tensorType(v), d, tp));
     for (auto [c, d] : g.params) {
       auto constant = cast<ConstantOp>(c);
       Value w = constant.getResult();
       int64_t blocks = g.blocks.lookup(c) ? g.blocks.lookup(c) : 1;
-      DenseElementsAttr local = firstSlice(constant, d, tp, blocks);
+      DenseElementsAttr local = firstShardOf(constant, d, tp, blocks);
       constant.setValueAttr(local);
       w.setType(local.getType());
       PlacementAttr p =

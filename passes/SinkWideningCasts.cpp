@@ -46,7 +46,7 @@ bool readByBf16Consumers(Value v) {
   return llvm::all_of(v.getUsers(), [](Operation *user) {
     if (isLayout(user))
       return readByBf16Consumers(user->getResult(0));
-    return isa<MatmulOp, AttentionOp, AttentionGradOp>(user);
+    return isa<MatmulOp, Fp8MatmulOp, AttentionOp, AttentionGradOp>(user);
   });
 }
 

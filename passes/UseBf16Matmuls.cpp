@@ -8,6 +8,11 @@
 // that (the widening is exact, the accumulation is f32 either way, the
 // result is rounded once), so the rewrite changes no value; it lets a
 // backend call a bf16 tensor-core GEMM and drops the f32 copies.
+//
+// A biased projection (torch's addmm) is round(matmul(a, b) + bias) with the
+// bias rounded to bf16 first (AutocastBf16): one matmul_bias on the bf16
+// tensors computes exactly that too, the bias added to the f32 accumulator
+// and the sum rounded once, as cuBLASLt's bias epilogue does.
 //===----------------------------------------------------------------------===//
 #include "passes/Passes.h"
 
@@ -31,8 +36,46 @@ Value widenedFromBf16(Value v) {
   return c && isBf16(c.getInput()) ? c.getInput() : Value();
 }
 
+/// The single user of `v` if it is a cast to bf16, else null.
+CastOp roundingUser(Value v) {
+  if (!v.hasOneUse())
+    return nullptr;
+  auto round = dyn_cast<CastOp>(*v.getUsers().begin());
+  return round && isBf16(round.getResult()) ? round : nullptr;
+}
+
+/// round(matmul(widen(a), widen(b)) + widen(bias)) -> matmul_bias(a, b, bias),
+/// the bias a vector over the product's last dim. Returns whether it fused.
+bool fuseBiasedMatmul(OpBuilder &b, MatmulOp m) {
+  if (!m.getResult().hasOneUse() || !widenedFromBf16(m.getLhs()) || !widenedFromBf16(m.getRhs()))
+    return false;
+  auto add = dyn_cast<AddOp>(*m.getResult().getUsers().begin());
+  if (!add || add.getType() != m.getType())
+    return false;
+  Value bias = widenedFromBf16(add.getLhs() == m.getResult() ? add.getRhs() : add.getLhs());
+  CastOp round = roundingUser(add.getResult());
+  auto out = cast<RankedTensorType>(m.getType());
+  if (!bias || !round ||
+      cast<RankedTensorType>(bias.getType()).getShape() != ArrayRef<int64_t>{out.getShape().back()})
+    return false;
+  b.setInsertionPoint(add);
+  auto fused = b.create<MatmulBiasOp>(m.getLoc(), widenedFromBf16(m.getLhs()),
+                                      widenedFromBf16(m.getRhs()), bias, m.getTransposeLhs(),
+                                      m.getTransposeRhs());
+  round.getResult().replaceAllUsesWith(fused.getResult());
+  round.erase();
+  add.erase();
+  m.erase();
+  return true;
+}
+
 struct UseBf16MatmulsPass : impl::UseBf16MatmulsBase<UseBf16MatmulsPass> {
   void runOnOperation() override {
+    SmallVector<MatmulOp> biased;
+    getOperation().walk([&](MatmulOp m) { biased.push_back(m); });
+    OpBuilder builder(&getContext());
+    for (MatmulOp m : biased)
+      fuseBiasedMatmul(builder, m);
     SmallVector<MatmulOp> targets;
     getOperation().walk([&](MatmulOp m) {
       if (!m.getResult().hasOneUse() || !widenedFromBf16(m.getLhs()) ||

@@ -24,7 +24,8 @@ bool bufferPlanMemory(const rt::Program &p, MemoryBreakdown &out, std::string &e
   bool anyAdam = false;
   for (size_t i = 0; i < p.instrs.size(); ++i) {
     const rt::Instr &in = p.instrs[i];
-    if (in.op == rt::OpCode::CrossEntropy && lossAt < 0)
+    if ((in.op == rt::OpCode::CrossEntropy || in.op == rt::OpCode::VocabShardCrossEntropy) &&
+        lossAt < 0)
       lossAt = int64_t(i);
     if (in.op != rt::OpCode::AdamW || in.in.size() < 4 || in.out.size() < 3)
       continue;
@@ -66,6 +67,19 @@ bool bufferPlanMemory(const rt::Program &p, MemoryBreakdown &out, std::string &e
     if (in.op == rt::OpCode::Cast && in.in.size() == 1 && in.out.size() == 1 &&
         role[in.out[0]] == Role::Other && p.buffers[in.out[0]].kind == BufferKind::Output)
       role[in.out[0]] = role[in.in[0]];
+
+  // Values computed from parameters and constants alone (autocast's bf16
+  // copies of the weights, transposed weights) are the compute-width copy
+  // of the weights the analytical model counts as workspace, not
+  // activations: they do not grow with the tokens.
+  std::vector<bool> fromWeights(n, false);
+  for (size_t id = 0; id < n; ++id)
+    fromWeights[id] = role[id] == Role::Param || p.buffers[id].kind == BufferKind::Constant;
+  for (const rt::Instr &in : p.instrs) {
+    bool all = !in.in.empty() && std::all_of(in.in.begin(), in.in.end(),
+                                             [&](uint32_t id) { return fromWeights[id]; });
+    for (uint32_t id : in.out) fromWeights[id] = all && role[id] == Role::Other;
+  }
 
   int64_t end = int64_t(p.instrs.size());
   std::vector<int64_t> first(n, -1), last(n, -1);
@@ -121,7 +135,8 @@ bool bufferPlanMemory(const rt::Program &p, MemoryBreakdown &out, std::string &e
     case Role::Other: {
       const rt::BufferDesc &d = p.buffers[id];
       bool forward = d.kind == BufferKind::Input ? d.numElements() > 1 // tokens, targets
-                                                 : lossAt >= 0 && first[id] <= lossAt;
+                                                 : lossAt >= 0 && first[id] <= lossAt &&
+                                                       !fromWeights[id];
       (forward ? m.activations : m.workspace) += bytes;
       break;
     }

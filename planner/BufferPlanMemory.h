@@ -14,11 +14,12 @@
 //   communication   : what collectives read and write besides the above
 //                     (FSDP's gathered parameters and unsharded
 //                     gradients, DDP's buckets, gathered activations)
-//   activations     : forward temporaries (defined up to the loss) and the
-//                     token inputs
-//   workspace       : backward temporaries, scalars, the arena's
-//                     fragmentation (arena size - peak live) and the
-//                     constant blob (rotary tables, masks)
+//   activations     : forward temporaries (defined up to the loss, the
+//                     vocabulary-parallel one too) and the token inputs
+//   workspace       : backward temporaries, values computed from the
+//                     weights alone (autocast's bf16 copies of them),
+//                     scalars, the arena's fragmentation (arena size -
+//                     peak live) and the constant blob (rotary tables, masks)
 // so the parts sum to arena + constants exactly.
 //===----------------------------------------------------------------------===//
 #ifndef LOOM_PLANNER_BUFFERPLANMEMORY_H

@@ -128,8 +128,10 @@ double CostModel::opTime(const CostOp &op, int tp, int cp, bool fp8) const {
     // they run at 0.7; a skinny one is bound by memory below anyway.)
     double cubeDim = std::max(1.0, std::cbrt(dims[0] * dims[1] * dims[2]));
     bool low = fp8 && op.fp8;
-    double peak = low ? hw.peakFp8 * hw.fp8Efficiency : hw.peakBf16;
-    double compute = op.flops / div / (peak * hw.gemm.at(cubeDim));
+    // fp8: the measured fp8 curve where the profile has one (loom
+    // calibrate), else the assumed ratio to the bf16 curve.
+    double compute = op.flops / div /
+                     (low ? hw.peakFp8 * hw.fp8GemmEfficiency(cubeDim) : hw.peakBf16 * hw.gemm.at(cubeDim));
     double memory = op.elements / div * (low ? 1 : kActBytes) / hw.hbmBandwidth;
     // fp8 first quantizes the GEMM's inputs: read bf16, write fp8 (3 B per
     // input element), a memory-bound pass of its own.
@@ -171,6 +173,8 @@ const std::vector<CostModel::GroupTimes> &CostModel::groupTimes(int tp, int cp, 
       (fwd ? t.fwd : t.bwd) += s;
       if (fwd && op.recomputeSelective)
         t.selectiveRecompute += s;
+      if (fwd && op.recomputeFull)
+        t.fullRecompute += s;
       if (op.kind == OpKind::Attention) {
         (fwd ? t.attnFwd : t.attnBwd) += s;
         // Ring attention: each rank passes its K/V chunk cp-1 times; the
@@ -382,8 +386,7 @@ MemoryBreakdown CostModel::deviceMemory(int d, const Plan &p) const {
 }
 
 bool CostModel::compilesPerRank(const Plan &plan) {
-  return plan.pp == 1 && plan.cp == 1 && plan.microbatches == 1 &&
-         plan.checkpoint == Checkpoint::None && !plan.fp8;
+  return plan.pp == 1 && plan.microbatches == 1 && !plan.fp8;
 }
 
 void CostModel::useRankBufferPlan(PlanEstimate &e, const MemoryBreakdown &mem) const {
@@ -426,12 +429,14 @@ PlanEstimate CostModel::evaluate(const Plan &plan, bool detail) const {
   }
   est.memory = est.analytical;
   est.memorySource = "analytical";
-  bool compilable = tp == 1 && cp == 1 && pp == 1 && plan.dpShard == 1 && mb == 1 &&
-                    plan.checkpoint == Checkpoint::None && !plan.fp8;
-  if (compilable && m.hasBufferPlan) {
-    // What the compiler allocates today for this single-device step, plus
-    // what it does not see: data-parallel buckets, the GEMM library's workspace.
-    est.memory = m.bufferPlan;
+  bool compilable = tp == 1 && cp == 1 && pp == 1 && plan.dpShard == 1 && mb == 1 && !plan.fp8;
+  int policy = int(plan.checkpoint);
+  bool planned = policy == 0 ? m.hasBufferPlan : m.hasPolicyBufferPlan[policy];
+  if (compilable && planned) {
+    // What the compiler allocates today for this single-device step (with
+    // the recompute pass's policy applied), plus what it does not see:
+    // data-parallel buckets, the GEMM library's workspace.
+    est.memory = policy == 0 ? m.bufferPlan : m.policyBufferPlan[policy];
     est.memory.comm = est.analytical.comm;
     est.memory.workspace += hw.gemmWorkspace;
     est.memorySource = "buffer-plan";
@@ -450,8 +455,9 @@ PlanEstimate CostModel::evaluate(const Plan &plan, bool detail) const {
     bool layer = g >= 1 && g <= m.numLayers;
     double recompute = 0, recomputeComm = 0;
     if (layer && plan.checkpoint == Checkpoint::Full) {
-      // The layer's forward runs again, its tensor-parallel gathers included.
-      recompute = t.fwd;
+      // The layer's forward runs again (what the backward needs of it), its
+      // tensor-parallel gathers included.
+      recompute = t.fullRecompute;
       recomputeComm = t.tpFwd + std::max(0.0, t.cpFwd - t.attnFwd);
     } else if (layer && plan.checkpoint == Checkpoint::Selective) {
       recompute = t.selectiveRecompute;

@@ -19,12 +19,12 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <tuple>
+#include <vector>
 
 namespace loom::rt {
 struct PipelineSchedule;
 }
-#include <tuple>
-#include <vector>
 
 namespace loom::planner {
 
@@ -78,8 +78,8 @@ public:
   PlanEstimate evaluate(const Plan &plan, bool detail = false) const;
 
   /// True when the compiler can build the plan's per-rank step today
-  /// (data and tensor parallelism: pp = cp = 1, one microbatch, no
-  /// recompute, no fp8), so its memory can come from the buffer plan.
+  /// (data, context and tensor parallelism, any recompute policy: pp = 1,
+  /// one microbatch, no fp8), so its memory can come from the buffer plan.
   static bool compilesPerRank(const Plan &plan);
   /// Replaces `e`'s memory with `mem`, the compiler's buffer plan of one of
   /// its ranks (planner/ir/IrCost.h, rankBufferPlan), and checks it
@@ -114,7 +114,7 @@ public:
 
 private:
   struct GroupTimes {
-    double fwd = 0, bwd = 0, selectiveRecompute = 0;
+    double fwd = 0, bwd = 0, selectiveRecompute = 0, fullRecompute = 0;
     double attnFwd = 0, attnBwd = 0;
     double tpFwd = 0, tpBwd = 0;
     double cpFwd = 0, cpBwd = 0; // ring traffic time (before overlap)

@@ -145,6 +145,8 @@ bool parseProfile(const std::string &text, const std::string &origin, HardwarePr
   p.fp8Efficiency = r.number("gemm.fp8_efficiency_ratio");
   if (p.fp8Efficiency > 1)
     r.fail("'gemm.fp8_efficiency_ratio' must be at most 1");
+  if (r.find("gemm.fp8_efficiency_by_min_dim")) // measured by loom calibrate (optional)
+    p.gemmFp8 = r.curve("gemm.fp8_efficiency_by_min_dim");
   p.gemmWorkspace = r.number("gemm.workspace_mib") * 1024.0 * 1024.0;
   p.attention = r.curve("attention.efficiency_by_seq");
   p.attentionBackwardFactor = r.number("attention.backward_factor");

@@ -38,6 +38,14 @@ struct HardwareProfile {
   double peakFp8 = 0;
   double fp8Efficiency = 1;    // fp8 GEMMs reach this fraction of the bf16 curve's efficiency
   EfficiencyCurve gemm;        // fraction of peak vs min(M, N, K)
+  // fp8 GEMMs' fraction of the fp8 peak by size, as `loom calibrate`
+  // measured it (loom's scaled GEMMs); empty when the profile has none,
+  // and then fp8Efficiency x gemm stands in (an assumed factor).
+  EfficiencyCurve gemmFp8;
+  /// An fp8 GEMM's fraction of the fp8 peak at a cube of side `size`.
+  double fp8GemmEfficiency(double size) const {
+    return gemmFp8.points.empty() ? fp8Efficiency * gemm.at(size) : gemmFp8.at(size);
+  }
   EfficiencyCurve attention;   // fraction of bf16 peak vs sequence length (forward)
   double attentionBackwardFactor = 1; // backward efficiency relative to forward
   double hbmBandwidth = 0;     // achieved bytes/s

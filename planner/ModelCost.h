@@ -15,6 +15,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace loom::planner {
@@ -65,6 +66,7 @@ struct CostOp {
   double kvElements = 0; // key + value elements (context-parallel ring traffic)
   int param = -1;        // optimizer ops: index into ModelCost::params
   bool recomputeSelective = false; // forward op re-run in backward under selective AC
+  bool recomputeFull = false;      // ... under full AC (both as the recompute pass decides)
 };
 
 struct ParamInfo {
@@ -85,9 +87,11 @@ struct SavedTensor {
   double elements = 0;
   int bytesPerElement = 0; // 0: float activation at the plan's width; else its own width
                            // (integers; attention's logsumexp, f32 in every plan)
-  // Kept under each activation-checkpoint policy (full keeps only layer
-  // inputs; selective keeps GEMM/attention outputs and what recomputing the
-  // rest starts from).
+  // Kept under each activation-checkpoint policy, as the compiler's
+  // recompute pass decides (passes/Recompute.h): full keeps what crosses a
+  // layer boundary, selective torchtitan's save list (every other GEMM
+  // output, attention's output and logsumexp) and what recomputing the
+  // rest starts from.
   bool none = true, selective = true, full = true;
   bool gemmOnly = false; // only GEMMs read it in backward: stored in fp8 under fp8
   std::string producer;  // IR op that made it, for --explain
@@ -103,6 +107,20 @@ struct TpCollective {
   double elements = 0; // the full (gathered) tensor, before context parallelism
   bool fp32 = false;   // fp32 payload (loss statistics), else activation width
   std::string what;
+};
+
+/// What an activation-checkpoint policy keeps and re-runs, as the
+/// compiler's recompute pass decides it on the training step: one
+/// transformer layer in detail, the whole step in totals.
+struct RecomputeReport {
+  std::string policy;                  // none, selective, full
+  int layer = 0;                       // the layer described
+  // That layer's kept tensors ("matmul q_proj [4x2048x2048]") and their
+  // bytes for one microbatch at the plan's activation width.
+  std::vector<std::pair<std::string, double>> kept;
+  std::vector<std::string> recomputed; // "rms_norm input_layernorm", ... (that layer)
+  int recomputedOps = 0;               // ops re-run per microbatch, every layer
+  double recomputeFlops = 0;           // GEMM and attention FLOPs among them
 };
 
 /// Memory of one device in bytes, by what it holds.
@@ -131,6 +149,12 @@ struct ModelCost {
   bool hasBufferPlan = false;
   MemoryBreakdown bufferPlan;
   std::string bufferPlanNote; // why there is none, or how it was made
+  // The same with each activation-checkpoint policy applied by the
+  // compiler's recompute pass, indexed by planner::Checkpoint (selective,
+  // full; [0], none, is bufferPlan above and unused here).
+  bool hasPolicyBufferPlan[3] = {false, false, false};
+  MemoryBreakdown policyBufferPlan[3];
+  std::vector<RecomputeReport> recompute; // none, selective, full (when the step was built)
 
   int headLayer() const { return numLayers; }
   double totalParams() const {

@@ -29,6 +29,8 @@ const char *checkpointName(Checkpoint c) {
   return "?";
 }
 
+const char *cpRotateName(CpRotate r) { return r == CpRotate::Ring ? "ring" : "allgather"; }
+
 std::string Plan::id() const {
   std::ostringstream s;
   s << "dpr=" << dpReplicate << ",dps=" << dpShard << ",cp=" << cp << ",tp=" << tp
@@ -149,6 +151,29 @@ bool planMatches(const Plan &p, const PlanFilter &f) {
   return true;
 }
 
+namespace {
+
+/// cp_rotate=allgather|ring, tp_sp=on|off, loss_parallel=on|off.
+bool parseChoice(const std::string &text, const std::string &key, const std::string &value,
+                 Plan &out, std::string &err) {
+  if (key == "cp_rotate") {
+    if (value != "allgather" && value != "ring") {
+      err = "plan '" + text + "': cp_rotate must be allgather or ring, not '" + value + "'";
+      return false;
+    }
+    out.cpRotate = value == "ring" ? CpRotate::Ring : CpRotate::AllGather;
+    return true;
+  }
+  if (value != "on" && value != "off") {
+    err = "plan '" + text + "': " + key + " must be on or off, not '" + value + "'";
+    return false;
+  }
+  (key == "tp_sp" ? out.tpSp : out.lossParallel) = value == "on";
+  return true;
+}
+
+} // namespace
+
 bool parseMeshPlan(const std::string &text, Plan &out, std::string &err) {
   out = Plan();
   if (text == "1")
@@ -173,6 +198,7 @@ bool parseMeshPlan(const std::string &text, Plan &out, std::string &err) {
     }
     std::string key = item.substr(0, eq), value = item.substr(eq + 1);
     auto it = keys.find(key);
+    bool choice = key == "cp_rotate" || key == "tp_sp" || key == "loss_parallel";
     if (seen[key]) {
       err = "plan '" + text + "': '" + key + "' is given twice";
       return false;
@@ -199,12 +225,18 @@ bool parseMeshPlan(const std::string &text, Plan &out, std::string &err) {
       it = keys.insert({key, &out.virtualStages}).first;
     if (key == "microbatches")
       it = keys.insert({key, &out.microbatches}).first;
-    if (it == keys.end()) {
+    if (it == keys.end() && !choice) {
       err = "plan '" + text + "': unknown key '" + key +
-            "' (dp_replicate, dp_shard, cp, tp, pp, pp_schedule, pp_virtual, microbatches)";
+            "' (dp_replicate, dp_shard, cp, tp, pp, cp_rotate, tp_sp, loss_parallel, "
+            "pp_schedule, pp_virtual, microbatches)";
       return false;
     }
     seen[key] = true;
+    if (choice) {
+      if (!parseChoice(text, key, value, out, err))
+        return false;
+      continue;
+    }
     bool digits = value.size() <= 6 && value.find_first_not_of("0123456789") == std::string::npos;
     int v = digits ? std::stoi(value) : 0;
     if (v <= 0) {
@@ -231,6 +263,13 @@ bool parseMeshPlan(const std::string &text, Plan &out, std::string &err) {
       out.virtualStages = 2;
     if (!seen["microbatches"])
       out.microbatches = out.pp;
+    // Pipeline stages run tp without sequence parallelism or the
+    // vocabulary-parallel loss (not combined yet): off unless asked for,
+    // and asking is refused by checkExecutable.
+    if (!seen["tp_sp"])
+      out.tpSp = false;
+    if (!seen["loss_parallel"])
+      out.lossParallel = false;
   }
   return true;
 }
@@ -245,6 +284,8 @@ std::string meshPlanName(const Plan &p) {
   add("cp", p.cp);
   add("tp", p.tp);
   add("pp", p.pp);
+  if (s.empty())
+    return "1";
   if (p.pp > 1) {
     s += ",pp_schedule=" + (p.scheduleFile.empty() ? std::string(scheduleName(p.schedule))
                                                     : p.scheduleFile);
@@ -252,7 +293,16 @@ std::string meshPlanName(const Plan &p) {
       s += ",pp_virtual=" + std::to_string(p.virtualStages);
     s += ",microbatches=" + std::to_string(p.microbatches);
   }
-  return s.empty() ? "1" : s;
+  // The choices that differ from the defaults, where they apply (sequence
+  // and loss parallelism are on by default, except in pipeline plans).
+  bool tpChoices = p.pp == 1;
+  if (p.cp > 1 && p.cpRotate == CpRotate::Ring)
+    s += ",cp_rotate=ring";
+  if (p.tp > 1 && p.tpSp != tpChoices)
+    s += p.tpSp ? ",tp_sp=on" : ",tp_sp=off";
+  if (p.tp > 1 && p.lossParallel != tpChoices)
+    s += p.lossParallel ? ",loss_parallel=on" : ",loss_parallel=off";
+  return s;
 }
 
 std::string checkWorldSize(const Plan &p, int worldSize) {
@@ -273,9 +323,15 @@ std::string checkWorldSize(const Plan &p, int worldSize) {
 }
 
 std::string checkExecutable(const Plan &p) {
-  // cp has no passes yet (a later issue).
-  if (p.cp > 1)
-    return "plan '" + meshPlanName(p) + "': cp (context parallel) is not executable yet";
+  // Pipeline stages of context-parallel ranks, or of tp ranks with
+  // sequence parallelism or the vocabulary-parallel loss: not combined yet.
+  if (p.pp > 1 && p.cp > 1)
+    return "plan '" + meshPlanName(p) + "': pp (pipeline parallel) with cp (context parallel) is "
+           "not executable yet";
+  if (p.pp > 1 && p.tp > 1 && (p.tpSp || p.lossParallel))
+    return "plan '" + meshPlanName(p) + "': pp (pipeline parallel) with " +
+           (p.tpSp ? "tp_sp=on (sequence parallel)" : "loss_parallel=on (vocabulary-parallel loss)") +
+           " is not executable yet";
   return "";
 }
 

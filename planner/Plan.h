@@ -23,8 +23,19 @@ enum class Checkpoint : uint8_t { None, Selective, Full };
 const char *scheduleName(Schedule s);
 const char *checkpointName(Checkpoint c);
 
+/// How context parallelism reaches the other ranks' keys and values: one
+/// all-gather (the Llama 3 paper) or cp - 1 ring shifts (torchtitan).
+enum class CpRotate : uint8_t { AllGather, Ring };
+const char *cpRotateName(CpRotate r);
+
 struct Plan {
   int dpReplicate = 1, dpShard = 1, cp = 1, tp = 1, pp = 1;
+  // Issue 18 (loom train/verify --plan): cp's rotation, and with tp > 1
+  // Megatron sequence parallelism and the vocabulary-parallel loss (both
+  // on unless the plan says tp_sp=off or loss_parallel=off; parseMeshPlan
+  // turns them off in pipeline plans, which do not run them yet).
+  CpRotate cpRotate = CpRotate::AllGather;
+  bool tpSp = true, lossParallel = true;
   Schedule schedule = Schedule::None;
   int virtualStages = 1; // model chunks per GPU (interleaved 1F1B)
   int microbatches = 1;  // per optimizer step, per data-parallel rank
@@ -66,15 +77,21 @@ bool planMatches(const Plan &p, const PlanFilter &f);
 /// The user-facing plan spelling of `loom train --plan` and `loom verify
 /// --plans`: "dp_replicate=R,dp_shard=S,cp=C,tp=T,pp=P" in any order, each
 /// key at most once, missing keys 1; "1" alone is the one-device plan.
+/// Also cp_rotate=allgather|ring, tp_sp=on|off, loss_parallel=on|off.
 /// With pp > 1 the pipeline keys pp_schedule=gpipe|1f1b|interleaved|zb
 /// (or a .csv file of a custom schedule; default 1f1b), pp_virtual=V
 /// (stages per rank; default 1, 2 for interleaved) and microbatches=M
-/// (default pp) may follow; they are refused without pp > 1.
+/// (default pp) may follow; they are refused without pp > 1, and with
+/// them tp_sp and loss_parallel default to off. The planner's other choices
+/// (checkpoint policy, fp8) keep their defaults.
 /// False with a one-line `err` on an unknown key, a repeated key or a value
 /// that is not a positive integer.
 bool parseMeshPlan(const std::string &text, Plan &out, std::string &err);
 
-/// "dp_replicate=2,dp_shard=2" (factors above 1 only; "1" for one device).
+/// "dp_replicate=2,dp_shard=2" (factors above 1 only; "1" for one device;
+/// then pp_schedule, pp_virtual and microbatches with pp > 1, and
+/// cp_rotate, tp_sp and loss_parallel where they apply and differ from the
+/// defaults).
 std::string meshPlanName(const Plan &p);
 
 /// Checks that the plan's factors multiply to `worldSize`; the message
@@ -83,8 +100,9 @@ std::string meshPlanName(const Plan &p);
 std::string checkWorldSize(const Plan &p, int worldSize);
 
 /// Which mesh axes the SPMD passes and executors can run today: data
-/// parallelism (dp_replicate, dp_shard) and tp. Empty when runnable, else a
-/// one-line reason naming the axis.
+/// parallelism (dp_replicate, dp_shard), cp, tp and pp, but not pp with cp
+/// or with tp's sequence parallelism or vocabulary-parallel loss.
+/// Empty when runnable, else a one-line reason naming the axes.
 std::string checkExecutable(const Plan &p);
 
 } // namespace loom::planner

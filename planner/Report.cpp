@@ -151,7 +151,7 @@ void printHeader(std::ostream &os, const CostModel &cm, const PlanRequest &req) 
   os << "costs: " << m.costSource << " (" << fwd << " forward, " << bwd << " backward, " << opt
      << " optimizer ops)\n";
   os << "memory: " << (m.hasBufferPlan ? "the compiler's buffer plan (as loom train --precision bf16 compiles it, plus the CUDA backend's scratch and GEMM workspace) for plans it can compile "
-                                          "(tp=cp=pp=1, no FSDP, 1 microbatch, no recompute, no fp8); analytical otherwise"
+                                          "(tp=cp=pp=1, no FSDP, 1 microbatch, no fp8; each recompute policy applied by the compiler's pass); analytical otherwise"
                                         : "analytical (" + m.bufferPlanNote + ")")
      << "\n";
   for (const std::string &n : m.notes) os << "note: " << n << "\n";
@@ -282,6 +282,57 @@ json::Value rankingJson(const CostModel &cm, const PlanRequest &req, const PlanR
 }
 
 namespace {
+
+/// "rms_norm input_layernorm, matmul k_proj, rotary x2, ...".
+std::string countedList(const std::vector<std::string> &items) {
+  std::vector<std::pair<std::string, int>> counts;
+  for (const std::string &i : items) {
+    auto it = std::find_if(counts.begin(), counts.end(), [&](auto &c) { return c.first == i; });
+    if (it == counts.end())
+      counts.push_back({i, 1});
+    else
+      ++it->second;
+  }
+  std::string s;
+  for (auto &[what, n] : counts)
+    s += (s.empty() ? "" : ", ") + what + (n > 1 ? fmt(" x%d", n) : "");
+  return s.empty() ? "nothing" : s;
+}
+
+/// What each checkpoint policy keeps and re-runs (the recompute pass's
+/// decisions), the plan's own marked.
+void printRecompute(std::ostream &os, const ModelCost &m, Checkpoint chosen, bool compiled) {
+  if (m.recompute.empty()) {
+    os << "\nactivation checkpointing: no recompute pass decisions (the training step was not "
+          "built); the analytical rule is used\n";
+    return;
+  }
+  os << "\nactivation checkpointing (the compiler's recompute pass on the training step; layer "
+     << m.recompute.front().layer << " shown, one microbatch, activations at 2 B):\n";
+  for (const RecomputeReport &r : m.recompute) {
+    double bytes = 0;
+    std::vector<std::string> kept;
+    for (auto &[what, b] : r.kept) {
+      bytes += b;
+      kept.push_back(what);
+    }
+    bool mine = r.policy == checkpointName(chosen);
+    os << fmt("  %-10s%s keeps %zu tensors, %s: ", r.policy.c_str(), mine ? "*" : " ", kept.size(),
+              formatBytes(bytes).c_str())
+       << countedList(kept) << "\n";
+    if (r.policy != "none")
+      os << fmt("  %-11s re-runs %d ops per microbatch (%s); in layer %d: ", "", r.recomputedOps,
+                (r.recomputeFlops >= 1e12   ? fmt("%.2f TFLOP", r.recomputeFlops / 1e12)
+                 : r.recomputeFlops >= 1e9 ? fmt("%.2f GFLOP", r.recomputeFlops / 1e9)
+                                           : fmt("%.2f MFLOP", r.recomputeFlops / 1e6))
+                    .c_str(),
+                r.layer)
+         << countedList(r.recomputed) << "\n";
+  }
+  os << "  (* this plan; its memory above is "
+     << (compiled ? "the compiled step's, with the policy applied" : "the analytical model's, from these kept tensors")
+     << ")\n";
+}
 
 struct CollectiveLine {
   std::string label, text;
@@ -424,7 +475,36 @@ void printExplain(std::ostream &os, const CostModel &cm, const PlanEstimate &e, 
      << ", bubble " << formatSeconds(e.time.bubble) << " = " << formatSeconds(e.time.total())
      << "; " << tokens(e.tokensPerSecond) << " tokens/s, MFU " << fmt("%.1f%%", e.mfu * 100)
      << "\n";
+  printRecompute(os, m, p.checkpoint, e.memorySource != "analytical");
 }
+
+namespace {
+
+json::Value recomputeJson(const ModelCost &m) {
+  json::Value out = json::Value::array();
+  for (const RecomputeReport &r : m.recompute) {
+    json::Value o = json::Value::object();
+    o.set("policy", r.policy);
+    o.set("layer", r.layer);
+    json::Value kept = json::Value::array();
+    for (auto &[what, bytes] : r.kept) {
+      json::Value k = json::Value::object();
+      k.set("what", what);
+      k.set("bytes", bytes);
+      kept.push(k);
+    }
+    o.set("kept", kept);
+    json::Value re = json::Value::array();
+    for (const std::string &what : r.recomputed) re.push(what);
+    o.set("recomputed_in_layer", re);
+    o.set("recomputed_ops", r.recomputedOps);
+    o.set("recompute_flops", r.recomputeFlops);
+    out.push(o);
+  }
+  return out;
+}
+
+} // namespace
 
 json::Value modelCostJson(const ModelCost &m) {
   json::Value o = json::Value::object();
@@ -439,7 +519,8 @@ json::Value modelCostJson(const ModelCost &m) {
     json::Value g = json::Value::object();
     g.set("group", groupName(layer, m.numLayers));
     for (Phase ph : {Phase::Forward, Phase::Backward}) {
-      double flops = 0, elements = 0, matmuls = 0, attention = 0, kernels = 0, recompute = 0;
+      double flops = 0, elements = 0, matmuls = 0, attention = 0, kernels = 0, recompute = 0,
+             recomputeFull = 0;
       for (const CostOp &op : m.ops) {
         if (op.layer != layer || op.phase != ph || op.kind == OpKind::View)
           continue;
@@ -449,6 +530,7 @@ json::Value modelCostJson(const ModelCost &m) {
         matmuls += op.kind == OpKind::Matmul;
         attention += op.kind == OpKind::Attention;
         recompute += op.recomputeSelective;
+        recomputeFull += op.recomputeFull;
       }
       json::Value p = json::Value::object();
       p.set("kernels", kernels);
@@ -456,8 +538,10 @@ json::Value modelCostJson(const ModelCost &m) {
       p.set("attention", attention);
       p.set("flops", flops);
       p.set("elements", elements);
-      if (ph == Phase::Forward)
+      if (ph == Phase::Forward) {
         p.set("selective_recompute_kernels", recompute);
+        p.set("full_recompute_kernels", recomputeFull);
+      }
       g.set(phaseName(ph), p);
     }
     double saved[4] = {0, 0, 0, 0};
@@ -493,6 +577,7 @@ json::Value modelCostJson(const ModelCost &m) {
   double opt = 0;
   for (const CostOp &op : m.ops) opt += op.phase == Phase::Optimizer ? op.elements : 0;
   o.set("optimizer_elements", opt);
+  o.set("recompute", recomputeJson(m));
   return o;
 }
 
@@ -539,6 +624,7 @@ json::Value explainJson(const CostModel &cm, const PlanEstimate &e, size_t rank)
     colls.push(q);
   }
   o.set("collectives", colls);
+  o.set("recompute", recomputeJson(m));
   return o;
 }
 

@@ -1,10 +1,13 @@
 """Exports a randomly initialised Llama-3.2-1B-shaped model to ONNX in fp32
 (loom trains from fp32 master weights), with the weights as external data.
 
-    python3 export_llama.py OUT_DIR [--layers N]
+    python3 export_llama.py OUT_DIR [--layers N] [--shape 1b|8b]
 
-Shape: vocab 128256, hidden 2048, 16 layers, 32 heads, 8 KV heads, FFN 8192,
-tied embeddings, RoPE theta 500000 -- the shape of torch_bench.py's model.
+Shape 1b (OUT_DIR/llama-1b.onnx): vocab 128256, hidden 2048, 16 layers, 32
+heads, 8 KV heads, FFN 8192, tied embeddings, RoPE theta 500000 -- the shape
+of torch_bench.py's model. Shape 8b (OUT_DIR/llama-8b.onnx): Llama-3-8B's
+layers, hidden 4096, FFN 14336, 32/8 heads, untied output head, as many
+layers as --layers says -- the shape of torch_fp8_bench.py's model.
 Eager attention, like the fixtures, so the graph holds the decomposed
 attention that loom's importer fuses. Dynamic batch and sequence dims.
 """
@@ -18,12 +21,14 @@ from transformers import LlamaConfig, LlamaForCausalLM
 ap = argparse.ArgumentParser()
 ap.add_argument("out")
 ap.add_argument("--layers", type=int, default=16)
+ap.add_argument("--shape", choices=["1b", "8b"], default="1b")
 args = ap.parse_args()
 
-cfg = LlamaConfig(vocab_size=128256, hidden_size=2048, intermediate_size=8192,
+hidden, ffn, tied = (2048, 8192, True) if args.shape == "1b" else (4096, 14336, False)
+cfg = LlamaConfig(vocab_size=128256, hidden_size=hidden, intermediate_size=ffn,
                   num_hidden_layers=args.layers, num_attention_heads=32, num_key_value_heads=8,
                   max_position_embeddings=8192, rms_norm_eps=1e-5, rope_theta=500000.0,
-                  tie_word_embeddings=True)
+                  tie_word_embeddings=tied)
 cfg._attn_implementation = "eager"
 torch.manual_seed(0)
 t0 = time.time()
@@ -42,7 +47,7 @@ class Logits(torch.nn.Module):
 
 
 os.makedirs(args.out, exist_ok=True)
-path = os.path.join(args.out, "llama-1b.onnx")
+path = os.path.join(args.out, f"llama-{args.shape}.onnx")
 # An example batch of 2: torch.export specializes a dim whose example size
 # is 1, and the batch must stay dynamic for loom to specialize it.
 ids = torch.randint(0, cfg.vocab_size, (2, 128), device="cuda")

@@ -119,6 +119,27 @@ Rule arith(std::function<double(double, double)> f,
   };
 }
 
+/// Max, Min and Sum take one or more inputs (opset 8+): a single input is
+/// itself, more are combined left to right with broadcasting.
+Rule variadic(std::function<double(double, double)> f,
+              std::function<int64_t(int64_t, int64_t)> fi) {
+  Rule pair = arith(f, fi);
+  return [pair](const onnx::NodeProto &node, const Inputs &in,
+                std::vector<HostTensor> &out) -> std::string {
+    if (in.empty())
+      return "needs at least one input";
+    HostTensor acc = *in[0];
+    for (size_t k = 1; k < in.size(); ++k) {
+      std::vector<HostTensor> step;
+      if (std::string e = pair(node, {&acc, in[k]}, step); !e.empty())
+        return e;
+      acc = std::move(step[0]);
+    }
+    out.push_back(std::move(acc));
+    return "";
+  };
+}
+
 /// A comparison or logical op: `f` on doubles, `fi` on integers (and
 /// bools). The functors are template parameters so the per-element call
 /// inlines: a long sequence's causal mask compares T^2 elements.
@@ -336,6 +357,64 @@ std::string foldGatherND(const onnx::NodeProto &node, const Inputs &in,
   return "";
 }
 
+/// Tile: output dim d is input dim d times repeats[d], element
+/// out[i] = x[i mod dims].
+std::string foldTile(const onnx::NodeProto &, const Inputs &in,
+                     std::vector<HostTensor> &out) {
+  const HostTensor &x = need(in, 0);
+  std::vector<int64_t> repeats = need(in, 1).toInts();
+  if (repeats.size() != x.shape.size())
+    return "Tile repeats has " + std::to_string(repeats.size()) + " entries for rank " +
+           std::to_string(x.shape.size());
+  Shape shape;
+  for (size_t d = 0; d < repeats.size(); ++d) {
+    if (repeats[d] < 0)
+      return "Tile repeat " + std::to_string(repeats[d]) + " is negative";
+    shape.push_back(x.shape[d] * repeats[d]);
+  }
+  std::vector<int64_t> st = stridesOf(x.shape);
+  out.push_back(gatherBy(x, shape, [&](int64_t k) {
+    std::vector<int64_t> idx = unflatten(k, shape);
+    int64_t s = 0;
+    for (size_t d = 0; d < idx.size(); ++d) s += (idx[d] % x.shape[d]) * st[d];
+    return s;
+  }));
+  return "";
+}
+
+/// GatherElements: out has the indices' shape; out[i] = data[i with dim
+/// `axis` replaced by indices[i]].
+std::string foldGatherElements(const onnx::NodeProto &node, const Inputs &in,
+                               std::vector<HostTensor> &out) {
+  const HostTensor &data = need(in, 0), &indices = need(in, 1);
+  int64_t rank = int64_t(data.shape.size());
+  int64_t axis = attrInt(node, "axis", 0);
+  if (!normalizeAxis(axis, rank))
+    return "GatherElements axis out of range";
+  if (int64_t(indices.shape.size()) != rank)
+    return "GatherElements indices must have the data's rank";
+  std::vector<int64_t> st = stridesOf(data.shape), ids = indices.toInts();
+  std::string err;
+  HostTensor r = gatherBy(data, indices.shape, [&](int64_t k) {
+    std::vector<int64_t> idx = unflatten(k, indices.shape);
+    int64_t dim = data.shape[axis], id = ids[k];
+    if (id < 0) id += dim;
+    if (id < 0 || id >= dim) {
+      err = "GatherElements index " + std::to_string(ids[k]) + " out of range for dim " +
+            std::to_string(dim);
+      return int64_t(0);
+    }
+    idx[axis] = id;
+    int64_t s = 0;
+    for (int64_t d = 0; d < rank; ++d) s += idx[d] * st[d];
+    return s;
+  });
+  if (!err.empty())
+    return err;
+  out.push_back(std::move(r));
+  return "";
+}
+
 std::string foldExpand(const onnx::NodeProto &, const Inputs &in,
                        std::vector<HostTensor> &out) {
   const HostTensor &x = need(in, 0);
@@ -363,7 +442,7 @@ std::string foldRange(const onnx::NodeProto &, const Inputs &in,
   HostTensor r = HostTensor::zeros(start.type, {n});
   for (int64_t k = 0; k < n; ++k) {
     if (r.isFloat()) r.f[k] = start.at(0) + double(k) * delta.at(0);
-    else r.i[k] = start.i[0] + k * delta.i[0];
+    else r.i[k] = start.intAt(0) + k * delta.intAt(0);
   }
   out.push_back(std::move(r));
   return "";
@@ -372,6 +451,8 @@ std::string foldRange(const onnx::NodeProto &, const Inputs &in,
 std::string foldCumSum(const onnx::NodeProto &node, const Inputs &in,
                        std::vector<HostTensor> &out) {
   HostTensor r = need(in, 0);
+  if (need(in, 1).numElements() != 1)
+    return "CumSum axis must hold one value";
   int64_t axis = need(in, 1).intAt(0);
   if (!normalizeAxis(axis, int64_t(r.shape.size())))
     return "CumSum axis out of range";
@@ -412,8 +493,11 @@ std::string foldTranspose(const onnx::NodeProto &node, const Inputs &in,
   if (int64_t(perm.size()) != rank)
     return "perm size differs from rank";
   Shape shape;
+  std::vector<bool> seen(size_t(rank), false);
   for (int64_t p : perm) {
     if (p < 0 || p >= rank) return "perm entry out of range";
+    if (seen[size_t(p)]) return "perm names dim " + std::to_string(p) + " twice";
+    seen[size_t(p)] = true;
     shape.push_back(x.shape[p]);
   }
   std::vector<int64_t> st = stridesOf(x.shape);
@@ -527,6 +611,8 @@ std::string foldConstantOfShape(const onnx::NodeProto &node, const Inputs &in,
     if (!tensorFromProto(a->t(), "", value, err))
       return err;
   }
+  if (value.numElements() != 1 || int64_t(value.isFloat() ? value.f.size() : value.i.size()) != 1)
+    return "ConstantOfShape value must hold one element";
   Shape shape = need(in, 0).toInts();
   int64_t n;
   if (!checkedNumElements(shape, n))
@@ -551,10 +637,10 @@ const std::map<std::string, Rule> &rules() {
       {"Div", arith([](double a, double b) { return a / b; },
                     [](int64_t a, int64_t b) { return b ? a / b : 0; })},
       {"Pow", arith([](double a, double b) { return std::pow(a, b); }, nullptr)},
-      {"Max", arith([](double a, double b) { return std::max(a, b); },
-                    [](int64_t a, int64_t b) { return std::max(a, b); })},
-      {"Min", arith([](double a, double b) { return std::min(a, b); },
-                    [](int64_t a, int64_t b) { return std::min(a, b); })},
+      {"Max", variadic([](double a, double b) { return std::max(a, b); },
+                       [](int64_t a, int64_t b) { return std::max(a, b); })},
+      {"Min", variadic([](double a, double b) { return std::min(a, b); },
+                       [](int64_t a, int64_t b) { return std::min(a, b); })},
       {"Equal", compare([](double a, double b) { return a == b; },
                           [](int64_t a, int64_t b) { return a == b; })},
       {"Less", compare([](double a, double b) { return a < b; },
@@ -586,6 +672,11 @@ const std::map<std::string, Rule> &rules() {
       {"Sin", unary([](double x) { return std::sin(x); })},
       {"Tanh", unary([](double x) { return std::tanh(x); })},
       {"Sigmoid", unary([](double x) { return 1.0 / (1.0 + std::exp(-x)); })},
+      {"Relu", unary([](double x) { return x > 0 ? x : 0.0; })},
+      {"Erf", unary([](double x) { return std::erf(x); })},
+      {"Softplus", unary([](double x) {
+         return std::max(x, 0.0) + std::log1p(std::exp(-std::fabs(x)));
+       })},
       {"Floor", unary([](double x) { return std::floor(x); })},
       {"Ceil", unary([](double x) { return std::ceil(x); })},
       {"Identity", [](const onnx::NodeProto &, const Inputs &in, std::vector<HostTensor> &out) {
@@ -605,6 +696,8 @@ const std::map<std::string, Rule> &rules() {
       {"Gather", foldGather},
       {"GatherND", foldGatherND},
       {"Expand", foldExpand},
+      {"Tile", foldTile},
+      {"GatherElements", foldGatherElements},
       {"Range", foldRange},
       {"CumSum", foldCumSum},
       {"Transpose", foldTranspose},
@@ -622,11 +715,45 @@ bool hasFoldingRule(const std::string &opType) {
   return rules().count(opType) != 0;
 }
 
+/// How many leading inputs a rule or an emitter reads without checking (the op's
+/// required inputs, as the ONNX operator specification lists them); the
+/// rest are optional and read through has(). A node with fewer is an
+/// error, not a read past the end.
+size_t requiredOnnxInputs(const std::string &op) {
+  if (op == "Constant")
+    return 0;
+  static const std::map<std::string, size_t> counts = {
+      {"Add", 2}, {"Sub", 2}, {"Mul", 2}, {"Div", 2}, {"Pow", 2}, {"Mod", 2}, {"Max", 1},
+      {"Min", 1}, {"Equal", 2}, {"Less", 2}, {"LessOrEqual", 2}, {"Greater", 2},
+      {"GreaterOrEqual", 2}, {"And", 2}, {"Or", 2}, {"Xor", 2}, {"CastLike", 2},
+      {"Reshape", 2}, {"Gather", 2}, {"GatherND", 2}, {"GatherElements", 2}, {"Expand", 2},
+      {"Range", 3}, {"CumSum", 2}, {"MatMul", 2}, {"Where", 3}, {"Tile", 2}, {"Slice", 1}};
+  auto it = counts.find(op);
+  return it == counts.end() ? 1 : it->second;
+}
+
+std::vector<std::string> foldingRuleOps() {
+  std::vector<std::string> ops;
+  for (const auto &[op, rule] : rules()) ops.push_back(op);
+  return ops;
+}
+
 FoldStatus foldNode(const onnx::NodeProto &node, const Inputs &inputs,
                     std::vector<HostTensor> &outputs, std::string &err) {
   auto it = rules().find(node.op_type());
   if (it == rules().end() || !node.domain().empty())
     return FoldStatus::NotFoldable;
+  size_t required = requiredOnnxInputs(node.op_type());
+  if (size_t(node.input_size()) < required) {
+    err = "has " + std::to_string(node.input_size()) + " inputs, " + node.op_type() + " needs " +
+          std::to_string(required);
+    return FoldStatus::Error;
+  }
+  for (size_t k = 1; k < required && k < inputs.size(); ++k)
+    if (!inputs[k] && node.input(int(k)).empty()) {
+      err = "input " + std::to_string(k) + " is required but not given";
+      return FoldStatus::Error;
+    }
   for (size_t k = 0; k < inputs.size(); ++k)
     if (!inputs[k] && k == 0)
       return FoldStatus::NotFoldable;

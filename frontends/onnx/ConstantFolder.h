@@ -32,6 +32,14 @@ FoldStatus foldNode(const onnx::NodeProto &node,
 /// Whether `opType` has a folding rule (for the importer's error messages).
 bool hasFoldingRule(const std::string &opType);
 
+/// The inputs the ONNX operator specification requires of `op` (the
+/// leading ones; later inputs are optional): the importer refuses a node
+/// with fewer before any folding rule or emitter reads them.
+size_t requiredOnnxInputs(const std::string &op);
+/// The op types with a folding rule (besides Shape and Constant, which the
+/// importer evaluates itself).
+std::vector<std::string> foldingRuleOps();
+
 } // namespace loom::onnx_import
 
 #endif

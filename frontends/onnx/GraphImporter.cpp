@@ -60,7 +60,10 @@ void GraphImporter::addInitializer(const onnx::TensorProto &t) {
   int nonTrivial = 0;
   for (int64_t d : shape)
     nonTrivial += d > 1;
-  e.weight = isFloatType(ElemType(t.data_type())) && nonTrivial >= 2;
+  // torch.onnx's signature tells buffers apart: a sin/cos table kept as a
+  // buffer (GPT-J) is a known value however many dims it has.
+  e.weight = isFloatType(ElemType(t.data_type())) && nonTrivial >= 2 &&
+             !torchInfo.holdsOnlyBuffers(t.name());
 }
 
 const HostTensor *GraphImporter::knownValue(const std::string &name) {
@@ -169,27 +172,58 @@ Value GraphImporter::paramConstant(const std::string &init, const ParamUse &use)
   Value &v = paramValues[{init, use.name}];
   if (!v) {
     OpBuilder::InsertionGuard guard(b);
-    // One parameter read both as stored and transposed (a tied embedding
-    // whose LM head the exporter folded into a transposed initializer) is
-    // one tensor: the second reading transposes the first, so training
-    // updates a single parameter and adds both readings' gradients.
-    auto first = paramByName.find(use.name);
-    const onnx::TensorProto &t = *entry(init).init;
-    if (first != paramByName.end() && first->second.second != use.transposed && t.dims_size() == 2) {
-      Value p = first->second.first;
-      auto pt = cast<RankedTensorType>(p.getType());
-      if (pt.getRank() == 2 && pt.getDimSize(0) == t.dims(1) && pt.getDimSize(1) == t.dims(0)) {
-        b.setInsertionPointAfterValue(p);
-        v = b.create<TransposeOp>(UnknownLoc::get(b.getContext()), p,
-                                  b.getDenseI64ArrayAttr({1, 0}));
-        return v;
-      }
-    }
     b.setInsertionPointToStart(b.getInsertionBlock());
-    v = weightConstant(t, &use);
-    paramByName.insert({use.name, {v, use.transposed}});
+    v = weightConstant(*entry(init).init, &use);
   }
   return v;
+}
+
+void GraphImporter::tieParameterCopies() {
+  auto dims = [](RankedTensorType t) {
+    std::string s = "[";
+    for (int64_t d : t.getShape()) s += (s.size() > 1 ? "," : "") + std::to_string(d);
+    return s + "]";
+  };
+  std::map<std::string, std::vector<ConstantOp>> byName;
+  for (auto &[key, v] : paramValues)
+    if (auto c = v.getDefiningOp<ConstantOp>())
+      byName[key.second].push_back(c);
+  for (auto &[name, copies] : byName) {
+    if (copies.size() < 2)
+      continue;
+    // The canonical copy is one stored as the framework stores it.
+    auto canonical = llvm::find_if(copies, [](ConstantOp c) { return !c.getParamAttr().getTransposed(); });
+    ConstantOp keep = canonical != copies.end() ? *canonical : copies.front();
+    auto keepType = cast<RankedTensorType>(keep.getType());
+    for (ConstantOp c : copies) {
+      if (c == keep)
+        continue;
+      auto type = cast<RankedTensorType>(c.getType());
+      OpBuilder::InsertionGuard guard(b);
+      b.setInsertionPointAfter(keep);
+      Value replacement;
+      if (type == keepType && c.getParamAttr().getTransposed() == keep.getParamAttr().getTransposed()) {
+        // Two initializers said to be one parameter must hold one tensor.
+        if (c.getValue() != keep.getValue())
+          throw ImportError{"parameter '" + name + "' is read from initializers '" +
+                            (c.getName() ? c.getName()->str() : "") + "' and '" +
+                            (keep.getName() ? keep.getName()->str() : "") +
+                            "', which hold different values"};
+        replacement = keep;
+      } else if (type.getRank() == 2 && keepType.getRank() == 2 &&
+                 type.getDimSize(0) == keepType.getDimSize(1) &&
+                 type.getDimSize(1) == keepType.getDimSize(0) &&
+                 c.getParamAttr().getTransposed() != keep.getParamAttr().getTransposed()) {
+        replacement = b.create<TransposeOp>(c.getLoc(), keep.getResult(),
+                                            b.getDenseI64ArrayAttr({1, 0}));
+      } else {
+        throw ImportError{"parameter '" + name + "' is read as " + dims(type) + " and as " +
+                          dims(keepType) + ", which are not one tensor and its transpose"};
+      }
+      c.getResult().replaceAllUsesWith(replacement);
+      c.erase();
+    }
+  }
 }
 
 Value GraphImporter::zeroParam(const std::string &name, ArrayRef<int64_t> shape, Type elem) {
@@ -386,6 +420,11 @@ bool GraphImporter::tryFold(const onnx::NodeProto &node) {
 
 void GraphImporter::importNode(const onnx::NodeProto &node) {
   curNode = &node;
+  if (node.output_size() == 0)
+    fail("the node has no outputs");
+  if (size_t required = requiredOnnxInputs(node.op_type()); size_t(node.input_size()) < required)
+    fail("has " + std::to_string(node.input_size()) + " inputs, " + node.op_type() + " needs " +
+         std::to_string(required));
   std::string name = node.name().empty() ? node.output(0) : node.name();
   curLoc = NameLoc::get(b.getStringAttr(name));
   if (!node.domain().empty() && node.domain() != "ai.onnx")

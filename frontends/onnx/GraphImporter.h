@@ -55,6 +55,12 @@ public:
   /// The value of graph output `name`, once every node is imported; an
   /// error names the output rather than the last node.
   mlir::Value graphOutput(const std::string &name);
+  /// After every node: makes each parameter one constant. The optimizer
+  /// may fold a tied weight's W^T (a tied LM head) into its own
+  /// initializer while the embedding reads W itself; both are the same
+  /// parameter, so the copy is replaced by a transpose of the original and
+  /// training sees one weight whose gradient sums both uses.
+  void tieParameterCopies();
 
   // --- used by the op emitters ---------------------------------------------
   mlir::OpBuilder &b;
@@ -105,9 +111,6 @@ private:
   /// (initializer, parameter) pair, so merged initializers come apart.
   mlir::Value paramConstant(const std::string &init, const ParamUse &use);
   std::map<std::pair<std::string, std::string>, mlir::Value> paramValues;
-  // Per parameter name: its first constant and whether it is stored
-  // transposed (a later reading the other way is a transpose of it).
-  std::map<std::string, std::pair<mlir::Value, bool>> paramByName;
 
   std::string modelDir;
   bool weightsAsShapes; // OnnxImportOptions::weightsAsShapes
@@ -124,6 +127,9 @@ mlir::Type elementTypeFor(mlir::MLIRContext *ctx, int32_t onnxType);
 
 /// Emits loom ops for `node`; false when the op has no emitter.
 bool emitNode(GraphImporter &g, const onnx::NodeProto &node);
+
+/// The op types with an emitter.
+std::vector<std::string> emitterOps();
 
 } // namespace loom::onnx_import
 

@@ -7,6 +7,7 @@
 #include "frontends/onnx/GraphImporter.h"
 #include "frontends/onnx/ShapeRules.h"
 #include "ir/LoomDialect.h"
+#include "ir/LoomOps.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Verifier.h"
@@ -129,6 +130,31 @@ RankedTensorType specializeInput(MLIRContext &ctx, const onnx::ValueInfoProto &v
   return RankedTensorType::get(shape, elem);
 }
 
+/// Parameters of the export's signature that no constant of the imported
+/// graph holds and that the exporter's optimizer folded into another
+/// initializer (falcon's W^T, gemma's 1 + w, a static export's position
+/// rows). Inference is unaffected; training them is impossible from this
+/// export, which BuildTrainStep reports. Recorded on the module as
+/// `loom.unread_params`: parameter -> the initializer it was folded into.
+/// (A parameter read by no node and folded into nothing is not recorded:
+/// that is also how torch.export leaves the second name of a tied weight.)
+void recordUnreadParameters(ModuleOp module, const TorchExportInfo &info) {
+  std::set<std::string> present;
+  module.walk([&](ConstantOp c) {
+    if (auto p = c.getParamAttr())
+      present.insert(p.getName().str());
+  });
+  Builder b(module.getContext());
+  SmallVector<NamedAttribute> unread;
+  for (const std::string &param : info.parameters()) {
+    std::string into = present.count(param) ? "" : info.initializerFoldedFrom(param);
+    if (!into.empty())
+      unread.push_back(b.getNamedAttr(param, b.getStringAttr(into)));
+  }
+  if (!unread.empty())
+    module->setAttr(kUnreadParamsAttrName, b.getDictionaryAttr(unread));
+}
+
 } // namespace
 
 OwningOpRef<ModuleOp> importOnnxModel(MLIRContext &ctx, const std::string &path,
@@ -182,6 +208,7 @@ OwningOpRef<ModuleOp> importOnnxModel(MLIRContext &ctx, const std::string &path,
     g.countUses(graph);
     for (const auto &node : graph.node())
       g.importNode(node);
+    g.tieParameterCopies();
     SmallVector<Value> results;
     SmallVector<Type> resultTypes;
     for (const auto &out : graph.output()) {
@@ -190,6 +217,7 @@ OwningOpRef<ModuleOp> importOnnxModel(MLIRContext &ctx, const std::string &path,
     }
     b.create<func::ReturnOp>(loc, results);
     func.setType(b.getFunctionType(argTypes, resultTypes));
+    recordUnreadParameters(*module, torchInfo);
     for (size_t k = 0; k < results.size(); ++k)
       func.setResultAttr(k, "loom.name", b.getStringAttr(graph.output(k).name()));
   } catch (const ImportError &e) {

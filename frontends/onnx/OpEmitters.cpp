@@ -333,7 +333,10 @@ void emitSplitToSequence(GraphImporter &g) {
 
 void emitSequenceAt(GraphImporter &g) {
   const std::vector<Value> &seq = g.sequenceInput(0);
-  int64_t pos = knownInts(g, 1, "SequenceAt position").at(0);
+  std::vector<int64_t> position = knownInts(g, 1, "SequenceAt position");
+  if (position.size() != 1)
+    g.fail("SequenceAt position must hold one value");
+  int64_t pos = position[0];
   if (pos < 0) pos += int64_t(seq.size());
   if (pos < 0 || pos >= int64_t(seq.size()))
     g.fail("SequenceAt position out of range");
@@ -348,6 +351,108 @@ void emitCastTo(GraphImporter &g, Type elem) {
   }
   g.setOutput(0, g.createTyped(CastOp::getOperationName(), x,
                                RankedTensorType::get(typeOf(x).getShape(), elem)));
+}
+
+/// Gelu (opset 20): `approximate` is "none" (erf) or "tanh".
+void emitGelu(GraphImporter &g) {
+  std::string approx = "none";
+  if (const auto *a = findAttr(g.node(), "approximate"))
+    approx = a->s();
+  GeluApproximation kind;
+  if (approx == "none")
+    kind = GeluApproximation::erf;
+  else if (approx == "tanh")
+    kind = GeluApproximation::tanh;
+  else
+    g.fail("Gelu approximate='" + approx + "' is not 'none' or 'tanh'");
+  g.setOutput(0, g.create(GeluOp::getOperationName(), {g.input(0)},
+                          {g.b.getNamedAttr("approximation",
+                                            GeluApproximationAttr::get(g.b.getContext(), kind))})
+                     ->getResult(0));
+}
+
+/// Max, Min (one or more inputs): a single input is itself; more combine
+/// left to right, each pair with broadcasting.
+Emitter variadic(StringRef opName) {
+  return [opName](GraphImporter &g) {
+    int n = g.node().input_size();
+    Type elem = computeType(g, 0, size_t(n));
+    Value acc = inputAs(g, 0, elem);
+    for (int k = 1; k < n; ++k)
+      acc = g.create(opName, {acc, inputAs(g, size_t(k), elem)})->getResult(0);
+    g.setOutput(0, acc);
+  };
+}
+
+/// Tile with known repeats: each repeated dim d becomes [r, n] by an
+/// expand of [1, n], then r * n by a reshape (out[i] = x[i mod n]).
+void emitTile(GraphImporter &g) {
+  Value x = g.input(0);
+  std::vector<int64_t> repeats = knownInts(g, 1, "Tile repeats");
+  Shape shape(typeOf(x).getShape());
+  if (repeats.size() != shape.size())
+    g.fail("Tile repeats has " + std::to_string(repeats.size()) + " entries for rank " +
+           std::to_string(shape.size()));
+  for (size_t d = 0; d < shape.size(); ++d) {
+    if (repeats[d] < 1)
+      g.fail("Tile repeat " + std::to_string(repeats[d]) + " is not positive");
+    if (repeats[d] == 1)
+      continue;
+    Shape split = shape;
+    split.insert(split.begin() + d, 1);
+    Value v = reshapeTo(g, x, split);
+    split[d] = repeats[d];
+    v = g.createTyped(ExpandOp::getOperationName(), v,
+                      RankedTensorType::get(split, typeOf(x).getElementType()));
+    shape[d] *= repeats[d];
+    x = reshapeTo(g, v, shape);
+  }
+  g.setOutput(0, x);
+}
+
+/// GatherND (batch_dims 0) with known indices, as exporters emit for
+/// indexing by a constant list (Falcon's fused_qkv[..., [-2], :] after a
+/// transpose): each index tuple picks a slice of the data, and the slices
+/// are stacked in the indices' order.
+void emitGatherND(GraphImporter &g) {
+  Value data = g.input(0);
+  if (attrInt(g.node(), "batch_dims", 0) != 0)
+    g.fail("GatherND with batch_dims != 0 is not supported");
+  const HostTensor *h = g.known(1);
+  if (!h)
+    g.fail("GatherND indices are not a constant after specializing shapes");
+  Shape ds(typeOf(data).getShape());
+  if (h->shape.empty() || h->shape.back() > int64_t(ds.size()))
+    g.fail("GatherND index depth exceeds data rank");
+  int64_t depth = h->shape.back(), tuples = h->numElements() / std::max<int64_t>(depth, 1);
+  std::vector<int64_t> ids = h->toInts();
+  Shape rest(ds.begin() + depth, ds.end()), piece = rest;
+  piece.insert(piece.begin(), 1);
+  SmallVector<Value> parts;
+  for (int64_t t = 0; t < tuples; ++t) {
+    std::vector<SliceDim> dims;
+    for (int64_t d = 0; d < int64_t(ds.size()); ++d) {
+      SliceDim sd{0, ds[d], 1};
+      if (d < depth) {
+        int64_t id = ids[t * depth + d];
+        if (id < 0) id += ds[d];
+        if (id < 0 || id >= ds[d])
+          g.fail("GatherND index " + std::to_string(ids[t * depth + d]) +
+                 " out of range for dim " + std::to_string(ds[d]));
+        sd = SliceDim{id, 1, 1};
+      }
+      dims.push_back(sd);
+    }
+    parts.push_back(reshapeTo(g, slice(g, data, dims), piece));
+  }
+  Value stacked = parts.size() == 1
+                      ? parts[0]
+                      : g.create(ConcatOp::getOperationName(), parts,
+                                 {g.b.getNamedAttr("axis", g.b.getI64IntegerAttr(0))})
+                            ->getResult(0);
+  Shape out(h->shape.begin(), h->shape.end() - 1);
+  out.insert(out.end(), rest.begin(), rest.end());
+  g.setOutput(0, reshapeTo(g, stacked, out));
 }
 
 void emitWhere(GraphImporter &g) {
@@ -365,8 +470,8 @@ const std::map<std::string, Emitter> &emitters() {
       {"Mul", binary(MulOp::getOperationName())},
       {"Div", binary(DivOp::getOperationName())},
       {"Pow", binary(PowOp::getOperationName())},
-      {"Max", binary(MaxOp::getOperationName())},
-      {"Min", binary(MinOp::getOperationName())},
+      {"Max", variadic(MaxOp::getOperationName())},
+      {"Min", variadic(MinOp::getOperationName())},
       {"Where", emitWhere},
       {"Neg", unary(NegOp::getOperationName())},
       {"Sqrt", unary(SqrtOp::getOperationName())},
@@ -377,6 +482,10 @@ const std::map<std::string, Emitter> &emitters() {
       {"Sigmoid", unary(SigmoidOp::getOperationName())},
       {"Cos", unary(CosOp::getOperationName())},
       {"Sin", unary(SinOp::getOperationName())},
+      {"Relu", unary(ReluOp::getOperationName())},
+      {"Erf", unary(ErfOp::getOperationName())},
+      {"Softplus", unary(SoftplusOp::getOperationName())},
+      {"Gelu", emitGelu},
       {"Softmax", emitSoftmax},
       {"ReduceMean", reduce(ReduceKind::mean)},
       {"ReduceSum", reduce(ReduceKind::sum)},
@@ -388,6 +497,8 @@ const std::map<std::string, Emitter> &emitters() {
       {"Unsqueeze", [](GraphImporter &g) { emitUnsqueezeOrSqueeze(g, true); }},
       {"Squeeze", [](GraphImporter &g) { emitUnsqueezeOrSqueeze(g, false); }},
       {"Expand", emitExpand},
+      {"Tile", emitTile},
+      {"GatherND", emitGatherND},
       {"Slice", emitSlice},
       {"Concat", emitConcat},
       {"Split", emitSplit},
@@ -408,6 +519,12 @@ const std::map<std::string, Emitter> &emitters() {
 }
 
 } // namespace
+
+std::vector<std::string> emitterOps() {
+  std::vector<std::string> ops;
+  for (const auto &[op, emitter] : emitters()) ops.push_back(op);
+  return ops;
+}
 
 bool emitNode(GraphImporter &g, const onnx::NodeProto &node) {
   auto it = emitters().find(node.op_type());

@@ -92,6 +92,22 @@ bool readExternal(const onnx::TensorProto &t, const std::string &modelDir,
           "' not found";
     return false;
   }
+  // The same rule for the file a symbolic link names (CVE-2024-27318, which
+  // the ONNX checker refuses since 1.16): every link on the way is followed
+  // and the real path must still lie inside the model's real folder.
+  fs::path realDir = fs::canonical(fs::path(modelDir).empty() ? fs::path(".") : fs::path(modelDir), ec);
+  fs::path realFile = ec ? fs::path() : fs::canonical(file, ec);
+  if (ec) {
+    err = "tensor '" + t.name() + "': cannot resolve external data file '" + file.string() +
+          "': " + ec.message();
+    return false;
+  }
+  fs::path inside = realFile.lexically_relative(realDir);
+  if (inside.empty() || *inside.begin() == "..") {
+    err = "tensor '" + t.name() + "': external data file '" + file.string() +
+          "' is a link to '" + realFile.string() + "', outside the model's folder";
+    return false;
+  }
   uint64_t size = fs::file_size(file, ec);
   if (hasLength && length != expected) {
     err = "tensor '" + t.name() + "': external data length " +

@@ -7,6 +7,7 @@
 
 #include <google/protobuf/unknown_field_set.h>
 
+#include <algorithm>
 #include <sstream>
 
 namespace loom::onnx_import {
@@ -25,34 +26,48 @@ bool endsWith(const std::string &s, const std::string &suffix) {
          s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
-/// NodeProto.metadata_props (field 9) arrived in ONNX 1.16, after the
-/// libonnx this builds against; the parser keeps it as an unknown field,
-/// whose entries are serialized StringStringEntryProto messages.
-std::string nodeMetadata(const onnx::NodeProto &node, const std::string &key) {
-  const auto &unknown = node.GetReflection()->GetUnknownFields(node);
+/// The value under `key` of a message's metadata_props when this libonnx
+/// predates the field: NodeProto's (field 9) arrived in ONNX 1.16, and
+/// GraphProto's (16) and ValueInfoProto's (4) are newer still, so the
+/// parser keeps them as unknown fields whose entries are serialized
+/// StringStringEntryProto messages.
+std::string unknownMetadata(const google::protobuf::Message &message, int field,
+                            const std::string &key) {
+  const auto &unknown = message.GetReflection()->GetUnknownFields(message);
   for (int i = 0; i < unknown.field_count(); ++i) {
-    const auto &field = unknown.field(i);
-    if (field.number() != 9 || field.type() != google::protobuf::UnknownField::TYPE_LENGTH_DELIMITED)
+    const auto &f = unknown.field(i);
+    if (f.number() != field || f.type() != google::protobuf::UnknownField::TYPE_LENGTH_DELIMITED)
       continue;
     onnx::StringStringEntryProto entry;
-    if (entry.ParseFromString(field.length_delimited()) && entry.key() == key)
+    if (entry.ParseFromString(f.length_delimited()) && entry.key() == key)
       return entry.value();
   }
   return "";
 }
 
-/// GraphProto.metadata_props (field 16) is newer than this libonnx too.
+std::string nodeMetadata(const onnx::NodeProto &node, const std::string &key) {
+  return unknownMetadata(node, 9, key);
+}
+
 std::string graphMetadata(const onnx::GraphProto &graph, const std::string &key) {
-  const auto &unknown = graph.GetReflection()->GetUnknownFields(graph);
-  for (int i = 0; i < unknown.field_count(); ++i) {
-    const auto &field = unknown.field(i);
-    if (field.number() != 16 || field.type() != google::protobuf::UnknownField::TYPE_LENGTH_DELIMITED)
-      continue;
-    onnx::StringStringEntryProto entry;
-    if (entry.ParseFromString(field.length_delimited()) && entry.key() == key)
-      return entry.value();
+  return unknownMetadata(graph, 16, key);
+}
+
+std::string valueInfoMetadata(const onnx::ValueInfoProto &info, const std::string &key) {
+  return unknownMetadata(info, 4, key);
+}
+
+/// The quoted names of a Python list literal: "['a', 'b']" -> {a, b}.
+std::vector<std::string> quotedNames(const std::string &list) {
+  std::vector<std::string> names;
+  for (size_t at = list.find('\''); at != std::string::npos;) {
+    size_t end = list.find('\'', at + 1);
+    if (end == std::string::npos)
+      break;
+    names.push_back(list.substr(at + 1, end - at - 1));
+    at = list.find('\'', end + 1);
   }
-  return "";
+  return names;
 }
 
 } // namespace
@@ -67,6 +82,13 @@ TorchExportInfo::TorchExportInfo(const onnx::ModelProto &model) {
     text = metadata(model.metadata_props(), key);
   std::istringstream sig(text);
   for (std::string line; std::getline(sig, line);) {
+    for (const char *kind : {": BUFFER target='", ": CONSTANT_TENSOR target='"}) {
+      size_t at = line.find(kind);
+      if (at == std::string::npos)
+        continue;
+      size_t start = at + std::string(kind).size();
+      buffers_.insert(line.substr(start, line.find('\'', start) - start));
+    }
     size_t colon = line.find(": PARAMETER target='");
     if (colon == std::string::npos)
       continue;
@@ -76,6 +98,34 @@ TorchExportInfo::TorchExportInfo(const onnx::ModelProto &model) {
     placeholderToParam_[line.substr(0, colon)] = target;
     params_.insert(target);
   }
+  for (const onnx::ValueInfoProto &info : model.graph().value_info()) {
+    std::string from = valueInfoMetadata(info, "pkg.onnxscript.optimizer.folded_from");
+    if (!from.empty())
+      foldedFrom_[info.name()] = quotedNames(from);
+  }
+}
+
+std::string TorchExportInfo::initializerFoldedFrom(const std::string &param) const {
+  for (const auto &[name, sources] : foldedFrom_)
+    for (const std::string &source : sources)
+      if (source == param)
+        return name;
+  return "";
+}
+
+bool TorchExportInfo::holdsOnlyBuffers(const std::string &name) const {
+  if (buffers_.count(name))
+    return true;
+  auto it = foldedFrom_.find(name);
+  if (it == foldedFrom_.end())
+    return false;
+  bool buffer = false;
+  for (const std::string &source : it->second) {
+    if (params_.count(source))
+      return false;
+    buffer |= buffers_.count(source) != 0;
+  }
+  return buffer;
 }
 
 std::string TorchExportInfo::atenTarget(const onnx::NodeProto &node) {
@@ -127,6 +177,13 @@ bool TorchExportInfo::paramForInput(const onnx::NodeProto &node, int k, ParamUse
     use = ParamUse{input, false}; // kept under its own name: stored as is
     return true;
   }
+  // An initializer the optimizer folded from other tensors is that
+  // parameter only if it was folded from it: layer_norm(x, w + 1, b) names
+  // one parameter (b), yet its folded w + 1 feeds the weight input.
+  if (auto it = foldedFrom_.find(input); it != foldedFrom_.end() && input != chosen &&
+                                         std::find(it->second.begin(), it->second.end(),
+                                                   chosen) == it->second.end())
+    return false;
   // aten.linear(x, W) computes x W^T: the exporter folds W^T into a new
   // initializer, so that initializer holds the parameter transposed (unless
   // it kept a parameter's name, which only untransposed tensors do).

@@ -38,6 +38,18 @@ public:
   bool available() const { return !placeholderToParam_.empty(); }
   /// Whether `name` is a parameter target of the signature.
   bool isParameter(const std::string &name) const { return params_.count(name) != 0; }
+  /// Whether initializer `name` holds a buffer and no parameter: a buffer
+  /// target itself (GPT-J's embed_positions, a non-persistent sin/cos
+  /// table) or, after the optimizer folded it, made only from buffers and
+  /// values (its value_info's `pkg.onnxscript.optimizer.folded_from`).
+  /// Such a table is a known value even when it is a matrix.
+  bool holdsOnlyBuffers(const std::string &name) const;
+  /// Every parameter target of the signature.
+  const std::set<std::string> &parameters() const { return params_; }
+  /// An initializer the optimizer folded from parameter `param` (such as
+  /// W^T of a falcon linear, 1 + w of a gemma norm, or the rows of a
+  /// position table a static export picks), or "" when none names it.
+  std::string initializerFoldedFrom(const std::string &param) const;
   /// The parameter held by input `k` of `node`, when the metadata says.
   bool paramForInput(const onnx::NodeProto &node, int k, ParamUse &use) const;
   /// Parameter arguments of the node's aten call, in call order.
@@ -48,6 +60,8 @@ public:
 private:
   std::map<std::string, std::string> placeholderToParam_;
   std::set<std::string> params_;
+  std::set<std::string> buffers_; // BUFFER and CONSTANT_TENSOR targets
+  std::map<std::string, std::vector<std::string>> foldedFrom_;
 };
 
 } // namespace loom::onnx_import

@@ -4,12 +4,14 @@
 //
 //===----------------------------------------------------------------------===//
 #include "planner/ir/IrCost.h"
+#include "planner/ir/RankStep.h"
 #include "codegen/LowerToProgram.h"
 #include "frontends/onnx/OnnxImporter.h"
 #include "ir/LoomOps.h"
 #include "loom/runtime/Executor.h"
 #include "passes/PatternUtils.h"
 #include "passes/Passes.h"
+#include "passes/Recompute.h"
 #include "planner/BufferPlanMemory.h"
 #include "planner/ShardingRules.h"
 
@@ -83,6 +85,26 @@ int reshapeDim(ArrayRef<int64_t> in, int d, ArrayRef<int64_t> out) {
   return -1;
 }
 
+/// Bytes per element a kept tensor takes: 0 for a float activation (the
+/// plan's width); integers their own; attention's logsumexp stays f32
+/// whatever the activations' width (AutocastBf16 never rounds it).
+int savedWidth(Value r) {
+  Type et = cast<RankedTensorType>(r.getType()).getElementType();
+  unsigned bytes = std::max(1u, et.getIntOrFloatBitWidth() / 8);
+  if (auto a = r.getDefiningOp<AttentionOp>(); a && r == a.getLse())
+    return int(std::max(4u, bytes));
+  return isa<FloatType>(et) ? 0 : int(bytes);
+}
+
+/// "[4x2048x2048]", dim `batch` (if any) scaled to the requested batch.
+std::string shapeString(Value v, int batch, double scale) {
+  std::string s = "[";
+  ArrayRef<int64_t> shape = shapeOf(v);
+  for (int i = 0; i < int(shape.size()); ++i)
+    s += (i ? "x" : "") + std::to_string(i == batch ? int64_t(double(shape[i]) * scale) : shape[i]);
+  return s + "]";
+}
+
 class Walker {
 public:
   Walker(func::FuncOp f, bool trainStep, double batchScale, ModelCost &out)
@@ -99,6 +121,7 @@ private:
   void mapGradients();
   void buildOps();
   void buildSaved();
+  bool decideRecompute(llvm::SetVector<Value> &keptSelective, llvm::SetVector<Value> &keptFull);
   void buildTpCollectives();
   void summarize();
   void synthesizeBackward();
@@ -601,50 +624,57 @@ void Walker::buildSaved() {
         layerInputs.insert(r);
     }
   }
-  // Selective: keep GEMM and attention outputs; recompute the cheap ops in
-  // between, starting from kept tensors or layer inputs.
-  llvm::SetVector<Value> keptSelective;
-  llvm::DenseSet<Operation *> visited;
-  std::function<void(Value, int)> recompute = [&](Value r, int layer) {
-    Operation *def = r.getDefiningOp();
-    if (!def || isa<ConstantOp>(def) || paramOf.count(r))
-      return;
-    if (layerOfRoot(r) != layer || isa<MatmulOp, AttentionOp>(def)) {
-      keptSelective.insert(r);
-      return;
+  // What each checkpoint policy keeps and re-runs: the compiler's recompute
+  // pass decides (on this step, every layer checkpointed); kept tensors are
+  // counted by the tensor they view. A forward-only costing has no
+  // backward to rewrite: selective keeps GEMM and attention outputs and
+  // recomputes the cheap ops between them, full keeps the layer inputs.
+  llvm::SetVector<Value> keptSelective, keptFull;
+  if (!decideRecompute(keptSelective, keptFull)) {
+    llvm::DenseSet<Operation *> visited;
+    std::function<void(Value, int)> recompute = [&](Value r, int layer) {
+      Operation *def = r.getDefiningOp();
+      if (!def || isa<ConstantOp>(def) || paramOf.count(r))
+        return;
+      if (layerOfRoot(r) != layer || isa<MatmulOp, AttentionOp>(def)) {
+        keptSelective.insert(r);
+        return;
+      }
+      if (!visited.insert(def).second)
+        return;
+      out.ops[costIndex[def]].recomputeSelective = true;
+      for (Value v : def->getOperands()) recompute(rootOf(v), layer);
+    };
+    for (Value r : saved) {
+      int l = layerOfRoot(r);
+      if (!inTransformerLayer(l)) {
+        keptSelective.insert(r);
+        keptFull.insert(r);
+        continue;
+      }
+      Operation *def = r.getDefiningOp();
+      if (def && isa<MatmulOp, AttentionOp>(def))
+        keptSelective.insert(r);
+      else
+        recompute(r, l);
     }
-    if (!visited.insert(def).second)
-      return;
-    out.ops[costIndex[def]].recomputeSelective = true;
-    for (Value v : def->getOperands()) recompute(rootOf(v), layer);
-  };
-  for (Value r : saved) {
-    int l = layerOfRoot(r);
-    if (!inTransformerLayer(l))
-      continue;
-    Operation *def = r.getDefiningOp();
-    if (def && isa<MatmulOp, AttentionOp>(def))
-      keptSelective.insert(r);
-    else
-      recompute(r, l);
+    for (Value r : layerInputs) keptSelective.insert(r), keptFull.insert(r);
+    for (Operation *op : ops)
+      if (phaseOf(op) == Phase::Forward && inTransformerLayer(opLayer.lookup(op)))
+        out.ops[costIndex[op]].recomputeFull = true;
   }
   llvm::SetVector<Value> all = saved;
-  for (Value r : layerInputs) all.insert(r);
   for (Value r : keptSelective) all.insert(r);
+  for (Value r : keptFull) all.insert(r);
   for (Value r : all) {
     SavedTensor s;
     s.layer = layerOfRoot(r);
     s.elements = elementsOf(r) * scaleOf(r);
-    Type et = cast<RankedTensorType>(r.getType()).getElementType();
-    s.bytesPerElement = isa<FloatType>(et) ? 0 : std::max(1u, et.getIntOrFloatBitWidth() / 8);
-    // Attention's logsumexp stays f32 whatever the activations' width
-    // (AutocastBf16 never rounds it): one float per query row.
-    if (auto a = r.getDefiningOp<AttentionOp>(); a && r == a.getLse())
-      s.bytesPerElement = std::max(4u, et.getIntOrFloatBitWidth() / 8);
+    s.bytesPerElement = savedWidth(r);
     s.none = saved.contains(r);
-    bool layer = inTransformerLayer(s.layer);
-    s.full = layer ? layerInputs.contains(r) : s.none;
-    s.selective = layer ? (keptSelective.contains(r) || layerInputs.contains(r)) : s.none;
+    bool argument = !r.getDefiningOp(); // tokens: kept whatever the policy
+    s.full = argument ? s.none : keptFull.contains(r);
+    s.selective = argument ? s.none : keptSelective.contains(r);
     s.gemmOnly = !nonGemmUse.contains(r);
     Operation *def = r.getDefiningOp();
     s.producer = def ? def->getName().getStringRef().str() : "argument";
@@ -654,6 +684,49 @@ void Walker::buildSaved() {
   for (Value r : layerInputs)
     if (layerOfRoot(r) == kEmbedLayer)
       out.boundaryElements += elementsOf(r) * scaleOf(r);
+}
+
+bool Walker::decideRecompute(llvm::SetVector<Value> &keptSelective, llvm::SetVector<Value> &keptFull) {
+  if (!trainStep)
+    return false;
+  FailureOr<RecomputeAnalysis> ra = RecomputeAnalysis::analyze(f);
+  if (failed(ra) || ra->numLayers() == 0)
+    return false;
+  for (RecomputePolicy policy :
+       {RecomputePolicy::none, RecomputePolicy::selective, RecomputePolicy::full}) {
+    RecomputeReport rep;
+    rep.policy = recomputePolicyName(policy);
+    llvm::SetVector<Value> set = policy == RecomputePolicy::full      ? ra->fullSet(1)
+                                 : policy == RecomputePolicy::selective ? ra->selectiveSet(1)
+                                                                        : llvm::SetVector<Value>();
+    RecomputeAnalysis::Outcome o = ra->simulate(llvm::DenseSet<Value>(set.begin(), set.end()));
+    llvm::DenseSet<Value> reported;
+    for (Value k : o.kept) {
+      Value r = rootOf(k);
+      if (policy == RecomputePolicy::selective) keptSelective.insert(r);
+      if (policy == RecomputePolicy::full) keptFull.insert(r);
+      if (ra->layerOf(k) != rep.layer || !reported.insert(r).second)
+        continue;
+      int width = savedWidth(r);
+      auto b = batchDim.find(r);
+      rep.kept.push_back({ra->describeValue(k) + " " +
+                              shapeString(r, b == batchDim.end() ? -1 : b->second, scale),
+                          elementsOf(r) * scaleOf(r) * (width ? width : 2)});
+    }
+    for (Operation *op : o.recomputed) {
+      auto it = costIndex.find(op);
+      if (it == costIndex.end() || out.ops[it->second].kind == OpKind::View)
+        continue;
+      CostOp &c = out.ops[it->second];
+      (policy == RecomputePolicy::full ? c.recomputeFull : c.recomputeSelective) = true;
+      ++rep.recomputedOps;
+      rep.recomputeFlops += c.flops;
+      if (opLayer.lookup(op) == rep.layer)
+        rep.recomputed.push_back(ra->describe(op));
+    }
+    out.recompute.push_back(std::move(rep));
+  }
+  return true;
 }
 
 void Walker::buildTpCollectives() {
@@ -943,6 +1016,23 @@ bool buildModelCost(const std::string &path, const IrCostOptions &opts, ModelCos
       cost.bufferPlan.workspace += double(rt::backendWorkspaceBytes(program, "cuda"));
       cost.hasBufferPlan = true;
       cost.bufferPlanNote = "codegen's arena plan of @train_step (bf16 autocast, as loom train)";
+      // Each checkpoint policy: the same step through the recompute pass,
+      // as `loom train --ac selective|full` compiles it.
+      for (int c = 1; c <= 2; ++c) {
+        OwningOpRef<ModuleOp> variant = step->clone();
+        PassManager rp(&ctx);
+        RecomputeOptions ro;
+        ro.policy = c == 1 ? RecomputePolicy::selective : RecomputePolicy::full;
+        rp.addPass(createRecompute(ro));
+        rt::Program p;
+        MemoryBreakdown &mem = cost.policyBufferPlan[c];
+        if (succeeded(rp.run(*variant)) &&
+            lowerToProgram(variant->lookupSymbol<func::FuncOp>("train_step"), p, lowerErr) &&
+            bufferPlanMemory(p, mem, lowerErr)) {
+          mem.workspace += double(rt::backendWorkspaceBytes(p, "cuda"));
+          cost.hasPolicyBufferPlan[c] = true;
+        }
+      }
     }
   }
   out = std::move(cost);
@@ -950,17 +1040,29 @@ bool buildModelCost(const std::string &path, const IrCostOptions &opts, ModelCos
 }
 
 bool rankBufferPlan(const std::string &path, int64_t microbatch, int64_t seq, int dpReplicate,
-                    int dpShard, int tp, MemoryBreakdown &out, std::string &err) {
-  MLIRContext ctx;
+                    int dpShard, int tp, int checkpoint, MemoryBreakdown &out, std::string &err) {
+  Plan plan;
+  plan.dpReplicate = dpReplicate;
+  plan.dpShard = dpShard;
+  plan.tp = tp;
+  plan.tpSp = plan.lossParallel = false; // Megatron tp, as before issue 18
+  plan.checkpoint = checkpoint == 2   ? Checkpoint::Full
+                    : checkpoint == 1 ? Checkpoint::Selective
+                                      : Checkpoint::None;
+  return rankBufferPlan(path, microbatch, seq, plan, out, err);
+}
+
+OwningOpRef<ModuleOp> buildRankStep(MLIRContext &ctx, const std::string &path, int64_t microbatch,
+                                    int64_t seq, const Plan &plan, std::string &err) {
   double scale = 1;
   std::vector<std::string> notes;
   OwningOpRef<ModuleOp> module = loadForward(ctx, path, microbatch, seq, scale, notes, err);
   if (!module)
-    return false;
+    return nullptr;
   if (scale != 1) {
     err = path + ": the model's batch is fixed; it cannot be compiled at " +
           std::to_string(microbatch) + " rows per rank";
-    return false;
+    return nullptr;
   }
   FirstDiagnostic diag(ctx);
   PassManager pm(&ctx);
@@ -968,15 +1070,34 @@ bool rankBufferPlan(const std::string &path, int64_t microbatch, int64_t seq, in
   buildFusionPipeline(pm, /*autocastBf16=*/true);
   pm.addPass(createCSEPass());
   SpmdStepOptions o;
-  o.tp = tp;
-  o.dpReplicate = dpReplicate;
-  o.dpShard = dpShard;
+  o.tp = plan.tp;
+  o.dpReplicate = plan.dpReplicate;
+  o.dpShard = plan.dpShard;
   o.bf16 = true;
+  o.cp = plan.cp;
+  o.cpRotate = cpRotateName(plan.cpRotate);
+  o.sequenceParallel = plan.tp > 1 && plan.tpSp;
+  o.lossParallel = plan.tp > 1 && plan.lossParallel;
+  o.recompute.policy = plan.checkpoint == Checkpoint::Full        ? RecomputePolicy::full
+                       : plan.checkpoint == Checkpoint::Selective ? RecomputePolicy::selective
+                                                                  : RecomputePolicy::none;
   buildSpmdTrainStep(pm, o);
   if (failed(pm.run(*module))) {
     err = path + ": building the per-rank training step failed: " + diag.text;
-    return false;
+    return nullptr;
   }
+  return module;
+}
+
+bool rankBufferPlan(const std::string &path, int64_t microbatch, int64_t seq, const Plan &plan,
+                    MemoryBreakdown &out, std::string &err, rt::Program *programOut,
+                    const RankIrCosts &irCosts) {
+  MLIRContext ctx;
+  OwningOpRef<ModuleOp> module = buildRankStep(ctx, path, microbatch, seq, plan, err);
+  if (!module)
+    return false;
+  if (irCosts.partitioned && irCosts.hw)
+    partitionedCostOf(*module, *irCosts.hw, irCosts.gpusPerNode, *irCosts.partitioned);
   rt::Program program;
   if (!lowerToProgram(module->lookupSymbol<func::FuncOp>("train_step"), program, err)) {
     err = path + ": codegen: " + err;
@@ -986,6 +1107,8 @@ bool rankBufferPlan(const std::string &path, int64_t microbatch, int64_t seq, in
     return false;
   out.workspace += double(rt::backendWorkspaceBytes(program, "cuda"));
   out.comm += double(rt::backendCommunicationBytes(program, "cuda"));
+  if (programOut)
+    *programOut = std::move(program);
   return true;
 }
 

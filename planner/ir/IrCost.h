@@ -16,6 +16,9 @@
 #define LOOM_PLANNER_IR_IRCOST_H
 
 #include "planner/ModelCost.h"
+#include "planner/Plan.h"
+#include "planner/ir/PartitionedCost.h"
+#include "loom/runtime/Program.h"
 
 #include <string>
 
@@ -36,15 +39,32 @@ bool buildModelCost(const std::string &path, const IrCostOptions &opts, ModelCos
                     std::string &err);
 
 /// The compiler's buffer plan of one rank's training step under a data-
-/// and tensor-parallel plan (pp = cp = 1, one microbatch, no recompute, no
-/// fp8): the model imported at `microbatch` rows (each rank's own), fused
-/// with bf16 autocast and built through buildSpmdTrainStep exactly as
-/// `loom train --precision bf16 --plan ...` builds it, lowered, split at its
+/// and tensor-parallel plan (pp = cp = 1, one microbatch, no fp8) with the
+/// recompute policy `checkpoint` (planner::Checkpoint: 0 none, 1
+/// selective, 2 full): the model imported at `microbatch` rows (each
+/// rank's own), fused with bf16 autocast and built through
+/// buildSpmdTrainStep exactly as `loom train --precision bf16 --plan ...
+/// --ac ...` builds it, lowered, split at its
 /// peak (bufferPlanMemory), plus what the CUDA backend allocates beside the
 /// arena (kernel scratch and GEMM workspace, collective staging). What a
 /// rank of the plan allocates on its GPU, for `loom plan --explain`.
 bool rankBufferPlan(const std::string &path, int64_t microbatch, int64_t seq, int dpReplicate,
-                    int dpShard, int tp, MemoryBreakdown &out, std::string &err);
+                    int dpShard, int tp, int checkpoint, MemoryBreakdown &out, std::string &err);
+
+/// The same for any plan the compiler builds per rank, with context,
+/// sequence and loss parallelism as `plan` says (cp, cp_rotate, tp_sp,
+/// loss_parallel; issue 18) and its checkpoint policy. With `program`, also the rank's program
+/// itself (its buffers are what a rank holds).
+/// With `partitioned` (and `hw`), also the costs read off the same rank's
+/// partitioned IR (PartitionedCost.h).
+struct RankIrCosts {
+  PartitionedCost *partitioned = nullptr;
+  const HardwareProfile *hw = nullptr;
+  int gpusPerNode = 8;
+};
+bool rankBufferPlan(const std::string &path, int64_t microbatch, int64_t seq, const Plan &plan,
+                    MemoryBreakdown &out, std::string &err, rt::Program *program = nullptr,
+                    const RankIrCosts &irCosts = RankIrCosts());
 
 } // namespace loom::planner
 

@@ -9,7 +9,9 @@
 //   m = max_j s_j,  l = sum_j exp(s_j - m)
 //   o[b,h,i] = sum_j exp(s_j - m) v[b,g,j] / l,  lse[b,h,i] = m + log l
 // Key j is visible to query i unless causal and j > i + (S - T) (the offset
-// applies when S > T: the queries are the last T of S positions). A row
+// applies when S > T: the queries are the last T of S positions), or, with
+// a sliding window w, j <= i + (S - T) - w; a softcap c scores
+// s_j = c tanh(scale <q, k_j> / c) (AttentionMask.h). A row
 // with no visible key (S == 0) gets o = 0 and lse = +inf, so that the
 // backward's exp(s - lse) is 0 there too.
 // Subtracting the max keeps exp() <= 1. Dot products, the softmax and the
@@ -18,6 +20,7 @@
 // Work is split over (b, h, i) rows; causal rows differ in length, which
 // the pool's dynamic chunks balance.
 //===----------------------------------------------------------------------===//
+#include "cpu/AttentionMask.h"
 #include "cpu/Kernels.h"
 
 #include <algorithm>
@@ -33,9 +36,7 @@ bool attentionTyped(const KernelCall &c, ThreadPool &pool, std::string &) {
   int64_t B = qs[0], Hq = qs[1], T = qs[2], D = qs[3];
   int64_t Hkv = ks[1], S = ks[2], Dv = vs[3];
   int64_t group = Hq / Hkv;
-  bool causal = c.instr->ints[0] != 0;
-  double scale = c.instr->floats[0];
-  int64_t offset = S > T ? S - T : 0;
+  AttentionMask mask = AttentionMask::of(*c.instr, T, S);
   const Elem *q = c.in[0].as<Elem>(), *k = c.in[1].as<Elem>(), *v = c.in[2].as<Elem>();
   Elem *o = c.out[0].as<Elem>(), *lse = c.out[1].as<Elem>();
 
@@ -45,21 +46,22 @@ bool attentionTyped(const KernelCall &c, ThreadPool &pool, std::string &) {
       int64_t i = row % T, bh = row / T, b = bh / Hq, h = bh % Hq;
       int64_t g = b * Hkv + h / group;
       const Elem *qi = q + row * D, *kg = k + g * S * D, *vg = v + g * S * Dv;
-      int64_t visible = causal ? std::min(S, i + offset + 1) : S;
+      int64_t first = mask.firstKey(i), end = mask.endKey(i);
+      bool visible = first < end;
 
       double mx = -INFINITY;
-      for (int64_t j = 0; j < visible; ++j) {
+      for (int64_t j = first; j < end; ++j) {
         const Elem *kj = kg + j * D;
         double dot = 0;
         for (int64_t d = 0; d < D; ++d) dot += double(qi[d]) * kj[d];
-        p[j] = scale * dot;
+        p[j] = mask.score(dot);
         mx = std::max(mx, p[j]);
       }
       double sum = 0;
-      for (int64_t j = 0; j < visible; ++j) sum += p[j] = std::exp(p[j] - mx);
+      for (int64_t j = first; j < end; ++j) sum += p[j] = std::exp(p[j] - mx);
 
       std::fill(acc.begin(), acc.end(), 0.0);
-      for (int64_t j = 0; j < visible; ++j) {
+      for (int64_t j = first; j < end; ++j) {
         const Elem *vj = vg + j * Dv;
         for (int64_t d = 0; d < Dv; ++d) acc[d] += p[j] * vj[d];
       }

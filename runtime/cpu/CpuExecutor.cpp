@@ -57,7 +57,7 @@ std::string cpuSupports(const Program &p, const Instr &I) {
   case OpCode::Neg: case OpCode::Sqrt: case OpCode::Rsqrt: case OpCode::Reciprocal:
   case OpCode::Exp: case OpCode::Tanh: case OpCode::Sigmoid: case OpCode::Silu:
   case OpCode::GeluTanh: case OpCode::GeluErf: case OpCode::Cos: case OpCode::Sin:
-  case OpCode::Log:
+  case OpCode::Log: case OpCode::Relu: case OpCode::Erf: case OpCode::Softplus:
     return need(I.out[0], {DType::F32, DType::F64}, "operands");
   // bf16 products (autocast's matmuls) widen to f32 and round the result.
   case OpCode::MatMul:
@@ -79,8 +79,14 @@ std::string cpuSupports(const Program &p, const Instr &I) {
       return e;
     return need(I.in[2], {DType::F32, DType::F64}, "the loss gradient");
   case OpCode::AllReduce: case OpCode::AllGather: case OpCode::ReduceScatter:
-  case OpCode::AllToAll:
+  case OpCode::AllToAll: case OpCode::CollectivePermute:
     return ""; // validate() insists on f32; the communicator is checked at creation
+  case OpCode::VocabShardEmbedding: case OpCode::VocabShardEmbeddingGrad:
+    return need(I.in[0], {DType::F32, DType::F64}, "operands");
+  case OpCode::VocabShardCrossEntropy: case OpCode::VocabShardCrossEntropyGrad:
+    return need(I.in[0], {DType::F32, DType::F64}, "logits");
+  case OpCode::ShardSlice: // data movement; the rank is checked at creation
+    return "";
   case OpCode::AdamW: // validate() already insists on f32
     return need(I.in[0], {DType::F32}, "operands");
   // Data movement and conversion handle every dtype.
@@ -88,6 +94,8 @@ std::string cpuSupports(const Program &p, const Instr &I) {
   case OpCode::Slice: case OpCode::Concat: case OpCode::Split: case OpCode::Expand:
   case OpCode::SliceGrad:
     return "";
+  case OpCode::Fp8Scale: case OpCode::Fp8Cast: case OpCode::ScaledMatMul:
+    return ""; // validate() checked every dtype (Fp8OpShapes.cpp)
   }
   return cat("unknown opcode ", int(I.op));
 }
@@ -102,7 +110,7 @@ bool dispatch(const KernelCall &c, ThreadPool &pool, std::string &err) {
   case OpCode::Neg: case OpCode::Sqrt: case OpCode::Rsqrt: case OpCode::Reciprocal:
   case OpCode::Exp: case OpCode::Tanh: case OpCode::Sigmoid: case OpCode::Silu:
   case OpCode::GeluTanh: case OpCode::GeluErf: case OpCode::Cos: case OpCode::Sin:
-  case OpCode::Log:
+  case OpCode::Log: case OpCode::Relu: case OpCode::Erf: case OpCode::Softplus:
     return runUnary(c, pool, err);
   case OpCode::Where: return runWhere(c, pool, err);
   case OpCode::Cast: return runCast(c, pool, err);
@@ -133,9 +141,17 @@ bool dispatch(const KernelCall &c, ThreadPool &pool, std::string &err) {
   case OpCode::CrossEntropyGrad: return runCrossEntropyGrad(c, pool, err);
   case OpCode::SliceGrad: return runSliceGrad(c, pool, err);
   case OpCode::AdamW: return runAdamW(c, pool, err);
+  case OpCode::VocabShardEmbedding: return runVocabShardEmbedding(c, pool, err);
+  case OpCode::VocabShardEmbeddingGrad: return runVocabShardEmbeddingGrad(c, pool, err);
+  case OpCode::VocabShardCrossEntropy: return runVocabShardCrossEntropy(c, pool, err);
+  case OpCode::VocabShardCrossEntropyGrad: return runVocabShardCrossEntropyGrad(c, pool, err);
+  case OpCode::Fp8Scale: return runFp8Scale(c, pool, err);
+  case OpCode::Fp8Cast: return runFp8Cast(c, pool, err);
+  case OpCode::ScaledMatMul: return runScaledMatMul(c, pool, err);
   case OpCode::AllReduce: case OpCode::AllGather: case OpCode::ReduceScatter:
-  case OpCode::AllToAll:
-    err = "a collective needs the communicator (CpuExecutor::run routes it there)";
+  case OpCode::AllToAll: case OpCode::CollectivePermute: case OpCode::ShardSlice:
+    err = "a collective needs the communicator and ShardSlice the rank (CpuExecutor::run routes "
+          "them)";
     return false;
   }
   err = cat("unknown opcode ", int(c.instr->op));
@@ -216,7 +232,8 @@ public:
       bool ok = isCollectiveOp(c.instr->op)
                     ? comm_->collective(rank_, *c.instr, c.in[0].shape(), c.out[0].shape(),
                                         c.in[0].as<float>(), c.out[0].as<float>(), why)
-                    : dispatch(c, pool_, why);
+                : c.instr->op == OpCode::ShardSlice ? runShardSlice(c, rank_, pool_, why)
+                                                    : dispatch(c, pool_, why);
       if (ok)
         for (const KernelCall &n : staging_[i].narrow) runCast(n, pool_, why);
       if (!ok) {
@@ -309,7 +326,7 @@ std::unique_ptr<Executor> createCpuRankExecutor(std::shared_ptr<const Program> p
     }
   for (size_t i = 0; i < p->instrs.size(); ++i) {
     const Instr &I = p->instrs[i];
-    if (!isCollectiveOp(I.op))
+    if (!needsMeshRank(I.op))
       continue;
     int64_t world = 1;
     for (int a = 0; a < kMeshAxes; ++a) world *= I.ints[2 + a];

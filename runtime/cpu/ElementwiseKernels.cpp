@@ -17,6 +17,7 @@
 #include "cpu/Strided.h"
 #include "lib/Diagnostics.h"
 
+#include <algorithm>
 #include <atomic>
 #include <cmath>
 #include <cstring>
@@ -136,6 +137,10 @@ double unaryValue(OpCode op, double x) {
   case OpCode::GeluErf: return 0.5 * x * (1.0 + std::erf(x * M_SQRT1_2));
   case OpCode::Cos: return std::cos(x);
   case OpCode::Sin: return std::sin(x);
+  case OpCode::Relu: return x > 0.0 ? x : 0.0;
+  case OpCode::Erf: return std::erf(x);
+  // log(1 + e^x) without overflow: max(x, 0) + log(1 + e^-|x|).
+  case OpCode::Softplus: return std::max(x, 0.0) + std::log1p(std::exp(-std::fabs(x)));
   default: return std::nan("");
   }
 }

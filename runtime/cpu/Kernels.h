@@ -84,6 +84,17 @@ bool runSoftmaxGrad(const KernelCall &c, ThreadPool &pool, std::string &err);
 bool runCrossEntropyGrad(const KernelCall &c, ThreadPool &pool, std::string &err);
 bool runSliceGrad(const KernelCall &c, ThreadPool &pool, std::string &err);
 bool runAdamW(const KernelCall &c, ThreadPool &pool, std::string &err);
+// Fp8Kernels.cpp: fp8 training (issue 17)
+bool runFp8Scale(const KernelCall &c, ThreadPool &pool, std::string &err);
+bool runFp8Cast(const KernelCall &c, ThreadPool &pool, std::string &err);
+bool runScaledMatMul(const KernelCall &c, ThreadPool &pool, std::string &err);
+
+// SequenceShardingKernels.cpp: context, sequence and vocabulary parallelism
+bool runShardSlice(const KernelCall &c, int rank, ThreadPool &pool, std::string &err);
+bool runVocabShardEmbedding(const KernelCall &c, ThreadPool &pool, std::string &err);
+bool runVocabShardEmbeddingGrad(const KernelCall &c, ThreadPool &pool, std::string &err);
+bool runVocabShardCrossEntropy(const KernelCall &c, ThreadPool &pool, std::string &err);
+bool runVocabShardCrossEntropyGrad(const KernelCall &c, ThreadPool &pool, std::string &err);
 
 /// The dtypes the CPU kernels implement for `I` (shapes are validate()'s
 /// job). Returns "" when supported, else why not.

@@ -18,6 +18,10 @@
 //
 // f64 operands (the compiler's gradient checks, not training) take a plain
 // row-by-row loop that accumulates in double.
+//
+// An optional bias[N] (addmm) is added to every row of the accumulator in
+// its precision, and the sum is what gets stored (rounded once for a bf16
+// result): the same bits as the product, an Add and a Cast in turn.
 //===----------------------------------------------------------------------===//
 #include "cpu/Bf16.h"
 #include "cpu/Kernels.h"
@@ -177,6 +181,17 @@ void matMulF64(const KernelCall &c, ThreadPool &pool) {
 /// bf16 result is rounded once (an f32 result is the accumulator). The widened copies are the one
 /// allocation this kernel makes per call; the CPU backend is the reference,
 /// not the fast path.
+/// out[r, j] += bias[j] over every row of an accumulator holding `rows`
+/// rows of n, the sum rounded to T (exactly what an Add kernel stores).
+template <typename T, typename B>
+void addBias(T *out, const B &bias, int64_t rows, int64_t n, ThreadPool &pool) {
+  pool.parallelFor(rows, std::max<int64_t>(1, 4096 / std::max<int64_t>(1, n)),
+                   [&](int64_t begin, int64_t end) {
+    for (int64_t r = begin; r < end; ++r)
+      for (int64_t j = 0; j < n; ++j) out[r * n + j] = T(double(out[r * n + j]) + bias(j));
+  });
+}
+
 bool matMulBf16(const KernelCall &c, ThreadPool &pool, std::string &err) {
   bool f32Out = c.out[0].dtype() == DType::F32; // the accumulator, unrounded
   std::vector<float> a(size_t(c.in[0].numel())), b(size_t(c.in[1].numel()));
@@ -186,10 +201,20 @@ bool matMulBf16(const KernelCall &c, ThreadPool &pool, std::string &err) {
   for (size_t i = 0; i < b.size(); ++i) b[i] = bf16ToFloat(pb[i]);
   BufferDesc da = *c.in[0].desc, db = *c.in[1].desc, dy = *c.out[0].desc;
   da.dtype = db.dtype = dy.dtype = DType::F32;
-  KernelCall wide{c.instr, {Tensor{a.data(), &da}, Tensor{b.data(), &db}},
-                  {Tensor{f32Out ? c.out[0].data : y.data(), &dy}}};
+  float *acc = f32Out ? c.out[0].as<float>() : y.data();
+  KernelCall wide{c.instr, {Tensor{a.data(), &da}, Tensor{b.data(), &db}}, {Tensor{acc, &dy}}};
   if (!runMatMul(wide, pool, err))
     return false;
+  if (c.in.size() == 3) {
+    int64_t n = c.out[0].shape().back(), rows = c.out[0].numel() / std::max<int64_t>(1, n);
+    if (c.in[2].dtype() == DType::BF16) {
+      const uint16_t *bias = c.in[2].as<uint16_t>();
+      addBias(acc, [&](int64_t j) { return double(bf16ToFloat(bias[j])); }, rows, n, pool);
+    } else {
+      const float *bias = c.in[2].as<float>();
+      addBias(acc, [&](int64_t j) { return double(bias[j]); }, rows, n, pool);
+    }
+  }
   if (f32Out)
     return true;
   uint16_t *out = c.out[0].as<uint16_t>();
@@ -202,8 +227,13 @@ bool matMulBf16(const KernelCall &c, ThreadPool &pool, std::string &err) {
 bool runMatMul(const KernelCall &c, ThreadPool &pool, std::string &err) {
   if (c.in[0].dtype() == DType::BF16)
     return matMulBf16(c, pool, err);
+  int64_t biasN = c.out[0].shape().back(), biasRows = c.out[0].numel() / std::max<int64_t>(1, biasN);
   if (c.out[0].dtype() == DType::F64) {
     matMulF64(c, pool);
+    if (c.in.size() == 3) {
+      const double *bias = c.in[2].as<double>();
+      addBias(c.out[0].as<double>(), [&](int64_t j) { return bias[j]; }, biasRows, biasN, pool);
+    }
     return true;
   }
   const Tensor &A = c.in[0], &B = c.in[1], &C = c.out[0];
@@ -213,12 +243,19 @@ bool runMatMul(const KernelCall &c, ThreadPool &pool, std::string &err) {
   int64_t m = cs[rc - 2], n = cs[rc - 1];
   int64_t k = ta ? as[ra - 2] : as[ra - 1];
   int64_t lda = as[ra - 1], ldb = bs[rb - 1];
-  if (k == 0) { // an empty sum; BLAS rejects the zero leading dimensions
-    std::fill(C.as<float>(), C.as<float>() + C.numel(), 0.0f);
-    return true;
-  }
   if (m == 0 || n == 0)
     return true;
+  auto withBias = [&] {
+    if (c.in.size() == 3) {
+      const float *bias = c.in[2].as<float>();
+      addBias(C.as<float>(), [&](int64_t j) { return double(bias[j]); }, biasRows, biasN, pool);
+    }
+    return true;
+  };
+  if (k == 0) { // an empty sum; BLAS rejects the zero leading dimensions
+    std::fill(C.as<float>(), C.as<float>() + C.numel(), 0.0f);
+    return withBias();
+  }
 
   Shape batch(cs.begin(), cs.end() - 2);
   Shape aBatch(as.begin(), as.end() - 2), bBatch(bs.begin(), bs.end() - 2);
@@ -241,7 +278,7 @@ bool runMatMul(const KernelCall &c, ThreadPool &pool, std::string &err) {
     }
   }
   runGemms(gemms, pool);
-  return true;
+  return withBias();
 }
 
 } // namespace loom::rt

@@ -17,6 +17,7 @@
 // instead computed by whoever owns the output element, summing its terms in
 // a fixed order.
 //===----------------------------------------------------------------------===//
+#include "cpu/AttentionMask.h"
 #include "cpu/Kernels.h"
 #include "cpu/Strided.h"
 #include "lib/Diagnostics.h"
@@ -170,12 +171,14 @@ bool layerNormGradTyped(const KernelCall &c, ThreadPool &pool, std::string &) {
 }
 
 // AttentionGrad. Per (b, query head h, query i), with kv head g as in the
-// forward kernel and keys j visible as there (causal: j <= i + max(S-T, 0)),
-// from the forward's output o and logsumexp lse:
-//   P_ij  = exp(scale <q_i, k_j> - lse_i)      (the forward's softmax)
+// forward kernel and keys j visible as there (causal: j <= i + max(S-T, 0),
+// and inside the sliding window if there is one; AttentionMask.h), from the
+// forward's output o and logsumexp lse, with s_ij the forward's score
+// (scale <q_i, k_j>, or its softcap c tanh(scale <q_i, k_j> / c)):
+//   P_ij  = exp(s_ij - lse_i)                  (the forward's softmax)
 //   delta_i = <dy_i, o_i>                      (= sum_j P_ij dP_ij, as o_i = sum_j P_ij v_j)
 //   dP_ij = <dy_i, v_j>
-//   dS_ij = P_ij (dP_ij - delta_i)
+//   dS_ij = P_ij (dP_ij - delta_i) (1 - (s_ij / c)^2 with a softcap)
 //   dq_i  = scale sum_j dS_ij k_j
 //   dk_j  = scale sum_{h in group(g), i} dS_ij q_i
 //   dv_j  = sum_{h in group(g), i} P_ij dy_i
@@ -191,9 +194,8 @@ bool attentionGradTyped(const KernelCall &c, ThreadPool &pool, std::string &) {
   int64_t B = qs[0], Hq = qs[1], T = qs[2], D = qs[3];
   int64_t Hkv = ks[1], S = ks[2], Dv = vs[3];
   int64_t group = Hq / Hkv;
-  bool causal = c.instr->ints[0] != 0;
-  double scale = c.instr->floats[0];
-  int64_t offset = S > T ? S - T : 0;
+  AttentionMask mask = AttentionMask::of(*c.instr, T, S);
+  double scale = mask.scale;
   const Elem *q = c.in[0].as<Elem>(), *k = c.in[1].as<Elem>(), *v = c.in[2].as<Elem>();
   const Elem *o = c.in[3].as<Elem>(), *lse = c.in[4].as<Elem>(), *dy = c.in[5].as<Elem>();
   Elem *dq = c.out[0].as<Elem>(), *dk = c.out[1].as<Elem>(), *dv = c.out[2].as<Elem>();
@@ -212,13 +214,13 @@ bool attentionGradTyped(const KernelCall &c, ThreadPool &pool, std::string &) {
       int64_t g = b * Hkv + h / group;
       const Elem *qi = q + row * D, *dyi = dy + row * Dv;
       const Elem *kg = k + g * S * D, *vg = v + g * S * Dv;
-      int64_t visible = causal ? std::min(S, i + offset + 1) : S;
       double dlt = dot(dyi, o + row * Dv, Dv);
       std::fill(acc.begin(), acc.end(), 0.0);
-      for (int64_t j = 0; j < visible; ++j) {
+      for (int64_t j = mask.firstKey(i); j < mask.endKey(i); ++j) {
         const Elem *kj = kg + j * D;
-        double p = std::exp(scale * dot(qi, kj, D) - lse[row]);
-        double ds = p * (dot(dyi, vg + j * Dv, Dv) - dlt);
+        double s = mask.score(dot(qi, kj, D));
+        double p = std::exp(s - lse[row]);
+        double ds = p * (dot(dyi, vg + j * Dv, Dv) - dlt) * mask.capSlope(s);
         for (int64_t d = 0; d < D; ++d) acc[d] += ds * kj[d];
       }
       for (int64_t d = 0; d < D; ++d) dq[row * D + d] = Elem(scale * acc[d]);
@@ -232,15 +234,15 @@ bool attentionGradTyped(const KernelCall &c, ThreadPool &pool, std::string &) {
     for (int64_t krow = begin; krow < end; ++krow) {
       int64_t j = krow % S, bg = krow / S, b = bg / Hkv, g = bg % Hkv;
       const Elem *kj = k + krow * D, *vj = v + krow * Dv;
-      int64_t firstQuery = causal ? std::max<int64_t>(0, j - offset) : 0;
       std::fill(ak.begin(), ak.end(), 0.0);
       std::fill(av.begin(), av.end(), 0.0);
       for (int64_t h = g * group; h < (g + 1) * group; ++h)
-        for (int64_t i = firstQuery; i < T; ++i) {
+        for (int64_t i = mask.firstQuery(j); i < mask.endQuery(j); ++i) {
           int64_t row = (b * Hq + h) * T + i;
           const Elem *qi = q + row * D, *dyi = dy + row * Dv;
-          double p = std::exp(scale * dot(qi, kj, D) - lse[row]);
-          double ds = p * (dot(dyi, vj, Dv) - delta[row]);
+          double s = mask.score(dot(qi, kj, D));
+          double p = std::exp(s - lse[row]);
+          double ds = p * (dot(dyi, vj, Dv) - delta[row]) * mask.capSlope(s);
           for (int64_t d = 0; d < Dv; ++d) av[d] += p * dyi[d];
           for (int64_t d = 0; d < D; ++d) ak[d] += ds * qi[d];
         }
@@ -289,6 +291,8 @@ bool rotaryGradTyped(const KernelCall &c, ThreadPool &pool, std::string &) {
 //             Phi(x) = (1 + erf(x / sqrt 2)) / 2, phi(x) = exp(-x^2/2) / sqrt(2 pi)
 //   gelu tanh f = x (1 + tanh u) / 2, u = sqrt(2/pi) (x + 0.044715 x^3):
 //             f' = (1 + tanh u) / 2 + x (1 - tanh^2 u) sqrt(2/pi) (1 + 3 0.044715 x^2) / 2
+//   relu      f = max(x, 0):                dx = dy where x > 0, else 0 (PyTorch's
+//             threshold_backward: a select, so an infinite dy does not become NaN)
 template <typename T>
 bool activationGradTyped(const KernelCall &c, ThreadPool &pool, std::string &) {
   const T *x = c.in[0].as<T>(), *dy = c.in[1].as<T>();
@@ -308,6 +312,10 @@ bool activationGradTyped(const KernelCall &c, ThreadPool &pool, std::string &) {
     }
   };
   pool.parallelFor(c.out[0].numel(), 1 << 12, [&](int64_t begin, int64_t end) {
+    if (kind == 3) {
+      for (int64_t i = begin; i < end; ++i) dx[i] = x[i] > T(0) ? dy[i] : T(0);
+      return;
+    }
     for (int64_t i = begin; i < end; ++i) dx[i] = T(derivative(x[i]) * double(dy[i]));
   });
   return true;

@@ -4,8 +4,12 @@
 //
 // q[B, Hq, T, D], k[B, Hkv, S, D], v[B, Hkv, S, Dv]; query head h reads kv
 // head g = h / (Hq / Hkv); key j is visible to query i unless causal and
-// j > i + max(S - T, 0). Same math as cpu/AttentionKernel.cpp and the
-// AttentionGrad kernel in cpu/TrainingKernels.cpp.
+// j > i + max(S - T, 0), or a sliding window w hides it (j <= i + max(S -
+// T, 0) - w); a softcap c scores c tanh(scale q.k / c), and the backward
+// multiplies dS by 1 - (s / c)^2. Same math as cpu/AttentionKernel.cpp, the
+// AttentionGrad kernel in cpu/TrainingKernels.cpp and cpu/AttentionMask.h.
+// The flash kernels and cuDNN's graph are plain causal: windowed or capped
+// attention takes the GEMM, chunked or plain kernels here.
 //
 // Two implementations of the same math. Head dims up to 128 (every model
 // loom has met) take the chunked kernels below, which share K/V (or Q/dY)
@@ -52,7 +56,34 @@ struct AttnShape {
   bool causal;
   bool bf16Operands; // q, k, v are bf16 values: products may use bf16 tensor cores
   float scale;
+  int64_t window; // sliding window (0: none)
+  float softcap;  // score cap (0: none)
 };
+
+/// Query i sees keys [firstKey(i), endKey(i)); key j is seen by queries
+/// [firstQuery(j), endQuery(j)).
+__device__ inline int64_t firstKey(const AttnShape &a, int64_t i) {
+  return a.window > 0 ? min(a.S, max(int64_t(0), i + a.offset - a.window + 1)) : 0;
+}
+__device__ inline int64_t endKey(const AttnShape &a, int64_t i) {
+  return a.causal ? min(a.S, i + a.offset + 1) : a.S;
+}
+__device__ inline int64_t firstQuery(const AttnShape &a, int64_t j) {
+  return a.causal ? max(int64_t(0), j - a.offset) : 0;
+}
+__device__ inline int64_t endQuery(const AttnShape &a, int64_t j) {
+  return a.window > 0 ? min(a.T, max(int64_t(0), j - a.offset + a.window)) : a.T;
+}
+/// The score of scale q.k (already scaled), capped when there is a softcap.
+__device__ inline float capScore(const AttnShape &a, float s) {
+  return a.softcap > 0.f ? a.softcap * tanhf(s / a.softcap) : s;
+}
+/// d score / d (scale q.k) at score s.
+__device__ inline float capSlope(const AttnShape &a, float s) {
+  if (a.softcap <= 0.f) return 1.f;
+  float t = s / a.softcap;
+  return 1.f - t * t;
+}
 
 AttnShape attnShapeOf(const Shape &qs, const Shape &ks, const Shape &vs, const Instr &I) {
   AttnShape a;
@@ -68,6 +99,8 @@ AttnShape attnShapeOf(const Shape &qs, const Shape &ks, const Shape &vs, const I
   a.causal = I.ints[0] != 0;
   a.bf16Operands = I.ints.size() > 1 && I.ints[1] != 0;
   a.scale = float(I.floats[0]);
+  a.window = I.ints.size() > 2 ? I.ints[2] : 0;
+  a.softcap = I.floats.size() > 1 ? float(I.floats[1]) : 0.f;
   return a;
 }
 
@@ -121,12 +154,13 @@ __global__ void attentionForwardKernel(const float *q, const float *k, const flo
   int64_t i = row % a.T, bh = row / a.T, b = bh / a.Hq, h = bh % a.Hq;
   int64_t g = b * a.Hkv + h / a.group;
   const float *kg = k + g * a.S * a.D, *vg = v + g * a.S * a.Dv;
-  int64_t visible = a.causal ? min(a.S, i + a.offset + 1) : a.S;
+  int64_t first = firstKey(a, i), end = endKey(a, i);
+  bool visible = first < end;
   float qi[kPerLane], acc[kPerLane] = {};
   loadRow(q + row * a.D, a.D, qi);
   float m = -INFINITY, l = 0.f;
-  for (int64_t j = 0; j < visible; ++j) {
-    float s = a.scale * dotRow(qi, kg + j * a.D, a.D);
+  for (int64_t j = first; j < end; ++j) {
+    float s = capScore(a, a.scale * dotRow(qi, kg + j * a.D, a.D));
     float mNew = fmaxf(m, s);
     float corr = expf(m - mNew), p = expf(s - mNew);
     l = l * corr + p;
@@ -148,15 +182,15 @@ __global__ void attentionGradQueryKernel(const float *q, const float *k, const f
   int64_t i = row % a.T, bh = row / a.T, b = bh / a.Hq, h = bh % a.Hq;
   int64_t g = b * a.Hkv + h / a.group;
   const float *kg = k + g * a.S * a.D, *vg = v + g * a.S * a.Dv;
-  int64_t visible = a.causal ? min(a.S, i + a.offset + 1) : a.S;
   float qi[kPerLane], dyi[kPerLane], acc[kPerLane] = {};
   loadRow(q + row * a.D, a.D, qi);
   loadRow(dy + row * a.Dv, a.Dv, dyi);
   float L = lse[row], dl = dotRow(dyi, o + row * a.Dv, a.Dv);
-  for (int64_t j = 0; j < visible; ++j) {
+  for (int64_t j = firstKey(a, i); j < endKey(a, i); ++j) {
     const float *kj = kg + j * a.D;
-    float p = expf(a.scale * dotRow(qi, kj, a.D) - L);
-    float ds = p * (dotRow(dyi, vg + j * a.Dv, a.Dv) - dl);
+    float s = capScore(a, a.scale * dotRow(qi, kj, a.D));
+    float p = expf(s - L);
+    float ds = p * (dotRow(dyi, vg + j * a.Dv, a.Dv) - dl) * capSlope(a, s);
     float kr[kPerLane];
     loadRow(kj, a.D, kr);
 #pragma unroll
@@ -175,13 +209,13 @@ __global__ void attentionGradKeyKernel(const float *q, const float *k, const flo
   float kj[kPerLane], vj[kPerLane], ak[kPerLane] = {}, av[kPerLane] = {};
   loadRow(k + krow * a.D, a.D, kj);
   loadRow(v + krow * a.Dv, a.Dv, vj);
-  int64_t firstQuery = a.causal ? max(int64_t(0), j - a.offset) : 0;
   for (int64_t h = g * a.group; h < (g + 1) * a.group; ++h)
-    for (int64_t i = firstQuery; i < a.T; ++i) {
+    for (int64_t i = firstQuery(a, j); i < endQuery(a, j); ++i) {
       int64_t row = (b * a.Hq + h) * a.T + i;
       const float *qi = q + row * a.D, *dyi = dy + row * a.Dv;
-      float p = expf(a.scale * dotRow(kj, qi, a.D) - lse[row]);
-      float ds = p * (dotRow(vj, dyi, a.Dv) - delta[row]);
+      float s = capScore(a, a.scale * dotRow(kj, qi, a.D));
+      float p = expf(s - lse[row]);
+      float ds = p * (dotRow(vj, dyi, a.Dv) - delta[row]) * capSlope(a, s);
       float qr[kPerLane], dr[kPerLane];
       loadRow(qi, a.D, qr);
       loadRow(dyi, a.Dv, dr);
@@ -245,21 +279,23 @@ __global__ void attentionForwardChunked(const float *q, const float *k, const fl
   const float *kg = k + g * a.S * a.D, *vg = v + g * a.S * a.Dv;
   float *qrow = Qs + warp * a.D;
   for (int64_t d = lane; d < a.D; d += 32) qrow[d] = active ? q[(bh * a.T + i) * a.D + d] : 0.f;
-  int64_t visible = !active ? 0 : a.causal ? min(a.S, i + a.offset + 1) : a.S;
+  int64_t first = firstKey(a, i), visible = !active ? 0 : endKey(a, i);
   int64_t last = min(a.T - 1, i0 + kRowsPerBlock - 1);
-  int64_t blockVisible = a.causal ? min(a.S, last + a.offset + 1) : a.S;
+  int64_t blockVisible = endKey(a, last);
   float m = -INFINITY, l = 0.f, acc[kChunkedPerLane] = {};
-  for (int64_t j0 = 0; j0 < blockVisible; j0 += kChunk) {
+  // The block's first row sees the earliest keys (windows only move right).
+  for (int64_t j0 = firstKey(a, i0) / kChunk * kChunk; j0 < blockVisible; j0 += kChunk) {
     __syncthreads(); // the previous chunk is no longer read
     loadChunk(Ks, kg, j0, a.S, a.D);
     loadChunk(Vs, vg, j0, a.S, a.Dv);
     __syncthreads();
     int64_t j = j0 + lane;
-    float s = j < visible ? a.scale * dotShared(qrow, Ks + lane * (a.D + 1), a.D) : -INFINITY;
+    bool vis = j >= first && j < visible;
+    float s = vis ? capScore(a, a.scale * dotShared(qrow, Ks + lane * (a.D + 1), a.D)) : -INFINITY;
     float cmax = warpMax(s);
     if (cmax == -INFINITY) continue; // no visible key here (the same for all lanes)
     float mNew = fmaxf(m, cmax), corr = expf(m - mNew);
-    float p = j < visible ? expf(s - mNew) : 0.f;
+    float p = vis ? expf(s - mNew) : 0.f;
     l = l * corr + warpSum(p);
 #pragma unroll
     for (int u = 0; u < kChunkedPerLane; ++u) acc[u] *= corr;
@@ -276,13 +312,14 @@ __global__ void attentionForwardChunked(const float *q, const float *k, const fl
     m = mNew;
   }
   if (!active) return;
-  float inv = visible ? 1.f / l : 0.f;
+  bool any = first < visible;
+  float inv = any ? 1.f / l : 0.f;
 #pragma unroll
   for (int u = 0; u < kChunkedPerLane; ++u) {
     int64_t d = lane + 32 * u;
     if (d < a.Dv) o[(bh * a.T + i) * a.Dv + d] = acc[u] * inv;
   }
-  if (lane == 0) lse[bh * a.T + i] = visible ? m + logf(l) : INFINITY;
+  if (lane == 0) lse[bh * a.T + i] = any ? m + logf(l) : INFINITY;
 }
 
 // Backward pass 1 over query rows: delta_i = <dy_i, o_i> from the
@@ -308,21 +345,22 @@ __global__ void attentionGradQueryChunked(const float *q, const float *k, const 
     if (active) dot += gy * o[row * a.Dv + d];
   }
   float dl = warpSum(dot), L = active ? lse[row] : 0.f;
-  int64_t visible = !active ? 0 : a.causal ? min(a.S, i + a.offset + 1) : a.S;
+  int64_t first = firstKey(a, i), visible = !active ? 0 : endKey(a, i);
   int64_t last = min(a.T - 1, i0 + kRowsPerBlock - 1);
-  int64_t blockVisible = a.causal ? min(a.S, last + a.offset + 1) : a.S;
+  int64_t blockVisible = endKey(a, last);
   float acc[kChunkedPerLane] = {};
-  for (int64_t j0 = 0; j0 < blockVisible; j0 += kChunk) {
+  for (int64_t j0 = firstKey(a, i0) / kChunk * kChunk; j0 < blockVisible; j0 += kChunk) {
     __syncthreads();
     loadChunk(Ks, kg, j0, a.S, a.D);
     loadChunk(Vs, vg, j0, a.S, a.Dv);
     __syncthreads();
     int64_t j = j0 + lane;
-    bool vis = j < visible;
+    bool vis = j >= first && j < visible;
     float ds = 0.f;
     if (vis) {
-      float p = expf(a.scale * dotShared(qrow, Ks + lane * (a.D + 1), a.D) - L);
-      ds = p * (dotShared(dyrow, Vs + lane * (a.Dv + 1), a.Dv) - dl);
+      float s = capScore(a, a.scale * dotShared(qrow, Ks + lane * (a.D + 1), a.D));
+      float p = expf(s - L);
+      ds = p * (dotShared(dyrow, Vs + lane * (a.Dv + 1), a.Dv) - dl) * capSlope(a, s);
     }
     for (int jj = 0; jj < kChunk; ++jj) {
       float dsj = __shfl_sync(0xffffffffu, ds, jj);
@@ -361,25 +399,28 @@ __global__ void attentionGradKeyChunked(const float *q, const float *k, const fl
   float *kr = Ks + warp * a.D, *vr = Vs + warp * a.Dv;
   for (int64_t d = lane; d < a.D; d += 32) kr[d] = active ? k[krow * a.D + d] : 0.f;
   for (int64_t d = lane; d < a.Dv; d += 32) vr[d] = active ? v[krow * a.Dv + d] : 0.f;
-  // Query i sees key j when i >= j - offset (causal).
-  int64_t firstQuery = !a.causal ? 0 : max(int64_t(0), j - a.offset);
-  int64_t blockFirst = !a.causal ? 0 : max(int64_t(0), j0row - a.offset);
+  // Query i sees key j when i >= j - offset (causal) and, with a window,
+  // i < j - offset + window.
+  int64_t iFirst = firstQuery(a, j), iEnd = endQuery(a, j);
+  int64_t blockFirst = firstQuery(a, j0row);
+  int64_t blockEnd = endQuery(a, min(a.S - 1, j0row + kRowsPerBlock - 1));
   float ak[kChunkedPerLane] = {}, av[kChunkedPerLane] = {};
   for (int64_t h = g * a.group; h < (g + 1) * a.group; ++h) {
     int64_t bh = b * a.Hq + h;
     const float *qh = q + bh * a.T * a.D, *dyh = dy + bh * a.T * a.Dv;
-    for (int64_t i0 = blockFirst; i0 < a.T; i0 += kChunk) {
+    for (int64_t i0 = blockFirst; i0 < blockEnd; i0 += kChunk) {
       __syncthreads();
       loadChunk(Qs, qh, i0, a.T, a.D);
       loadChunk(Ds, dyh, i0, a.T, a.Dv);
       __syncthreads();
       int64_t i = i0 + lane;
-      bool vis = active && i < a.T && i >= firstQuery;
+      bool vis = active && i < a.T && i >= iFirst && i < iEnd;
       float p = 0.f, ds = 0.f;
       if (vis) {
         int64_t row = bh * a.T + i;
-        p = expf(a.scale * dotShared(kr, Qs + lane * (a.D + 1), a.D) - lse[row]);
-        ds = p * (dotShared(vr, Ds + lane * (a.Dv + 1), a.Dv) - delta[row]);
+        float s = capScore(a, a.scale * dotShared(kr, Qs + lane * (a.D + 1), a.D));
+        p = expf(s - lse[row]);
+        ds = p * (dotShared(vr, Ds + lane * (a.Dv + 1), a.Dv) - delta[row]) * capSlope(a, s);
       }
       for (int ii = 0; ii < kChunk; ++ii) {
         float pi = __shfl_sync(0xffffffffu, p, ii), dsi = __shfl_sync(0xffffffffu, ds, ii);
@@ -438,7 +479,8 @@ constexpr uint64_t kGemmScoreBytes = uint64_t(8) << 30;
 uint64_t scoreBytes(const AttnShape &a) { return uint64_t(a.B * a.Hq * a.T * a.S) * sizeof(float); }
 
 bool flashFits(const AttnShape &a) {
-  return a.bf16Operands && a.D == kFlashHeadDim && a.Dv == kFlashHeadDim;
+  return a.bf16Operands && a.D == kFlashHeadDim && a.Dv == kFlashHeadDim && a.window == 0 &&
+         a.softcap == 0.f;
 }
 
 AttnPath attnPathOf(const AttnShape &a, OpCode op) {
@@ -543,40 +585,45 @@ private:
 // 0. Row r of the [B Hkv, G T, S] scores is query t = r % T, and r is also
 // the query's row of q ([B, Hq, T] with h = g G + r / T % G), where its
 // logsumexp goes (+inf for a row with no visible key).
-__global__ void scoresToProbsKernel(float *scores, float *lse, int64_t T, int64_t S,
-                                    int64_t offset, bool causal, float scale) {
+// With a window, the row sees [firstKey, endKey); with a softcap each score
+// is capped first (capScore).
+__global__ void scoresToProbsKernel(float *scores, float *lse, AttnShape a) {
   __shared__ float red[32];
-  int64_t r = blockIdx.x, t = r % T;
+  int64_t r = blockIdx.x, t = r % a.T, S = a.S;
   float *row = scores + r * S;
-  int64_t visible = causal ? min(S, t + offset + 1) : S;
+  int64_t first = firstKey(a, t), visible = endKey(a, t);
+  bool any = first < visible;
   float mx = -INFINITY;
-  for (int64_t j = threadIdx.x; j < visible; j += blockDim.x) mx = fmaxf(mx, scale * row[j]);
+  for (int64_t j = first + threadIdx.x; j < visible; j += blockDim.x)
+    mx = fmaxf(mx, capScore(a, a.scale * row[j]));
   mx = blockMax(mx, red);
   float sum = 0.f;
-  for (int64_t j = threadIdx.x; j < visible; j += blockDim.x) sum += expf(scale * row[j] - mx);
+  for (int64_t j = first + threadIdx.x; j < visible; j += blockDim.x)
+    sum += expf(capScore(a, a.scale * row[j]) - mx);
   sum = blockSum(sum, red);
-  float inv = visible ? 1.f / sum : 0.f;
+  float inv = any ? 1.f / sum : 0.f;
   for (int64_t j = threadIdx.x; j < S; j += blockDim.x)
-    row[j] = j < visible ? expf(scale * row[j] - mx) * inv : 0.f;
-  if (threadIdx.x == 0) lse[r] = visible ? mx + logf(sum) : INFINITY;
+    row[j] = j >= first && j < visible ? expf(capScore(a, a.scale * row[j]) - mx) * inv : 0.f;
+  if (threadIdx.x == 0) lse[r] = any ? mx + logf(sum) : INFINITY;
 }
 
 // The backward's P from the forward's logsumexp, in place over the scores:
 // P = exp(scale S - lse) on visible keys, 0 on masked ones.
-__global__ void probsFromLseKernel(float *scores, const float *lse, int64_t T, int64_t S,
-                                   int64_t offset, bool causal, float scale) {
-  int64_t r = blockIdx.x, t = r % T;
+__global__ void probsFromLseKernel(float *scores, const float *lse, AttnShape a) {
+  int64_t r = blockIdx.x, t = r % a.T, S = a.S;
   float *row = scores + r * S;
-  int64_t visible = causal ? min(S, t + offset + 1) : S;
+  int64_t first = firstKey(a, t), visible = endKey(a, t);
   float L = lse[r];
   for (int64_t j = threadIdx.x; j < S; j += blockDim.x)
-    row[j] = j < visible ? expf(scale * row[j] - L) : 0.f;
+    row[j] = j >= first && j < visible ? expf(capScore(a, a.scale * row[j]) - L) : 0.f;
 }
 
 // dS = P (dP - delta), delta = <dy, o> per row (the forward's output; equal
-// to sum_j P_j dP_j); written over dP.
+// to sum_j P_j dP_j); written over dP. With a softcap c, dS also takes the
+// cap's slope 1 - (s / c)^2 at the capped score s = log P + lse (where P is
+// 0, so is dS).
 __global__ void probsGradKernel(const float *probs, float *dP, int64_t S, const float *o,
-                                const float *dy, int64_t Dv) {
+                                const float *dy, int64_t Dv, const float *lse, AttnShape a) {
   __shared__ float red[32];
   int64_t r = blockIdx.x;
   const float *p = probs + r * S;
@@ -584,7 +631,12 @@ __global__ void probsGradKernel(const float *probs, float *dP, int64_t S, const 
   float dot = 0.f;
   for (int64_t e = threadIdx.x; e < Dv; e += blockDim.x) dot += dy[r * Dv + e] * o[r * Dv + e];
   dot = blockSum(dot, red);
-  for (int64_t j = threadIdx.x; j < S; j += blockDim.x) d[j] = p[j] * (d[j] - dot);
+  float L = lse[r];
+  for (int64_t j = threadIdx.x; j < S; j += blockDim.x) {
+    float ds = p[j] * (d[j] - dot);
+    if (a.softcap > 0.f && p[j] > 0.f) ds *= capSlope(a, logf(p[j]) + L);
+    d[j] = ds;
+  }
 }
 
 /// A strided-batched product over the B Hkv (b, g) groups.
@@ -700,8 +752,7 @@ void attentionF32(const CudaCall &c, CudaContext &ctx, const AttnShape &a) {
   if (const std::vector<int> *ids = gemmIdsOf(c, ctx)) {
     auto *scores = static_cast<float *>(ctx.scratch);
     ctx.gemms->run((*ids)[0], c.in[0].data, c.in[1].data, scores, 1.f, ctx, ctx.workspace);
-    scoresToProbsKernel<<<unsigned(rows), 128, 0, ctx.stream>>>(scores, lse, a.T, a.S, a.offset,
-                                                                 a.causal, a.scale);
+    scoresToProbsKernel<<<unsigned(rows), 128, 0, ctx.stream>>>(scores, lse, a);
     ctx.gemms->run((*ids)[1], scores, c.in[2].data, c.out[0].data, 1.f, ctx, ctx.workspace);
     return;
   }
@@ -728,11 +779,10 @@ void attentionGradF32(const CudaCall &c, CudaContext &ctx, const AttnShape &a) {
     float *dP = probs + rows * a.S;
     const void *q = c.in[0].data, *k = c.in[1].data, *v = c.in[2].data, *dy = c.in[5].data;
     ctx.gemms->run((*ids)[0], q, k, probs, 1.f, ctx, ctx.workspace);
-    probsFromLseKernel<<<unsigned(rows), 128, 0, ctx.stream>>>(probs, lse, a.T, a.S, a.offset,
-                                                                a.causal, a.scale);
+    probsFromLseKernel<<<unsigned(rows), 128, 0, ctx.stream>>>(probs, lse, a);
     ctx.gemms->run((*ids)[1], dy, v, dP, 1.f, ctx, ctx.workspace);
     probsGradKernel<<<unsigned(rows), 128, 0, ctx.stream>>>(probs, dP, a.S, o,
-                                                             c.in[5].as<float>(), a.Dv);
+                                                             c.in[5].as<float>(), a.Dv, lse, a);
     ctx.gemms->run((*ids)[2], probs, dy, c.out[2].data, 1.f, ctx, ctx.workspace);
     ctx.gemms->run((*ids)[3], dP, k, c.out[0].data, a.scale, ctx, ctx.workspace);
     ctx.gemms->run((*ids)[4], dP, q, c.out[1].data, a.scale, ctx, ctx.workspace);

@@ -22,6 +22,7 @@
 #include "cuda/CudaExecutor.h"
 #include "cuda/CudaKernels.h"
 #include "cuda/CudnnAttention.h"
+#include "cuda/Fp8Cuda.h"
 #include "cuda/StreamCommunicator.h"
 #include "lib/Diagnostics.h"
 
@@ -69,7 +70,7 @@ void launch(const CudaCall &c, CudaContext &ctx, void *gemmWorkspace) {
   case OpCode::Neg: case OpCode::Sqrt: case OpCode::Rsqrt: case OpCode::Reciprocal:
   case OpCode::Exp: case OpCode::Tanh: case OpCode::Sigmoid: case OpCode::Silu:
   case OpCode::GeluTanh: case OpCode::GeluErf: case OpCode::Cos: case OpCode::Sin:
-  case OpCode::Log:
+  case OpCode::Log: case OpCode::Relu: case OpCode::Erf: case OpCode::Softplus:
     return launchUnary(c, ctx);
   case OpCode::Where: return launchWhere(c, ctx);
   case OpCode::Cast: return launchCast(c, ctx);
@@ -100,16 +101,26 @@ void launch(const CudaCall &c, CudaContext &ctx, void *gemmWorkspace) {
   case OpCode::CrossEntropyGrad: return launchCrossEntropyGrad(c, ctx);
   case OpCode::SliceGrad: return launchSliceGrad(c, ctx);
   case OpCode::AdamW: return launchAdamW(c, ctx);
+  case OpCode::ShardSlice: return launchShardSlice(c, ctx);
+  case OpCode::VocabShardEmbedding: return launchVocabShardEmbedding(c, ctx);
+  case OpCode::VocabShardEmbeddingGrad: return launchVocabShardEmbeddingGrad(c, ctx);
+  case OpCode::VocabShardCrossEntropy: return launchVocabShardCrossEntropy(c, ctx);
+  case OpCode::VocabShardCrossEntropyGrad: return launchVocabShardCrossEntropyGrad(c, ctx);
   case OpCode::AllReduce: case OpCode::AllGather: case OpCode::ReduceScatter:
-  case OpCode::AllToAll:
+  case OpCode::AllToAll: case OpCode::CollectivePermute:
     return; // CudaExecutor::run enqueues these through its communicator
+  case OpCode::Fp8Scale: return launchFp8Scale(c, ctx);
+  case OpCode::Fp8Cast: return launchFp8Cast(c, ctx);
+  case OpCode::ScaledMatMul: return ctx.fp8Gemms->launch(c, ctx);
   }
 }
 
 class CudaExecutor : public Executor {
 public:
   CudaExecutor(std::shared_ptr<const Program> p, StreamCommunicator *comm, int rank)
-      : Executor(std::move(p)), comm_(comm), rank_(rank) {}
+      : Executor(std::move(p)), comm_(comm), rank_(rank) {
+    ctx_.rank = rank;
+  }
 
   ~CudaExecutor() override {
     if (profile_)
@@ -118,6 +129,7 @@ public:
     if (graphExec_) cudaGraphExecDestroy(graphExec_);
     if (graph_) cudaGraphDestroy(graph_);
     gemms_.reset();
+    fp8Gemms_.reset();
     cudnn_.reset();
     for (void *ptr : {arena_, constants_, scratch_, workspace_, static_cast<void *>(error_)})
       if (ptr) cudaFree(ptr);
@@ -197,6 +209,11 @@ public:
       for (uint32_t id : p.instrs[i].out) call.out.push_back(tensor(id));
       calls_.push_back(std::move(call));
     }
+    // fp8 GEMMs are planned on the buffers' addresses (scale pointers).
+    fp8Gemms_ = Fp8Gemms::create(p, calls_, ctx_, kGemmWorkspaceBytes, err);
+    if (!fp8Gemms_)
+      return false;
+    ctx_.fp8Gemms = fp8Gemms_.get();
     if (comm_) {
       if (!comm_->prepare(p, rank_, arena_, err))
         return false;
@@ -338,12 +355,13 @@ private:
     double total = 0, gemmFlops = 0, gemmMs = 0;
     for (size_t i = 0; i < calls_.size(); ++i) {
       const Instr &I = *calls_[i].instr;
+      bool gemm = I.op == OpCode::MatMul || I.op == OpCode::ScaledMatMul;
       auto &slot = byOp[std::string(opcodeName(I.op)) +
-                        (I.op == OpCode::MatMul ? std::string(" ") + dtypeName(program_->buffers[I.out[0]].dtype) : "")];
+                        (gemm ? std::string(" ") + dtypeName(program_->buffers[I.out[0]].dtype) : "")];
       slot.first += opMs_[i];
       slot.second += 1;
       total += opMs_[i];
-      if (I.op == OpCode::MatMul) {
+      if (gemm) {
         const BufferDesc &a = program_->buffers[I.in[0]], &o = program_->buffers[I.out[0]];
         int64_t k = I.ints[0] ? a.shape[a.shape.size() - 2] : a.shape.back();
         gemmFlops += 2.0 * double(o.numElements()) * double(k);
@@ -446,6 +464,7 @@ private:
   void *arena_ = nullptr, *constants_ = nullptr, *scratch_ = nullptr, *workspace_ = nullptr;
   DeviceError *error_ = nullptr;
   std::unique_ptr<GemmCache> gemms_;
+  std::unique_ptr<Fp8Gemms> fp8Gemms_;
   std::vector<std::vector<int>> subGemms_; // per instruction: GEMMs it runs inside
   std::vector<CudaCall> calls_;
   bool useGraph_ = true;
@@ -498,6 +517,7 @@ std::string cuda::cudaSupports(const Program &p, const Instr &I) {
   case OpCode::Exp: case OpCode::Tanh: case OpCode::Sigmoid: case OpCode::Silu:
   case OpCode::GeluTanh: case OpCode::GeluErf: case OpCode::Cos: case OpCode::Sin:
   case OpCode::Log: case OpCode::Reduce: case OpCode::SumSquares: case OpCode::Softmax:
+  case OpCode::Relu: case OpCode::Erf: case OpCode::Softplus:
   case OpCode::RmsNorm: case OpCode::LayerNorm: case OpCode::Rotary: case OpCode::RmsNormGrad:
   case OpCode::LayerNormGrad: case OpCode::RotaryGrad: case OpCode::ActivationGrad:
   case OpCode::SoftmaxGrad: case OpCode::AdamW: case OpCode::EmbeddingGrad:
@@ -514,8 +534,18 @@ std::string cuda::cudaSupports(const Program &p, const Instr &I) {
   case OpCode::SliceGrad:
     return "";
   case OpCode::AllReduce: case OpCode::AllGather: case OpCode::ReduceScatter:
-  case OpCode::AllToAll:
+  case OpCode::AllToAll: case OpCode::CollectivePermute:
     return need(I.in[0], {DType::F32}, "operands"); // through a StreamCommunicator
+  case OpCode::ShardSlice: // data movement of any dtype, from the rank's own start
+    return "";
+  case OpCode::VocabShardEmbedding: case OpCode::VocabShardEmbeddingGrad:
+    return need(I.in[0], {DType::F32}, "operands");
+  case OpCode::VocabShardCrossEntropy: case OpCode::VocabShardCrossEntropyGrad:
+    return need(I.in[0], {DType::F32}, "logits");
+  case OpCode::Fp8Scale: case OpCode::Fp8Cast:
+    return ""; // validate() checked every dtype (Fp8OpShapes.cpp)
+  case OpCode::ScaledMatMul:
+    return ""; // Fp8Gemms refuses what cuBLASLt cannot run, naming the instruction
   }
   return cat("unknown opcode ", int(I.op));
 }
@@ -574,7 +604,7 @@ std::unique_ptr<Executor> createCudaRankExecutor(std::shared_ptr<const Program> 
   StreamCommunicator *streamComm = nullptr;
   for (size_t i = 0; i < p->instrs.size(); ++i) {
     const Instr &I = p->instrs[i];
-    if (!isCollectiveOp(I.op))
+    if (!needsMeshRank(I.op))
       continue;
     int64_t world = Communicator::meshSize(I.ints);
     if (!comm) {

@@ -49,6 +49,7 @@ struct DeviceError {
 };
 
 class GemmCache; // MatMul.cpp: cuBLASLt descriptors and algorithms per instruction
+class Fp8Gemms;  // Fp8MatMul.cpp: the scaled fp8 GEMMs (Fp8Cuda.h)
 class CudnnAttention; // CudnnAttention.h: cuDNN's fused attention plans
 
 /// What every launcher may use besides its operands.
@@ -58,10 +59,12 @@ struct CudaContext {
   void *scratch = nullptr;      // device scratch of scratchBytes, reused by every instruction
   size_t scratchBytes = 0;
   GemmCache *gemms = nullptr;
+  Fp8Gemms *fp8Gemms = nullptr; // null when the program has no ScaledMatMul
   void *workspace = nullptr;                  // cuBLASLt's
   std::vector<std::vector<int>> *subGemms = nullptr; // per instruction: planned GemmCache ids
   CudnnAttention *cudnn = nullptr;      // null where cuDNN is missing or disabled
   std::vector<int> *cudnnPlans = nullptr; // per instruction: cuDNN plan id, -1 for loom's kernels
+  int rank = 0; // this executor's rank in its world (ShardSlice reads its own slice)
 };
 
 /// One instruction, its operands resolved to device memory.
@@ -111,6 +114,14 @@ void launchEmbeddingGrad(const CudaCall &c, CudaContext &ctx);
 void launchAttention(const CudaCall &c, CudaContext &ctx);
 void launchAttentionGrad(const CudaCall &c, CudaContext &ctx);
 
+// SequenceShardingKernels.cu: context, sequence and vocabulary parallelism
+void launchShardSlice(const CudaCall &c, CudaContext &ctx);
+void launchVocabShardEmbedding(const CudaCall &c, CudaContext &ctx);
+void launchVocabShardCrossEntropy(const CudaCall &c, CudaContext &ctx);
+void launchVocabShardCrossEntropyGrad(const CudaCall &c, CudaContext &ctx);
+// LossKernels.cu (EmbeddingGrad's sort-and-sum, for the rows of one shard)
+void launchVocabShardEmbeddingGrad(const CudaCall &c, CudaContext &ctx);
+
 /// Scratch bytes the launcher of `I` needs (0 for most), known from shapes.
 size_t lossScratchBytes(const Program &p, const Instr &I);      // LossKernels.cu
 size_t attentionScratchBytes(const Program &p, const Instr &I); // AttentionKernels.cu
@@ -145,6 +156,7 @@ struct GemmSpec {
   int64_t batch = 1, strideA = 0, strideB = 0, strideC = 0;
   DType in = DType::F32, out = DType::F32;
   bool fastBf16 = false; // f32 data, products on bf16 tensor cores (CUBLAS_COMPUTE_32F_FAST_16BF)
+  bool bias = false;     // a bias vector over N (of the `out` dtype) in the epilogue
   uint32_t alignA = 256, alignB = 256, alignC = 256; // bytes the pointers are aligned to
 };
 
@@ -169,8 +181,9 @@ public:
 /// vector accesses want.
 inline size_t align256(size_t n) { return (n + 255) / 256 * 256; }
 
-/// The byte alignment (<= 256) a pointer at byte offset `bytes` of a
-/// cudaMalloc'd block has.
+/// The byte alignment a pointer at byte offset `bytes` of a cudaMalloc'd
+/// block has, capped at the arena's 64 (the same for equal shapes wherever
+/// they are placed; see MatMul.cpp).
 uint32_t alignmentOf(uint64_t bytes);
 
 /// "" when the CUDA kernels cover `I`'s dtypes, else why not.

@@ -60,7 +60,10 @@ bool cudnnShape(const Program &p, const Instr &I, SdpaShape &s) {
   // bf16_operands: the products may run on bf16 (P rounded to bf16 for P V,
   // as FlashAttention does); without it they must be exact f32 products.
   bool bf16Values = I.ints.size() > 1 && I.ints[1] != 0;
-  if (!causal || !bf16Values || qs.size() != 4 || ks.size() != 4 ||
+  // The graph written in CudnnAttention.cpp is plain causal: a sliding
+  // window or a softcap (Program.h) takes loom's kernels.
+  bool windowOrCap = (I.ints.size() > 2 && I.ints[2] != 0) || I.floats.size() > 1;
+  if (!causal || !bf16Values || windowOrCap || qs.size() != 4 || ks.size() != 4 ||
       vs != ks || ks[2] != qs[2] || ks[3] != qs[3] || ks[1] == 0 || qs[1] % ks[1] != 0)
     return false;
   s = {qs[0], qs[1], ks[1], qs[2], qs[3], float(I.floats[0])};

@@ -52,7 +52,8 @@ namespace loom::rt {
 namespace cuda {
 
 bool collectiveNeedsStaging(const Program &p, const Instr &I) {
-  if (I.op == OpCode::AllReduce)
+  // A permute moves a whole buffer (its dim slot holds the shift).
+  if (I.op == OpCode::AllReduce || I.op == OpCode::CollectivePermute)
     return false;
   const std::vector<int64_t> &small =
       p.buffers[I.op == OpCode::ReduceScatter ? I.out[0] : I.in[0]].shape;
@@ -166,7 +167,7 @@ public:
     while (group[size_t(me)] != rank) ++me;
     // [outer, n * piece] around dim of the larger side: what moves per rank
     // and outer row.
-    int64_t dim = I.ints[1];
+    int64_t dim = I.op == OpCode::CollectivePermute ? 0 : I.ints[1];
     const std::vector<int64_t> &big = I.op == OpCode::AllGather ? outShape : inShape;
     size_t outer = 1;
     for (int64_t d = 0; d < std::max<int64_t>(dim, 0); ++d) outer *= size_t(big[size_t(d)]);
@@ -245,6 +246,11 @@ public:
         e = cudaMemcpy2DAsync(out + size_t(g) * piece, size_t(n) * piece * 4,
                               dst + size_t(g) * outer * piece, piece * 4, piece * 4, outer,
                               cudaMemcpyDeviceToDevice, r.comm);
+      break;
+    }
+    case OpCode::CollectivePermute: { // the whole input of member me - shift
+      int from = int(((int64_t(me) - I.ints[1]) % n + n) % n);
+      e = cudaMemcpyAsync(out, ptrs.p[from], total * 4, cudaMemcpyDeviceToDevice, r.comm);
       break;
     }
     default:

@@ -126,6 +126,9 @@ __device__ double unaryValue(int op, double x) {
   case OpCode::GeluErf: return 0.5 * x * (1.0 + erf(x * 0.7071067811865476));
   case OpCode::Cos: return cos(x);
   case OpCode::Sin: return sin(x);
+  case OpCode::Relu: return x > 0.0 ? x : 0.0;
+  case OpCode::Erf: return erf(x);
+  case OpCode::Softplus: return fmax(x, 0.0) + log1p(exp(-fabs(x)));
   default: return nan("");
   }
 }
@@ -228,6 +231,7 @@ __global__ void castPackedKernel(FloatIn x, FloatOut y, int64_t n) {
 //   gelu erf:  Phi(x) + x phi(x)
 //   gelu tanh: (1 + t) / 2 + x (1 - t^2) sqrt(2/pi) (1 + 3 0.044715 x^2) / 2,
 //              t = tanh(sqrt(2/pi) (x + 0.044715 x^3))
+//   relu:      dy where x > 0, else 0 (a select, so an infinite dy stays out)
 /// silu'(x) = s (1 + x (1 - s)), s = sigmoid(x): activation_grad's and
 /// swiglu_grad's.
 __device__ inline double siluDerivative(double v) {
@@ -239,6 +243,8 @@ __device__ float activationGrad(int kind, float xf, float dyf) {
   constexpr double kSqrt2OverPi = 0.7978845608028654;
   constexpr double kInvSqrt2Pi = 0.3989422804014327;
   double v = xf, d;
+  if (kind == 3)
+    return xf > 0.0f ? dyf : 0.0f;
   if (kind == 0) {
     d = siluDerivative(v);
   } else if (kind == 1) {

@@ -150,13 +150,18 @@ __global__ void crossEntropyGradKernel(FloatIn x, const void *targets, bool t64,
 }
 
 // Keys are ids (bad ones moved past the vocabulary, so no row reads them);
-// values are positions.
-__global__ void embeddingKeysKernel(const void *ids, bool ids64, int32_t *keys, int32_t *pos,
-                                    int64_t N, int64_t V, DeviceError *err, int instr) {
+// values are positions. With `first` (VocabShardEmbeddingGrad) the keys
+// are ids - first and ids outside the shard's rows are not errors, only
+// rows of another rank.
+__global__ void embeddingKeysKernel(const void *ids, bool ids64, const void *first, bool first64,
+                                    int32_t *keys, int32_t *pos, int64_t N, int64_t V,
+                                    DeviceError *err, int instr) {
+  int64_t offset = first ? indexAt(first, first64, 0) : 0;
   LOOM_GRID_STRIDE(n, N) {
-    int64_t id = indexAt(ids, ids64, n);
+    int64_t id = indexAt(ids, ids64, n) - offset;
     if (id < 0 || id >= V) {
-      reportError(err, instr, 0, id, n, V);
+      if (!first)
+        reportError(err, instr, 0, id, n, V);
       id = V;
     }
     keys[n] = int32_t(id);
@@ -204,7 +209,7 @@ size_t sortTempBytes(int64_t N, int64_t V) {
 size_t lossScratchBytes(const Program &p, const Instr &I) {
   if (I.op == OpCode::CrossEntropy)
     return size_t(p.buffers[I.in[0]].shape[0]) * sizeof(double);
-  if (I.op == OpCode::EmbeddingGrad) {
+  if (I.op == OpCode::EmbeddingGrad || I.op == OpCode::VocabShardEmbeddingGrad) {
     int64_t N = p.buffers[I.in[1]].numElements(), V = p.buffers[I.out[0]].shape[0];
     return 4 * align256(size_t(N) * 4) + sortTempBytes(N, V);
   }
@@ -229,7 +234,11 @@ void launchCrossEntropyGrad(const CudaCall &c, CudaContext &ctx) {
       floatOut(c.out[0]), N, V, rowsPackable(V, {&c.in[0], &c.out[0]}), ctx.error, c.index);
 }
 
-void launchEmbeddingGrad(const CudaCall &c, CudaContext &ctx) {
+namespace {
+
+/// EmbeddingGrad, or with `first` the rows [first, first + V) of one
+/// vocabulary shard (VocabShardEmbeddingGrad).
+void embeddingGrad(const CudaCall &c, CudaContext &ctx, const DevTensor *first) {
   const DevTensor &dy = c.in[0], &ids = c.in[1];
   int64_t N = ids.numel(), V = c.out[0].shape()[0], D = c.out[0].shape()[1];
   if (V == 0 || D == 0) return;
@@ -245,12 +254,21 @@ void launchEmbeddingGrad(const CudaCall &c, CudaContext &ctx) {
   void *temp = base + 4 * slot;
   size_t tempBytes = sortTempBytes(N, V);
   embeddingKeysKernel<<<gridFor(N), kThreads, 0, ctx.stream>>>(
-      ids.data, ids.dtype() == DType::I64, keys, pos, N, V, ctx.error, c.index);
+      ids.data, ids.dtype() == DType::I64, first ? first->data : nullptr,
+      first && first->dtype() == DType::I64, keys, pos, N, V, ctx.error, c.index);
   cub::DeviceRadixSort::SortPairs(temp, tempBytes, keys, sortedKeys, pos, sortedPos, int(N), 0,
                                   keyBits(V), ctx.stream);
   cudaMemsetAsync(c.out[0].data, 0, c.out[0].desc->bytes, ctx.stream);
   embeddingGradRunsKernel<<<unsigned(N), 128, 0, ctx.stream>>>(
       dy.as<float>(), sortedKeys, sortedPos, c.out[0].as<float>(), N, V, D);
+}
+
+} // namespace
+
+void launchEmbeddingGrad(const CudaCall &c, CudaContext &ctx) { embeddingGrad(c, ctx, nullptr); }
+
+void launchVocabShardEmbeddingGrad(const CudaCall &c, CudaContext &ctx) {
+  embeddingGrad(c, ctx, &c.in[2]);
 }
 
 } // namespace loom::rt::cuda

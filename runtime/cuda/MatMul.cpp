@@ -22,6 +22,13 @@
 // runs; f64 products use CUBLAS_COMPUTE_64F; bf16 products (autocast) run
 // on the tensor cores with an f32 accumulator and f32 scaling, and round
 // the result to bf16 once, as the CPU reference does.
+//
+// A MatMul with a third input (addmm: a bias vector over N) runs
+// CUBLASLT_EPILOGUE_BIAS: in the column-major view C^T is [N, M], so the
+// bias runs along C^T's rows, cuBLASLt's bias vector; the epilogue adds it
+// to the f32 accumulator before the one conversion to the output type. The
+// bias pointer is an attribute of the descriptor, set before each call (one
+// descriptor per instruction, so a captured graph keeps its pointer).
 //===----------------------------------------------------------------------===//
 #include "cpu/Strided.h"
 #include "cuda/CudaKernels.h"
@@ -33,8 +40,13 @@
 
 namespace loom::rt::cuda {
 
+// At most 64: codegen's arena places every buffer at a multiple of 64
+// bytes, so two GEMMs of the same shape (a forward GEMM and its recomputed
+// clone in the backward, loom-recompute) always ask the heuristic the same
+// question and get the same algorithm, hence the same bits, wherever the
+// arena put their operands. (cuBLASLt's kernels need 16 bytes.)
 uint32_t alignmentOf(uint64_t bytes) {
-  uint32_t a = 256;
+  uint32_t a = 64;
   while (a > 1 && bytes % a) a /= 2;
   return a;
 }
@@ -47,6 +59,7 @@ struct LtPlan {
   cublasLtMatrixLayout_t la = nullptr, lb = nullptr, lc = nullptr; // cuBLASLt's A (= our B), B, C
   cublasLtMatmulAlgo_t algo{};
   bool f64 = false;
+  bool bias = false;
 };
 
 /// A MatMul instruction: one planned product issued once or per batch.
@@ -110,6 +123,15 @@ public:
     cublasOperation_t opB = s.transA ? CUBLAS_OP_T : CUBLAS_OP_N;
     cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_TRANSA, &opA, sizeof opA);
     cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_TRANSB, &opB, sizeof opB);
+    if (s.bias) {
+      p.bias = true;
+      cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_BIAS;
+      cudaDataType_t biasType = out;
+      cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue,
+                                     sizeof epilogue);
+      cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &biasType,
+                                     sizeof biasType);
+    }
     // Stored (column-major) shapes: our B is [n, k] or [k, n]; our A is
     // [k, m] or [m, k]; C is [n, m].
     cublasLtMatrixLayoutCreate(&p.la, in, uint64_t(s.transB ? s.k : s.n), uint64_t(s.transB ? s.n : s.k), s.ldb);
@@ -140,7 +162,8 @@ public:
     cublasLtMatmulPreferenceDestroy(pref);
     if (st != CUBLAS_STATUS_SUCCESS || found == 0) {
       err = cat("cuBLASLt has no algorithm for ", s.m, "x", s.k, (s.transA ? "^T" : ""), " times ",
-                s.k, "x", s.n, (s.transB ? "^T" : ""), ", batch ", s.batch, " (status ", int(st), ")");
+                s.k, "x", s.n, (s.transB ? "^T" : ""), ", batch ", s.batch,
+                s.bias ? " with a bias epilogue" : "", " (status ", int(st), ")");
       cublasLtMatrixLayoutDestroy(p.la);
       cublasLtMatrixLayoutDestroy(p.lb);
       cublasLtMatrixLayoutDestroy(p.lc);
@@ -173,6 +196,11 @@ public:
     auto *a = static_cast<const uint8_t *>(c.in[0].data);
     auto *b = static_cast<const uint8_t *>(c.in[1].data);
     auto *out = static_cast<uint8_t *>(c.out[0].data);
+    if (c.in.size() == 3) {
+      const void *bias = c.in[2].data;
+      cublasLtMatmulDescSetAttribute(gemms_[size_t(p.gemm)].desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER,
+                                     &bias, sizeof bias);
+    }
     for (const InstrPlan::Call &call : p.calls)
       run(p.gemm, a + call.a * p.inBytes, b + call.b * p.inBytes, out + call.c * p.outBytes, 1.f,
           ctx, workspace);
@@ -198,7 +226,12 @@ private:
     p.inBytes = dtypeSize(A.dtype);
     p.outBytes = dtypeSize(C.dtype);
     if (m == 0 || n == 0) return p.empty = true;
+    if (k == 0 && I.in.size() == 3) {
+      err = "an empty sum (K = 0) with a bias";
+      return false;
+    }
     if (k == 0) return p.zeroFill = true;
+    s.bias = I.in.size() == 3;
     Shape batch(cs.begin(), cs.end() - 2);
     Shape aStrides = broadcastStrides(Shape(as.begin(), as.end() - 2), batch);
     Shape bStrides = broadcastStrides(Shape(bs.begin(), bs.end() - 2), batch);

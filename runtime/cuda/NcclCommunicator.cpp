@@ -157,6 +157,17 @@ public:
     if (I.op == OpCode::AllReduce)
       return settle(c, ncclAllReduce(in, out, count(inShape), ncclFloat32, op, c, stream),
                     deadline, "ncclAllReduce", err);
+    if (I.op == OpCode::CollectivePermute) {
+      // Ring shift: send to member me + shift, receive from me - shift, as
+      // one group so neither blocks the other (the dim slot is the shift).
+      int me = Communicator::groupIndex(rv_.rank(), I.ints);
+      int to = int(((int64_t(me) + I.ints[1]) % n + n) % n);
+      int from = int(((int64_t(me) - I.ints[1]) % n + n) % n);
+      ncclGroupStart();
+      ncclSend(in, count(inShape), ncclFloat32, to, c, stream);
+      ncclRecv(out, count(outShape), ncclFloat32, from, c, stream);
+      return settle(c, ncclGroupEnd(), deadline, "ncclSend/ncclRecv (collective permute)", err);
+    }
     // [outer, chunk * inner] around `dim` of the per-rank (smaller) shape.
     const std::vector<int64_t> &small = I.op == OpCode::AllGather ? inShape : outShape;
     size_t outer = 1;

@@ -5,6 +5,8 @@
 //===----------------------------------------------------------------------===//
 #include "loom/io/Json.h"
 
+#include <nlohmann/json.hpp>
+
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -104,127 +106,78 @@ std::string Value::dump(int indent) const {
 }
 
 namespace {
-struct Parser {
-  const std::string &s;
-  size_t i = 0;
-  std::string err;
 
-  bool fail(const std::string &msg) {
-    if (err.empty()) err = "at byte " + std::to_string(i) + ": " + msg;
+/// nlohmann's document (insertion-ordered objects) as loom's Value. Depth
+/// is bounded: a hostile file must not exhaust the stack on the way back.
+bool convert(const nlohmann::ordered_json &j, Value &out, int depth, std::string &err) {
+  if (depth > 256) {
+    err = "nested deeper than 256 levels";
     return false;
   }
-  void ws() {
-    while (i < s.size() && (s[i] == ' ' || s[i] == '\n' || s[i] == '\t' || s[i] == '\r')) ++i;
-  }
-  bool literal(const char *word) {
-    size_t n = std::char_traits<char>::length(word);
-    if (s.compare(i, n, word) != 0) return fail("unexpected token");
-    i += n;
+  switch (j.type()) {
+  case nlohmann::json::value_t::null:
+    out = Value();
     return true;
-  }
-  bool string(std::string &out) {
-    if (s[i] != '"') return fail("expected a string");
-    ++i;
-    while (i < s.size() && s[i] != '"') {
-      char c = s[i++];
-      if (c != '\\') { out += c; continue; }
-      if (i >= s.size()) return fail("unterminated escape");
-      char e = s[i++];
-      switch (e) {
-      case 'n': out += '\n'; break;
-      case 't': out += '\t'; break;
-      case 'r': out += '\r'; break;
-      case 'b': out += '\b'; break;
-      case 'f': out += '\f'; break;
-      case 'u': {
-        if (i + 4 > s.size()) return fail("short \\u escape");
-        unsigned code = unsigned(std::strtoul(s.substr(i, 4).c_str(), nullptr, 16));
-        i += 4;
-        // UTF-8 encode (surrogate pairs are kept as separate code units).
-        if (code < 0x80) out += char(code);
-        else if (code < 0x800) { out += char(0xC0 | (code >> 6)); out += char(0x80 | (code & 63)); }
-        else { out += char(0xE0 | (code >> 12)); out += char(0x80 | ((code >> 6) & 63)); out += char(0x80 | (code & 63)); }
-        break;
-      }
-      default: out += e;
-      }
-    }
-    if (i >= s.size()) return fail("unterminated string");
-    ++i;
+  case nlohmann::json::value_t::boolean:
+    out = Value(j.get<bool>());
     return true;
-  }
-  bool value(Value &out, int depth) {
-    if (depth > 256) return fail("nesting too deep");
-    ws();
-    if (i >= s.size()) return fail("unexpected end");
-    char c = s[i];
-    if (c == '{') {
-      ++i;
-      out = Value::object();
-      ws();
-      if (i < s.size() && s[i] == '}') { ++i; return true; }
-      while (true) {
-        ws();
-        std::string key;
-        if (i >= s.size() || !string(key)) return fail("expected a key");
-        ws();
-        if (i >= s.size() || s[i] != ':') return fail("expected ':'");
-        ++i;
-        Value v;
-        if (!value(v, depth + 1)) return false;
-        out.set(key, std::move(v));
-        ws();
-        if (i < s.size() && s[i] == ',') { ++i; continue; }
-        if (i < s.size() && s[i] == '}') { ++i; return true; }
-        return fail("expected ',' or '}'");
-      }
-    }
-    if (c == '[') {
-      ++i;
-      out = Value::array();
-      ws();
-      if (i < s.size() && s[i] == ']') { ++i; return true; }
-      while (true) {
-        Value v;
-        if (!value(v, depth + 1)) return false;
-        out.push(std::move(v));
-        ws();
-        if (i < s.size() && s[i] == ',') { ++i; continue; }
-        if (i < s.size() && s[i] == ']') { ++i; return true; }
-        return fail("expected ',' or ']'");
-      }
-    }
-    if (c == '"') {
-      std::string str;
-      if (!string(str)) return false;
-      out = Value(std::move(str));
-      return true;
-    }
-    if (c == 't') { out = Value(true); return literal("true"); }
-    if (c == 'f') { out = Value(false); return literal("false"); }
-    if (c == 'n') { out = Value(); return literal("null"); }
-    char *end = nullptr;
-    double d = std::strtod(s.c_str() + i, &end);
-    if (end == s.c_str() + i) return fail("unexpected character");
-    i = size_t(end - s.c_str());
-    out = Value(d);
+  case nlohmann::json::value_t::number_integer:
+    out = Value(double(j.get<int64_t>()));
     return true;
+  case nlohmann::json::value_t::number_unsigned:
+    out = Value(double(j.get<uint64_t>()));
+    return true;
+  case nlohmann::json::value_t::number_float:
+    out = Value(j.get<double>());
+    return true;
+  case nlohmann::json::value_t::string:
+    out = Value(j.get<std::string>());
+    return true;
+  case nlohmann::json::value_t::array:
+    out = Value::array();
+    for (const auto &item : j) {
+      Value v;
+      if (!convert(item, v, depth + 1, err))
+        return false;
+      out.push(std::move(v));
+    }
+    return true;
+  case nlohmann::json::value_t::object:
+    out = Value::object();
+    for (const auto &[k, item] : j.items()) {
+      Value v;
+      if (!convert(item, v, depth + 1, err))
+        return false;
+      out.set(k, std::move(v));
+    }
+    return true;
+  default: // binary, discarded
+    err = "unsupported JSON value";
+    return false;
   }
-};
+}
+
 } // namespace
 
 bool parse(const std::string &text, Value &out, std::string &err) {
-  Parser p{text};
-  if (!p.value(out, 0)) {
-    err = p.err;
+  // nlohmann-json (Debian's nlohmann-json3-dev) reads; its parse errors
+  // carry the byte where they happened.
+  nlohmann::ordered_json doc;
+  try {
+    doc = nlohmann::ordered_json::parse(text);
+  } catch (const nlohmann::json::parse_error &e) {
+    std::string what = e.what();
+    size_t colon = what.rfind(": ");
+    err = "at byte " + std::to_string(e.byte) + ": " +
+          (colon == std::string::npos ? what : what.substr(colon + 2));
+    return false;
+  } catch (const nlohmann::json::exception &e) { // e.g. a number too large for a double
+    std::string what = e.what();
+    size_t close = what.find("] ");
+    err = close == std::string::npos ? what : what.substr(close + 2);
     return false;
   }
-  p.ws();
-  if (p.i != text.size()) {
-    err = "at byte " + std::to_string(p.i) + ": trailing characters";
-    return false;
-  }
-  return true;
+  return convert(doc, out, 0, err);
 }
 
 } // namespace loom::json

@@ -5,6 +5,8 @@
 //===----------------------------------------------------------------------===//
 #include "loom/runtime/Communicator.h"
 
+#include <algorithm>
+
 namespace loom::rt {
 
 bool Communicator::sendRecv(int, const std::vector<P2POp> &, std::string &err) {
@@ -43,6 +45,13 @@ std::vector<int> Communicator::groupOf(int rank, const std::vector<int64_t> &int
       group.push_back(int(other));
   }
   return group;
+}
+
+int Communicator::groupIndex(int rank, const std::vector<int64_t> &ints) {
+  std::vector<int> group = groupOf(rank, ints);
+  int me = 0;
+  while (me < int(group.size()) && group[me] != rank) ++me;
+  return me;
 }
 
 void Communicator::compute(const Instr &I, const std::vector<int64_t> &inShape,
@@ -86,6 +95,12 @@ void Communicator::compute(const Instr &I, const std::vector<int64_t> &inShape,
         for (int64_t j = 0; j < chunk * inner; ++j)
           out[(o * n * chunk + g * chunk) * inner + j] =
               inputs[g][(o * n * chunk + me * chunk) * inner + j];
+  } else if (I.op == OpCode::CollectivePermute) {
+    // ints[1] is the shift: member (me - shift) mod n's input, whole.
+    int64_t count = 1;
+    for (int64_t d : inShape) count *= d;
+    int64_t from = ((int64_t(me) - I.ints[1]) % n + n) % n;
+    std::copy(inputs[from], inputs[from] + count, out);
   } else if (I.op == OpCode::ReduceScatter) {
     int64_t outer, chunk, inner;
     split(outShape, outer, chunk, inner);

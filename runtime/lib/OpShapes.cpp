@@ -142,8 +142,17 @@ std::string checkEmbedding(const OpView &v) {
 }
 
 std::string checkMatMul(const OpView &v, const Instr &I) {
-  if (std::string e = v.arity(2, 2, 1, 1, 2, 0); !e.empty())
+  if (std::string e = v.arity(2, 3, 1, 1, 2, 0); !e.empty())
     return e;
+  if (I.in.size() == 3) {
+    const BufferDesc &bias = v.in(2), &out = v.out();
+    if (bias.shape.size() != 1 || out.shape.empty() || bias.shape[0] != out.shape.back())
+      return cat("bias ", shapeStr(bias.shape), " must be a vector over the result's last dim ",
+                 shapeStr(out.shape));
+    if (bias.dtype != out.dtype)
+      return cat("bias must have the result's dtype ", dtypeName(out.dtype), ", got ",
+                 dtypeName(bias.dtype));
+  }
   const BufferDesc &a = v.in(0), &b = v.in(1);
   if (a.shape.size() < 2 || b.shape.size() < 2)
     return cat("operands must have rank >= 2, got ", shapeStr(a.shape), " and ",
@@ -211,6 +220,11 @@ std::string checkCast(const OpView &v) {
   if (v.in(0).numElements() != v.out().numElements())
     return cat("element counts differ: ", shapeStr(v.in(0).shape), " and ",
                shapeStr(v.out().shape));
+  // fp8 values mean nothing without their scale: converting goes through
+  // Fp8Cast (and ScaledMatMul's dequantization), copying is fine.
+  if (v.in(0).dtype != v.out().dtype && (isFp8(v.in(0).dtype) || isFp8(v.out().dtype)))
+    return cat("cannot cast ", dtypeName(v.in(0).dtype), " to ", dtypeName(v.out().dtype),
+               ": fp8 conversions need a scale (fp8_cast)");
   return "";
 }
 
@@ -320,16 +334,23 @@ std::string checkLseDType(const BufferDesc &lse, const BufferDesc &q) {
 
 /// Attention's and AttentionGrad's shared rules: arity, the [causal(,
 /// bf16_operands)] ints, one float, and q, k, v's shapes.
-std::string checkAttentionCall(const OpView &v, size_t inputs, size_t outputs) {
-  if (std::string e = v.arity(inputs, inputs, outputs, outputs, OpView::kAny, 1); !e.empty())
+std::string checkAttentionCall(const OpView &v, const Instr &I, size_t inputs, size_t outputs) {
+  if (std::string e = v.arity(inputs, inputs, outputs, outputs, OpView::kAny, OpView::kAny);
+      !e.empty())
     return e;
-  if (std::string e = v.intCount(1, 2); !e.empty())
+  if (std::string e = v.intCount(1, 3); !e.empty())
     return e;
+  if (I.floats.empty() || I.floats.size() > 2)
+    return cat("takes 1 to 2 float attributes (scale, softcap), got ", I.floats.size());
+  if (I.ints.size() == 3 && (I.ints[2] < 0 || (I.ints[2] > 0 && I.ints[0] == 0)))
+    return cat("window ", I.ints[2], " must be 0, or positive with causal");
+  if (I.floats.size() == 2 && !(I.floats[1] >= 0))
+    return cat("softcap ", I.floats[1], " must be 0 (off) or positive");
   return checkAttentionOperands(v.in(0).shape, v.in(1).shape, v.in(2).shape);
 }
 
-std::string checkAttention(const OpView &v) {
-  if (std::string e = checkAttentionCall(v, 3, 2); !e.empty())
+std::string checkAttention(const OpView &v, const Instr &I) {
+  if (std::string e = checkAttentionCall(v, I, 3, 2); !e.empty())
     return e;
   const Shape &q = v.in(0).shape, &k = v.in(1).shape, &val = v.in(2).shape;
   return first([&] { return v.sameDType({&v.in(0), &v.in(1), &v.in(2), &v.out(0)}); },
@@ -512,8 +533,8 @@ std::string checkNormGrad(const OpView &v, size_t outs) {
   return v.floatDType(x, "operands");
 }
 
-std::string checkAttentionGrad(const OpView &v) {
-  if (std::string e = checkAttentionCall(v, 6, 3); !e.empty())
+std::string checkAttentionGrad(const OpView &v, const Instr &I) {
+  if (std::string e = checkAttentionCall(v, I, 6, 3); !e.empty())
     return e;
   const Shape &q = v.in(0).shape, &k = v.in(1).shape, &val = v.in(2).shape;
   Shape rows = {q[0], q[1], q[2]}, o = {q[0], q[1], q[2], val[3]};
@@ -534,8 +555,9 @@ std::string checkAttentionGrad(const OpView &v) {
 std::string checkActivationGrad(const OpView &v, const Instr &I) {
   if (std::string e = v.arity(2, 2, 1, 1, 1, 0); !e.empty())
     return e;
-  if (I.ints[0] < 0 || I.ints[0] > 2)
-    return cat("ints[0] must be the kind (0 silu, 1 gelu erf, 2 gelu tanh), got ", I.ints[0]);
+  if (I.ints[0] < 0 || I.ints[0] > 3)
+    return cat("ints[0] must be the kind (0 silu, 1 gelu erf, 2 gelu tanh, 3 relu), got ",
+               I.ints[0]);
   return first([&] { return hasShape(v.in(1), v.in(0).shape, "gradient"); },
                [&] { return v.sameDType({&v.in(0), &v.in(1), &v.out()}); },
                [&] { return v.floatDType(v.in(0), "operands"); },
@@ -660,6 +682,117 @@ std::string checkAdamW(const OpView &v) {
   return "";
 }
 
+/// The group size of a collective-layout instruction (ints[2..7]), after
+/// checking the mesh sizes and the axis mask; 0 with `err` on a problem.
+int64_t meshGroup(const Instr &I, std::string &err) {
+  int64_t group = 1, mask = I.ints[2 + kMeshAxes];
+  for (int a = 0; a < kMeshAxes; ++a) {
+    if (I.ints[2 + a] < 1) {
+      err = cat("mesh axis ", a, " has size ", I.ints[2 + a]);
+      return 0;
+    }
+    if (mask & (int64_t(1) << a))
+      group *= I.ints[2 + a];
+  }
+  if (mask <= 0 || mask >= (int64_t(1) << kMeshAxes)) {
+    err = cat("axis mask ", mask, " names no mesh axis or an unknown one");
+    return 0;
+  }
+  return group;
+}
+
+std::string checkCollectivePermute(const OpView &v, const Instr &I) {
+  std::string e = v.arity(1, 1, 1, 1, kCollectiveInts, 0);
+  if (e.empty())
+    meshGroup(I, e);
+  if (!e.empty())
+    return e;
+  if (v.in(0).dtype != DType::F32 || v.out().dtype != DType::F32)
+    return cat("collectives move f32, got ", dtypeName(v.in(0).dtype), " -> ",
+               dtypeName(v.out().dtype));
+  return v.outShape(v.in(0).shape);
+}
+
+std::string checkShardSlice(const OpView &v, const Instr &I) {
+  std::string e = v.arity(1, 1, 1, 1, kCollectiveInts, 0);
+  int64_t group = e.empty() ? meshGroup(I, e) : 0;
+  if (!e.empty())
+    return e;
+  const Shape &x = v.in(0).shape;
+  int64_t dim = I.ints[1];
+  if (std::string r = v.axisInRange(dim, x.size()); !r.empty())
+    return r;
+  if (x[dim] % group)
+    return cat("shard_slice dim ", dim, " of size ", x[dim], " does not divide by the group size ",
+               group);
+  Shape expected = x;
+  expected[dim] /= group;
+  return first([&] { return v.sameDType({&v.in(0), &v.out()}); },
+               [&] { return v.outShape(expected); });
+}
+
+/// `first` of the vocabulary-shard ops: one integer element.
+std::string checkOffset(const BufferDesc &first) {
+  if (!isIndex(first.dtype) || first.numElements() != 1)
+    return cat("first must be one i64 or i32 element, got ", shapeStr(first.shape), " ",
+               dtypeName(first.dtype));
+  return "";
+}
+
+std::string checkVocabShardEmbedding(const OpView &v, const Instr &I, bool grad) {
+  if (std::string e = v.arity(3, 3, 1, 1, grad ? 0 : 1, 0); !e.empty())
+    return e;
+  if (!grad && I.ints[0] < v.in(0).shape.at(0))
+    return cat("the vocabulary ", I.ints[0], " is smaller than the shard's ", v.in(0).shape.at(0),
+               " rows");
+  const BufferDesc &ids = v.in(1);
+  const BufferDesc &table = grad ? v.out() : v.in(0);
+  const BufferDesc &rows = grad ? v.in(0) : v.out();
+  if (table.shape.size() != 2)
+    return cat("table must be [Vl, D], got ", shapeStr(table.shape));
+  if (!isIndex(ids.dtype))
+    return cat("ids must be i64 or i32, got ", dtypeName(ids.dtype));
+  Shape expected = ids.shape;
+  expected.push_back(table.shape[1]);
+  if (rows.shape != expected)
+    return cat(grad ? "gradient" : "output", " has shape ", shapeStr(rows.shape), ", expected ",
+               shapeStr(expected));
+  return first([&] { return checkOffset(v.in(2)); },
+               [&] { return v.sameDType({&table, &rows}); },
+               [&] { return v.floatDType(table, "table"); });
+}
+
+std::string checkVocabShardCrossEntropy(const OpView &v, const Instr &I, bool grad) {
+  if (std::string e = grad ? v.arity(6, 6, 1, 1, 0, 0) : v.arity(4, 4, 2, 2, 1, 0); !e.empty())
+    return e;
+  const Shape &logits = v.in(0).shape;
+  if (logits.size() != 2 || logits[0] == 0 || logits[1] == 0)
+    return cat("logits ", shapeStr(logits), " must be [N, Vl] with N, Vl > 0");
+  if (!grad && I.ints[0] < logits[1])
+    return cat("the vocabulary ", I.ints[0], " is smaller than the shard's ", logits[1],
+               " columns");
+  if (!isIndex(v.in(1).dtype) || v.in(1).shape != Shape{logits[0]})
+    return cat("targets must be [", logits[0], "] i64 or i32, got ", shapeStr(v.in(1).shape), " ",
+               dtypeName(v.in(1).dtype));
+  if (std::string e = checkOffset(v.in(2)); !e.empty())
+    return e;
+  const Shape row = {logits[0]};
+  std::vector<const BufferDesc *> rows = {&v.in(3)};
+  if (grad)
+    rows.insert(rows.end(), {&v.in(4), &v.in(5)});
+  else
+    rows.insert(rows.end(), {&v.out(0), &v.out(1)});
+  for (const BufferDesc *b : rows) {
+    if (b->shape != row)
+      return cat("row tensors must be [", logits[0], "], got ", shapeStr(b->shape));
+    if (b->dtype != v.in(0).dtype)
+      return cat("dtypes differ: ", dtypeName(v.in(0).dtype), " and ", dtypeName(b->dtype));
+  }
+  return first([&] { return v.floatDType(v.in(0), "logits"); },
+               [&] { return grad ? v.outShape(logits) : std::string(); },
+               [&] { return grad ? v.sameDType({&v.in(0), &v.out()}) : std::string(); });
+}
+
 } // namespace
 
 bool bf16StorageAllowed(OpCode op, bool output, size_t slot) {
@@ -671,6 +804,7 @@ bool bf16StorageAllowed(OpCode op, bool output, size_t slot) {
   case OpCode::Exp: case OpCode::Tanh: case OpCode::Sigmoid: case OpCode::Silu:
   case OpCode::GeluTanh: case OpCode::GeluErf: case OpCode::Cos: case OpCode::Sin:
   case OpCode::Log: case OpCode::Transpose: case OpCode::Rotary: case OpCode::RotaryGrad:
+  case OpCode::Relu: case OpCode::Erf: case OpCode::Softplus:
   case OpCode::RmsNorm:
     return slot == 0;
   case OpCode::ActivationGrad: return output ? slot == 0 : slot < 2;
@@ -713,7 +847,7 @@ std::string checkOpShapes(const Program &p, const Instr &I) {
   case OpCode::Neg: case OpCode::Sqrt: case OpCode::Rsqrt: case OpCode::Reciprocal:
   case OpCode::Exp: case OpCode::Tanh: case OpCode::Sigmoid: case OpCode::Silu:
   case OpCode::GeluTanh: case OpCode::GeluErf: case OpCode::Cos: case OpCode::Sin:
-  case OpCode::Log:
+  case OpCode::Log: case OpCode::Relu: case OpCode::Erf: case OpCode::Softplus:
     return checkUnary(v);
   case OpCode::Cast: return checkCast(v);
   case OpCode::Reduce: return checkReduce(v, I);
@@ -721,7 +855,7 @@ std::string checkOpShapes(const Program &p, const Instr &I) {
   case OpCode::RmsNorm: return checkNorm(v, 2, I);
   case OpCode::LayerNorm: return checkNorm(v, 3, I);
   case OpCode::Rotary: return checkRotary(v);
-  case OpCode::Attention: return checkAttention(v);
+  case OpCode::Attention: return checkAttention(v, I);
   case OpCode::SumSquares: return checkSumSquares(v);
   case OpCode::Transpose: return checkTranspose(v, I);
   case OpCode::Slice: return checkSlice(v, I);
@@ -732,7 +866,7 @@ std::string checkOpShapes(const Program &p, const Instr &I) {
   case OpCode::EmbeddingGrad: return checkEmbeddingGrad(v);
   case OpCode::RmsNormGrad: return checkNormGrad(v, 2);
   case OpCode::LayerNormGrad: return checkNormGrad(v, 3);
-  case OpCode::AttentionGrad: return checkAttentionGrad(v);
+  case OpCode::AttentionGrad: return checkAttentionGrad(v, I);
   case OpCode::RotaryGrad: return checkRotary(v); // same operands as Rotary
   case OpCode::ActivationGrad: return checkActivationGrad(v, I);
   case OpCode::SwiGlu: return checkSwiGlu(v, 2, 1);
@@ -744,6 +878,14 @@ std::string checkOpShapes(const Program &p, const Instr &I) {
   case OpCode::AllReduce: case OpCode::AllGather: case OpCode::ReduceScatter:
   case OpCode::AllToAll:
     return checkCollective(v, I);
+  case OpCode::CollectivePermute: return checkCollectivePermute(v, I);
+  case OpCode::ShardSlice: return checkShardSlice(v, I);
+  case OpCode::VocabShardEmbedding: return checkVocabShardEmbedding(v, I, false);
+  case OpCode::VocabShardEmbeddingGrad: return checkVocabShardEmbedding(v, I, true);
+  case OpCode::VocabShardCrossEntropy: return checkVocabShardCrossEntropy(v, I, false);
+  case OpCode::VocabShardCrossEntropyGrad: return checkVocabShardCrossEntropy(v, I, true);
+  case OpCode::Fp8Scale: case OpCode::Fp8Cast: case OpCode::ScaledMatMul:
+    return checkFp8OpShapes(p, I);
   }
   return cat("unknown opcode ", int(I.op));
 }

@@ -17,6 +17,8 @@ namespace loom::rt {
 /// attribute counts, shapes and dtypes. Assumes its buffer ids are in range.
 /// Returns "" when it fits, else the problem (without an instruction prefix).
 std::string checkOpShapes(const Program &p, const Instr &I);
+/// The same for the fp8 opcodes (Fp8OpShapes.cpp).
+std::string checkFp8OpShapes(const Program &p, const Instr &I);
 
 /// NumPy broadcast of two shapes (right-aligned, size-1 dims stretch).
 /// Returns false when some dim pair is neither equal nor has a 1.

@@ -30,6 +30,8 @@ size_t dtypeSize(DType t) {
   case DType::I64: return 8;
   case DType::I32: return 4;
   case DType::Bool: return 1;
+  case DType::F8E4M3: return 1;
+  case DType::F8E5M2: return 1;
   }
   return 0; // not a DType value (a corrupt artifact); validate() rejects it
 }
@@ -42,6 +44,8 @@ const char *dtypeName(DType t) {
   case DType::I64: return "i64";
   case DType::I32: return "i32";
   case DType::Bool: return "bool";
+  case DType::F8E4M3: return "f8e4m3";
+  case DType::F8E5M2: return "f8e5m2";
   }
   return "unknown-dtype";
 }
@@ -71,6 +75,9 @@ const char *opcodeName(OpCode op) {
   case OpCode::Cos: return "cos";
   case OpCode::Sin: return "sin";
   case OpCode::Log: return "log";
+  case OpCode::Relu: return "relu";
+  case OpCode::Erf: return "erf";
+  case OpCode::Softplus: return "softplus";
   case OpCode::Cast: return "cast";
   case OpCode::Reduce: return "reduce";
   case OpCode::Softmax: return "softmax";
@@ -101,6 +108,15 @@ const char *opcodeName(OpCode op) {
   case OpCode::AllGather: return "all_gather";
   case OpCode::ReduceScatter: return "reduce_scatter";
   case OpCode::AllToAll: return "all_to_all";
+  case OpCode::CollectivePermute: return "collective_permute";
+  case OpCode::ShardSlice: return "shard_slice";
+  case OpCode::VocabShardEmbedding: return "vocab_shard_embedding";
+  case OpCode::VocabShardEmbeddingGrad: return "vocab_shard_embedding_grad";
+  case OpCode::VocabShardCrossEntropy: return "vocab_shard_cross_entropy";
+  case OpCode::VocabShardCrossEntropyGrad: return "vocab_shard_cross_entropy_grad";
+  case OpCode::Fp8Scale: return "fp8_scale";
+  case OpCode::Fp8Cast: return "fp8_cast";
+  case OpCode::ScaledMatMul: return "scaled_matmul";
   }
   return "unknown-opcode";
 }

@@ -24,6 +24,12 @@ ProgramStats programStats(const Program &p) {
   }
   for (const Instr &I : p.instrs) {
     ++s.perOpcode[opcodeName(I.op)];
+    if (I.op == OpCode::MatMul) {
+      DType a = p.buffers[I.in[0]].dtype, b = p.buffers[I.in[1]].dtype;
+      ++s.gemmKinds[cat(dtypeName(a), " x ", dtypeName(b), " -> ",
+                        dtypeName(p.buffers[I.out[0]].dtype), I.in.size() > 2 ? " (+bias)" : "")];
+      s.f32Gemms += a == DType::F32 && b == DType::F32;
+    }
     if (I.op != OpCode::Cast)
       continue;
     DType from = p.buffers[I.in[0]].dtype, to = p.buffers[I.out[0]].dtype;
@@ -62,6 +68,10 @@ void appendSorted(std::string &out, const std::map<std::string, int64_t> &m, con
 std::string formatProgramStats(const ProgramStats &s) {
   std::string out = cat("program: ", s.instrs, " instructions, ", s.converting,
                         " converting casts, ", s.views, " reshape views\n");
+  int64_t gemms = 0;
+  for (auto &[k, n] : s.gemmKinds) gemms += n;
+  out += cat("matmuls: ", gemms, " (", s.f32Gemms, " with f32 operands)\n");
+  appendSorted(out, s.gemmKinds, "  ");
   out += "instructions per opcode:\n";
   appendSorted(out, s.perOpcode, "  ");
   out += "casts by dtype:\n";

@@ -8,6 +8,14 @@ func.func @matmul_mismatch(%a: tensor<2x3xf32>, %b: tensor<4x5xf32>) {
 
 // -----
 
+func.func @matmul_bias_not_over_n(%a: tensor<2x3xbf16>, %b: tensor<3x5xbf16>, %bias: tensor<2xbf16>) {
+  // expected-error@+1 {{bias 'tensor<2xbf16>' must be a vector of the result's last dim and element type}}
+  %c = loom.matmul_bias %a, %b, %bias : tensor<2x3xbf16>, tensor<3x5xbf16>, tensor<2xbf16>
+  return
+}
+
+// -----
+
 func.func @broadcast_mismatch(%a: tensor<2x3xf32>, %b: tensor<4xf32>) {
   // expected-error@+1 {{do not broadcast}}
   %c = loom.add %a, %b : tensor<2x3xf32>, tensor<4xf32>

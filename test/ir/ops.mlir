@@ -11,7 +11,13 @@ func.func @roundtrip(%ids: tensor<2x4xi64>, %table: tensor<16x8xf32>, %w: tensor
   // CHECK: loom.layer_norm %{{.*}}, %{{.*}}, %{{.*}} {epsilon
   %l = loom.layer_norm %n, %w, %w {epsilon = 1.0e-5 : f64} : tensor<2x4x8xf32>, tensor<8xf32>, tensor<8xf32>
   // CHECK: loom.gelu %{{.*}} tanh
-  %g = loom.gelu %l tanh : tensor<2x4x8xf32>
+  %g0 = loom.gelu %l tanh : tensor<2x4x8xf32>
+  // CHECK: loom.relu
+  %g1 = loom.relu %g0 : tensor<2x4x8xf32>
+  // CHECK: loom.erf
+  %g2 = loom.erf %g1 : tensor<2x4x8xf32>
+  // CHECK: loom.softplus
+  %g = loom.softplus %g2 : tensor<2x4x8xf32>
   %h = loom.reshape %g : tensor<2x4x8xf32> -> tensor<2x1x4x8xf32>
   // CHECK: loom.rotary
   %r = loom.rotary %h, %cos, %cos : tensor<2x1x4x8xf32>, tensor<4x8xf32>, tensor<4x8xf32>
@@ -59,4 +65,11 @@ func.func @attention_lse_types(%h: tensor<1x4x3x8xbf16>, %hk: tensor<1x2x5x8xbf1
   %o, %l = loom.attention %h, %hk, %hk {causal = false, scale = 0.5 : f64} : tensor<1x4x3x8xbf16>, tensor<1x2x5x8xbf16>, tensor<1x2x5x8xbf16>
   %p, %m = loom.attention %d, %dk, %dk {causal = true, scale = 0.5 : f64} : tensor<1x4x3x8xf64>, tensor<1x2x5x8xf64>, tensor<1x2x5x8xf64>
   return %l, %m : tensor<1x4x3xf32>, tensor<1x4x3xf64>
+}
+
+// CHECK-LABEL: func.func @matmul_bias
+// CHECK: loom.matmul_bias %{{.*}}, %{{.*}}, %{{.*}} {transpose_rhs = true} : tensor<2x3x8xbf16>, tensor<5x8xbf16>, tensor<5xbf16>
+func.func @matmul_bias(%x: tensor<2x3x8xbf16>, %w: tensor<5x8xbf16>, %b: tensor<5xbf16>) -> tensor<2x3x5xbf16> {
+  %y = loom.matmul_bias %x, %w, %b {transpose_rhs = true} : tensor<2x3x8xbf16>, tensor<5x8xbf16>, tensor<5xbf16>
+  return %y : tensor<2x3x5xbf16>
 }

@@ -91,3 +91,41 @@ func.func @silu_times_broadcast(%gate: tensor<2x8xf32>, %w: tensor<8xf32>) -> te
   %y = loom.mul %a, %w : tensor<2x8xf32>, tensor<8xf32>
   return %y : tensor<2x8xf32>
 }
+
+// The exact GELU spelled out with erf (older exports, hand-written models),
+// dividing by sqrt(2) or multiplying by 1/sqrt(2).
+// CHECK-LABEL: func.func @gelu_erf
+// CHECK-NEXT: %[[A:.*]] = loom.gelu %arg0 erf : tensor<2x8xf32>
+// CHECK-NEXT: %[[B:.*]] = loom.gelu %arg0 erf : tensor<2x8xf32>
+// CHECK-NEXT: return %[[A]], %[[B]]
+func.func @gelu_erf(%x: tensor<2x8xf32>) -> (tensor<2x8xf32>, tensor<2x8xf32>) {
+  %half = loom.constant dense<0.5> : tensor<f32>
+  %one = loom.constant dense<1.0> : tensor<f32>
+  %sqrt2 = loom.constant dense<1.41421354> : tensor<f32>
+  %rsqrt2 = loom.constant dense<0.707106769> : tensor<f32>
+  %h = loom.mul %x, %half : tensor<2x8xf32>, tensor<f32>
+  %d = loom.div %x, %sqrt2 : tensor<2x8xf32>, tensor<f32>
+  %e = loom.erf %d : tensor<2x8xf32>
+  %p = loom.add %e, %one : tensor<2x8xf32>, tensor<f32>
+  %y = loom.mul %h, %p : tensor<2x8xf32>, tensor<2x8xf32>
+  %m = loom.mul %x, %rsqrt2 : tensor<2x8xf32>, tensor<f32>
+  %e2 = loom.erf %m : tensor<2x8xf32>
+  %p2 = loom.add %one, %e2 : tensor<f32>, tensor<2x8xf32>
+  %y2 = loom.mul %p2, %h : tensor<2x8xf32>, tensor<2x8xf32>
+  return %y, %y2 : tensor<2x8xf32>, tensor<2x8xf32>
+}
+
+// erf of a different value is not the GELU of x.
+// CHECK-LABEL: func.func @not_gelu_erf
+// CHECK-NOT: loom.gelu
+func.func @not_gelu_erf(%x: tensor<2x8xf32>, %z: tensor<2x8xf32>) -> tensor<2x8xf32> {
+  %half = loom.constant dense<0.5> : tensor<f32>
+  %one = loom.constant dense<1.0> : tensor<f32>
+  %sqrt2 = loom.constant dense<1.41421354> : tensor<f32>
+  %h = loom.mul %x, %half : tensor<2x8xf32>, tensor<f32>
+  %d = loom.div %z, %sqrt2 : tensor<2x8xf32>, tensor<f32>
+  %e = loom.erf %d : tensor<2x8xf32>
+  %p = loom.add %e, %one : tensor<2x8xf32>, tensor<f32>
+  %y = loom.mul %h, %p : tensor<2x8xf32>, tensor<2x8xf32>
+  return %y : tensor<2x8xf32>
+}

@@ -63,3 +63,71 @@ func.func @other_mask(%q: tensor<1x1x2x4xf32>, %k: tensor<1x1x2x4xf32>, %v: tens
   %o = loom.matmul %p, %v : tensor<1x1x2x2xf32>, tensor<1x1x2x4xf32>
   return %o : tensor<1x1x2x4xf32>
 }
+
+// Mistral's sliding window: with window 2 over 4 positions, query i sees
+// keys i - 1 and i. The mask becomes the op's window.
+// CHECK-LABEL: func.func @sliding_window
+// CHECK: loom.attention %arg0, %arg1, %arg2 {causal = true, scale = 5.000000e-01 : f64, window = 2 : i64}
+func.func @sliding_window(%q: tensor<1x1x4x4xf32>, %k: tensor<1x1x4x4xf32>, %v: tensor<1x1x4x4xf32>) -> tensor<1x1x4x4xf32> {
+  %m = loom.constant dense<[[[[0.0, 0xFF800000, 0xFF800000, 0xFF800000], [0.0, 0.0, 0xFF800000, 0xFF800000], [0xFF800000, 0.0, 0.0, 0xFF800000], [0xFF800000, 0xFF800000, 0.0, 0.0]]]]> : tensor<1x1x4x4xf32>
+  %c = loom.constant dense<0.5> : tensor<f32>
+  %s = loom.matmul %q, %k {transpose_rhs = true} : tensor<1x1x4x4xf32>, tensor<1x1x4x4xf32>
+  %ss = loom.mul %s, %c : tensor<1x1x4x4xf32>, tensor<f32>
+  %sm = loom.add %ss, %m : tensor<1x1x4x4xf32>, tensor<1x1x4x4xf32>
+  %p = loom.softmax %sm {axis = 3 : i64} : tensor<1x1x4x4xf32>
+  %o = loom.matmul %p, %v : tensor<1x1x4x4xf32>, tensor<1x1x4x4xf32>
+  return %o : tensor<1x1x4x4xf32>
+}
+
+// Gemma 2: scale, then softcap * tanh(scores / softcap), then the mask.
+// CHECK-LABEL: func.func @softcapped
+// CHECK: loom.attention %arg0, %arg1, %arg2 {causal = true, scale = 5.000000e-01 : f64, softcap = 5.000000e+01 : f64}
+func.func @softcapped(%q: tensor<1x1x2x4xf32>, %k: tensor<1x1x2x4xf32>, %v: tensor<1x1x2x4xf32>) -> tensor<1x1x2x4xf32> {
+  %m = loom.constant dense<[[[[0.0, 0xFF800000], [0.0, 0.0]]]]> : tensor<1x1x2x2xf32>
+  %c = loom.constant dense<0.5> : tensor<f32>
+  %cap = loom.constant dense<50.0> : tensor<f32>
+  %s = loom.matmul %q, %k {transpose_rhs = true} : tensor<1x1x2x4xf32>, tensor<1x1x2x4xf32>
+  %ss = loom.mul %s, %c : tensor<1x1x2x2xf32>, tensor<f32>
+  %d = loom.div %ss, %cap : tensor<1x1x2x2xf32>, tensor<f32>
+  %t = loom.tanh %d : tensor<1x1x2x2xf32>
+  %sc = loom.mul %t, %cap : tensor<1x1x2x2xf32>, tensor<f32>
+  %sm = loom.add %sc, %m : tensor<1x1x2x2xf32>, tensor<1x1x2x2xf32>
+  %p = loom.softmax %sm {axis = 3 : i64} : tensor<1x1x2x2xf32>
+  %o = loom.matmul %p, %v : tensor<1x1x2x2xf32>, tensor<1x1x2x4xf32>
+  return %o : tensor<1x1x2x4xf32>
+}
+
+// tanh with a different cap inside and outside is not a softcap: unfused.
+// CHECK-LABEL: func.func @not_a_softcap
+// CHECK-NOT: loom.attention
+// CHECK: loom.softmax
+func.func @not_a_softcap(%q: tensor<1x1x2x4xf32>, %k: tensor<1x1x2x4xf32>, %v: tensor<1x1x2x4xf32>) -> tensor<1x1x2x4xf32> {
+  %a = loom.constant dense<50.0> : tensor<f32>
+  %b = loom.constant dense<30.0> : tensor<f32>
+  %s = loom.matmul %q, %k {transpose_rhs = true} : tensor<1x1x2x4xf32>, tensor<1x1x2x4xf32>
+  %d = loom.div %s, %a : tensor<1x1x2x2xf32>, tensor<f32>
+  %t = loom.tanh %d : tensor<1x1x2x2xf32>
+  %sc = loom.mul %t, %b : tensor<1x1x2x2xf32>, tensor<f32>
+  %p = loom.softmax %sc {axis = 3 : i64} : tensor<1x1x2x2xf32>
+  %o = loom.matmul %p, %v : tensor<1x1x2x2xf32>, tensor<1x1x2x4xf32>
+  return %o : tensor<1x1x2x4xf32>
+}
+
+// The mask as a select: where(visible, scores, -inf), and masked_fill's
+// where(hidden, -inf, scores), with a window of 2 over 3 positions.
+// CHECK-LABEL: func.func @where_masks
+// CHECK: loom.attention %arg0, %arg1, %arg2 {causal = true, scale = 1.000000e+00 : f64}
+// CHECK: loom.attention %arg0, %arg1, %arg2 {causal = true, scale = 1.000000e+00 : f64, window = 2 : i64}
+func.func @where_masks(%q: tensor<1x1x3x4xf32>, %k: tensor<1x1x3x4xf32>, %v: tensor<1x1x3x4xf32>) -> (tensor<1x1x3x4xf32>, tensor<1x1x3x4xf32>) {
+  %visible = loom.constant dense<[[[[true, false, false], [true, true, false], [true, true, true]]]]> : tensor<1x1x3x3xi1>
+  %hidden = loom.constant dense<[[[[false, true, true], [false, false, true], [true, false, false]]]]> : tensor<1x1x3x3xi1>
+  %ninf = loom.constant dense<0xFF800000> : tensor<f32>
+  %s = loom.matmul %q, %k {transpose_rhs = true} : tensor<1x1x3x4xf32>, tensor<1x1x3x4xf32>
+  %m1 = loom.where %visible, %s, %ninf : tensor<1x1x3x3xi1>, tensor<1x1x3x3xf32>, tensor<f32>
+  %p1 = loom.softmax %m1 {axis = 3 : i64} : tensor<1x1x3x3xf32>
+  %o1 = loom.matmul %p1, %v : tensor<1x1x3x3xf32>, tensor<1x1x3x4xf32>
+  %m2 = loom.where %hidden, %ninf, %s : tensor<1x1x3x3xi1>, tensor<f32>, tensor<1x1x3x3xf32>
+  %p2 = loom.softmax %m2 {axis = 3 : i64} : tensor<1x1x3x3xf32>
+  %o2 = loom.matmul %p2, %v : tensor<1x1x3x3xf32>, tensor<1x1x3x4xf32>
+  return %o1, %o2 : tensor<1x1x3x4xf32>, tensor<1x1x3x4xf32>
+}

@@ -4,6 +4,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "Args.h"
+#include "ConfigFile.h"
 
 #include <cstdio>
 #include <cstdlib>
@@ -21,7 +22,67 @@ void Args::flag(const std::string &name, const std::string &helpText, bool isSwi
   order.push_back(name);
 }
 
+bool Args::applyConfig(const std::string &path) {
+  std::vector<ConfigEntry> entries;
+  std::string err;
+  if (!readConfigFile(path, command, entries, err)) {
+    fail(command, err);
+    return false;
+  }
+  for (const ConfigEntry &e : entries) {
+    std::string at = path + ":" + std::to_string(e.line) + ": ";
+    if (e.key == "model") {
+      if (e.kind != ConfigEntry::Text) {
+        fail(command, at + "'model' must be a path");
+        return false;
+      }
+      configModel = e.text;
+      continue;
+    }
+    auto it = flags.find(e.key);
+    if (it == flags.end() || e.key == "config" || e.key == "print-config") {
+      fail(command, at + "unknown option '" + e.key + "' for loom " + command + " (see loom " +
+                        command + " --help)");
+      return false;
+    }
+    Flag &f = it->second;
+    if (f.isSwitch != (e.kind == ConfigEntry::Bool)) {
+      fail(command, at + "'" + e.key + "' takes " + (f.isSwitch ? "true or false" : "a value"));
+      return false;
+    }
+    if (e.kind == ConfigEntry::Bool) {
+      f.value = e.flag ? "1" : "";
+      f.set = e.flag;
+    } else {
+      std::string v = e.text;
+      if (e.kind == ConfigEntry::List) { // lists travel as one line per item
+        v.clear();
+        for (size_t i = 0; i < e.list.size(); ++i) v += (i ? "\n" : "") + e.list[i];
+      }
+      f.value = v;
+      f.set = true;
+    }
+  }
+  return true;
+}
+
 bool Args::parse(int argc, char **argv, int first) {
+  flag("config", "read options from this TOML file (the command line overrides it)");
+  flag("print-config", "print the merged configuration as TOML and exit", true);
+  // The file first, so that every flag on the command line overrides it.
+  for (int k = first; k < argc; ++k) {
+    std::string a = argv[k];
+    std::string path = a.rfind("--config=", 0) == 0 ? a.substr(9)
+                       : a == "--config" && k + 1 < argc ? argv[k + 1]
+                                                         : "";
+    if (!path.empty() && !applyConfig(path))
+      return false;
+  }
+  for (const auto &[name, value] : taken) {
+    Flag &f = flags.at(name);
+    f.value = value;
+    f.set = true;
+  }
   for (int k = first; k < argc; ++k) {
     std::string a = argv[k];
     if (a == "--help" || a == "-h") {
@@ -58,7 +119,46 @@ bool Args::parse(int argc, char **argv, int first) {
       it->second.value = value;
     it->second.set = true;
   }
+  if (positionals.empty() && !configModel.empty())
+    positionals.push_back(configModel);
+  if (has("print-config")) {
+    printConfig();
+    help = true; // done: the command exits 0
+    return false;
+  }
   return true;
+}
+
+void Args::printConfig() const {
+  std::printf("# loom %s: the command line over --config over the defaults\n", command.c_str());
+  if (!positionals.empty())
+    std::printf("model = %s\n", tomlValue(positionals[0]).c_str());
+  for (const std::string &name : order) {
+    const Flag &f = flags.at(name);
+    if (name == "config" || name == "print-config" || name == "o")
+      continue;
+    if (f.isSwitch) {
+      std::printf("%s = %s\n", name.c_str(), f.set ? "true" : "false");
+      continue;
+    }
+    if (f.value.empty())
+      continue;
+    if (f.value.find('\n') == std::string::npos) {
+      std::printf("%s = %s\n", name.c_str(), tomlValue(f.value).c_str());
+      continue;
+    }
+    std::string list;
+    size_t from = 0;
+    while (from <= f.value.size()) {
+      size_t nl = f.value.find('\n', from);
+      std::string item = f.value.substr(from, nl == std::string::npos ? std::string::npos : nl - from);
+      list += (list.empty() ? "\"" : ", \"") + item + "\""; // plans and names: strings
+      if (nl == std::string::npos)
+        break;
+      from = nl + 1;
+    }
+    std::printf("%s = [%s]\n", name.c_str(), list.c_str());
+  }
 }
 
 bool Args::has(const std::string &name) const {

@@ -20,8 +20,12 @@ public:
   /// Declares `--name VALUE` (or a boolean switch when isSwitch).
   void flag(const std::string &name, const std::string &help, bool isSwitch = false,
             const std::string &fallback = "");
-  /// Parses argv[first..]; returns false after printing an error or help.
+  /// Parses argv[first..] over the values of `--config FILE` (ConfigFile.h);
+  /// returns false after printing an error, the help, or (--print-config)
+  /// the merged configuration as TOML.
   bool parse(int argc, char **argv, int first);
+  /// True when parse() stopped because it printed what was asked (help or
+  /// the configuration): the command then exits 0.
   bool wantsHelp() const { return help; }
   bool has(const std::string &name) const;
   std::string get(const std::string &name) const;
@@ -29,12 +33,22 @@ public:
   double getDouble(const std::string &name) const;
   const std::vector<std::string> &positional() const { return positionals; }
   void printHelp() const;
+  /// A value the command took out of argv itself (verify's `--plans A B`),
+  /// ranked as the command line: over --config. Before parse().
+  void fromCommandLine(const std::string &name, const std::string &value) {
+    taken.emplace_back(name, value);
+  }
+  /// The merged configuration as a TOML file that --config reads back.
+  void printConfig() const;
 
 private:
+  bool applyConfig(const std::string &path);
   struct Flag { std::string help, value; bool isSwitch = false, set = false; };
   std::string command, usage;
   std::map<std::string, Flag> flags;
   std::vector<std::string> order, positionals;
+  std::vector<std::pair<std::string, std::string>> taken;
+  std::string configModel; // `model` from --config, used when no positional is given
   bool help = false;
 };
 

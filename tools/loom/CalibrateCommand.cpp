@@ -22,6 +22,7 @@
 #include "Args.h"
 #include "loom/io/Json.h"
 #include "loom/runtime/Executor.h"
+#include "loom/runtime/Fp8.h"
 #include "planner/HardwareProfile.h"
 
 #include <algorithm>
@@ -89,6 +90,9 @@ struct Timer {
           std::memcpy(&u, &v, 4);
           uint16_t h = uint16_t(u >> 16); // truncation: any bf16 value will do
           std::memcpy(&bytes[size_t(k) * 2], &h, 2);
+        } else if (rt::isFp8(b.dtype)) {
+          bytes[size_t(k)] = rt::floatToFp8(v * 100, b.dtype == DType::F8E5M2 ? rt::Fp8Format::E5M2
+                                                                              : rt::Fp8Format::E4M3);
         }
       }
       if (!exec->setInput(i, bytes.data(), bytes.size(), err))
@@ -114,6 +118,22 @@ rt::Program gemmProgram(int64_t n, int copies) {
     c.instr(OpCode::MatMul, {a, b},
             {c.add(DType::BF16, {n, n}, r + 1 == copies ? BufferKind::Output : BufferKind::Temp)},
             {0, 0});
+  return c.p;
+}
+
+/// R fp8 products as loom's fp8 training runs them: e4m3 a [n, n] times
+/// b [n, n]^T (K-major, the layout cuBLASLt takes), one scale per tensor,
+/// bf16 results.
+rt::Program fp8GemmProgram(int64_t n, int copies) {
+  CalibrationProgram c;
+  uint32_t a = c.add(DType::F8E4M3, {n, n}, BufferKind::Input);
+  uint32_t b = c.add(DType::F8E4M3, {n, n}, BufferKind::Input);
+  uint32_t da = c.add(DType::F32, {1, 1}, BufferKind::Input);
+  uint32_t db = c.add(DType::F32, {1, 1}, BufferKind::Input);
+  for (int r = 0; r < copies; ++r)
+    c.instr(OpCode::ScaledMatMul, {a, b, da, db},
+            {c.add(DType::BF16, {n, n}, r + 1 == copies ? BufferKind::Output : BufferKind::Temp)},
+            {0, 1, 0});
   return c.p;
 }
 
@@ -263,19 +283,33 @@ int runCalibrate(int argc, char **argv) {
   }
   if (attentionOnly)
     return 0;
-  json::Value gemm = json::Value::array(), measured = json::Value::array();
+  json::Value measured = json::Value::array();
   std::vector<int64_t> sizes = quick ? std::vector<int64_t>{16, 32}
                                      : std::vector<int64_t>{64, 128, 256, 512, 1024, 2048, 4096, 8192};
-  for (int64_t n : sizes) {
-    double flops = 2.0 * double(n) * double(n) * double(n), s = 0;
-    int copies = int(std::clamp(4e9 / flops, 1.0, 64.0)); // ~ms of work per run
-    if (!measure(gemmProgram(n, copies), "gemm " + std::to_string(n), s))
-      return fail("calibrate", err);
-    double eff = flops * copies / s / peak;
-    gemm.push(point(double(n), eff));
-    std::printf("gemm bf16 %5lld^3: %8.1f TFLOP/s  (%.3f of %.0f)\n", (long long)n,
-                flops * copies / s / 1e12, eff, peak / 1e12);
-  }
+  // n^3 products of one kind, as fractions of `peakFlops`; about `work`
+  // FLOPs per run (~ms of work).
+  auto gemmCurve = [&](rt::Program (*program)(int64_t, int), const char *label, double peakFlops,
+                       double work, json::Value &curve) {
+    curve = json::Value::array();
+    for (int64_t n : sizes) {
+      double flops = 2.0 * double(n) * double(n) * double(n), s = 0;
+      int copies = int(std::clamp(work / flops, 1.0, 64.0));
+      if (!measure(program(n, copies), std::string(label) + " gemm " + std::to_string(n), s))
+        return false;
+      double eff = flops * copies / s / peakFlops;
+      curve.push(point(double(n), eff));
+      std::printf("gemm %-4s %5lld^3: %8.1f TFLOP/s  (%.3f of %.0f)\n", label, (long long)n,
+                  flops * copies / s / 1e12, eff, peakFlops / 1e12);
+    }
+    return true;
+  };
+  // fp8 GEMMs (issue 17): what the planner costs fp8 plans with, in place
+  // of the assumed ratio to bf16.
+  double peakFp8 = numberAt(profile, "gemm.peak_tflops.fp8") * 1e12;
+  json::Value gemm, gemmFp8;
+  if (!gemmCurve(gemmProgram, "bf16", peak, 4e9, gemm) ||
+      !gemmCurve(fp8GemmProgram, "fp8", peakFp8, 8e9, gemmFp8))
+    return fail("calibrate", err);
   double copyS = 0, addS = 0;
   int64_t copyElems = quick ? (1 << 16) : (int64_t(1) << 28);
   int adds = 256;
@@ -298,12 +332,14 @@ int runCalibrate(int argc, char **argv) {
                             "loom's runtime; links, memory and spec peaks from base profile '" +
                             base + "' (one GPU: no collective measured)");
   setPath(profile, "gemm.efficiency_by_min_dim", gemm);
+  setPath(profile, "gemm.fp8_efficiency_by_min_dim", gemmFp8);
   setPath(profile, "attention.efficiency_by_seq", attn);
   setPath(profile, "attention.backward_factor",
           json::Value(std::round(ratioSum / double(seqs.size()) * 1e4) / 1e4));
   setPath(profile, "hbm.achieved_fraction", json::Value(fraction(bw / hbmSpec)));
   setPath(profile, "kernel_overhead_us", json::Value(std::round(addS / adds * 1e8) / 100));
   for (const char *m : {"gemm.efficiency_by_min_dim: bf16 n^3 products through loom's GEMMs (cuBLASLt)",
+                        "gemm.fp8_efficiency_by_min_dim: e4m3 n^3 products (tensorwise scales, bf16 out) through loom's scaled GEMMs (cuBLASLt), of the fp8 peak; the planner uses it instead of gemm.fp8_efficiency_ratio",
                         "attention.efficiency_by_seq, attention.backward_factor: loom's attention kernels under autocast (bf16 operands), causal, B=4, 32/8 heads of 64",
                         "hbm.achieved_fraction: a device-to-device copy through loom's runtime",
                         "kernel_overhead_us: per instruction, 256 tiny adds in one program"})

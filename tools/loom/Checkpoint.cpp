@@ -230,4 +230,54 @@ bool loadCheckpoint(const std::string &path, TrainState &s, std::string &loadedF
   return true;
 }
 
+bool resumeNewest(const std::string &dir, TrainState &s, std::string &loadedFrom,
+                  std::vector<std::string> &skipped, std::string &err) {
+  err.clear();
+  std::vector<fs::path> all = checkpointsIn(dir);
+  for (auto it = all.rbegin(); it != all.rend(); ++it) {
+    TrainState attempt = s;
+    std::string why;
+    if (loadCheckpoint(it->string(), attempt, loadedFrom, why)) {
+      s = std::move(attempt);
+      return true;
+    }
+    // Damage (a killed writer, a truncated copy) is skipped; a checkpoint
+    // of another run is not: restarting must not silently train something
+    // else from scratch.
+    if (why.find("it was trained with batch") != std::string::npos ||
+        why.find("parameters, the model has") != std::string::npos ||
+        why.find("checkpoint of another model") != std::string::npos) {
+      err = why;
+      return false;
+    }
+    skipped.push_back(why);
+  }
+  return false;
+}
+
+AsyncCheckpointWriter::~AsyncCheckpointWriter() {
+  std::string path, err;
+  wait(path, err);
+}
+
+void AsyncCheckpointWriter::start(const std::string &dir, const TrainState &s, int keep) {
+  std::string path, err;
+  wait(path, err); // callers wait first; this keeps one write in flight regardless
+  ok_ = true;
+  path_.clear();
+  err_.clear();
+  thread_ = std::thread([this, dir, &s, keep] { ok_ = saveCheckpoint(dir, s, keep, path_, err_); });
+}
+
+bool AsyncCheckpointWriter::wait(std::string &path, std::string &err) {
+  path.clear();
+  if (!thread_.joinable())
+    return true;
+  thread_.join();
+  path = path_;
+  if (!ok_)
+    err = err_;
+  return ok_;
+}
+
 } // namespace loom::tools

@@ -18,6 +18,7 @@
 #include "TrainProgram.h"
 
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace loom::tools {
@@ -39,6 +40,38 @@ bool saveCheckpoint(const std::string &dir, const TrainState &s, int keep, std::
 /// parameters: any mismatch is an error.
 bool loadCheckpoint(const std::string &path, TrainState &s, std::string &loadedFrom,
                     std::string &err);
+
+/// `--async-checkpoint`: writes a checkpoint on a thread of its own while
+/// training goes on (torch.distributed.checkpoint's async_save), so the
+/// step only pays for bringing the state to the host. The caller keeps
+/// the TrainState it passed untouched until wait() returns; one write is
+/// in flight at a time.
+class AsyncCheckpointWriter {
+public:
+  AsyncCheckpointWriter() = default;
+  AsyncCheckpointWriter(const AsyncCheckpointWriter &) = delete;
+  AsyncCheckpointWriter &operator=(const AsyncCheckpointWriter &) = delete;
+  ~AsyncCheckpointWriter();
+  void start(const std::string &dir, const TrainState &s, int keep);
+  bool busy() const { return thread_.joinable(); }
+  /// Joins the write in flight (if any): false with its error. `path` is
+  /// the checkpoint it wrote ("" when none was in flight).
+  bool wait(std::string &path, std::string &err);
+
+private:
+  std::thread thread_;
+  bool ok_ = true;
+  std::string path_, err_;
+};
+
+/// Auto-resume (`--checkpoint-dir` without `--resume`): restores the newest
+/// checkpoint in `dir` that loads, skipping unusable ones (each reason goes
+/// to `skipped`). False with an empty `err` when `dir` holds no usable
+/// checkpoint (a first launch: start fresh); false with `err` when a
+/// checkpoint is intact but does not fit this run (another model, batch or
+/// sequence), which a restart must not paper over.
+bool resumeNewest(const std::string &dir, TrainState &s, std::string &loadedFrom,
+                  std::vector<std::string> &skipped, std::string &err);
 
 } // namespace loom::tools
 

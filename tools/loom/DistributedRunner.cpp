@@ -14,6 +14,7 @@
 //===----------------------------------------------------------------------===//
 #include "PipelineRunner.h"
 #include "RankSlices.h"
+#include "SequencePlan.h"
 #include "StepRunner.h"
 #include "loom/runtime/Executor.h"
 #include "loom/runtime/NcclCommunicator.h"
@@ -35,9 +36,10 @@ public:
       : StepRunner(tp), rv_(std::move(rv)), comm_(std::move(comm)), exec_(std::move(exec)) {
     int r = rv_->rank();
     t_ = r % tp.tp;
-    shard_ = (r / tp.tp) % tp.dpShard;
-    replica_ = r / (tp.tp * tp.dpShard);
-    dataIndex_ = r / tp.tp;
+    c_ = (r / tp.tp) % tp.cp;
+    shard_ = (r / (tp.tp * tp.cp)) % tp.dpShard;
+    replica_ = r / (tp.tp * tp.cp * tp.dpShard);
+    dataIndex_ = r / (tp.tp * tp.cp);
     resident_ = updatesWholeState(exec_->program());
   }
 
@@ -51,7 +53,6 @@ public:
   bool step(TrainState &st, int64_t s, const Batch &batch, bool wantGrads, StepResult &out,
             std::string &err) override {
     size_t P = st.params.size();
-    int64_t rowElems = (int64_t(batch.inputs.size()) / tp_.batch) * tp_.localBatch();
     float stepValue = float(s);
     size_t in = 0;
     bool ok = true;
@@ -69,15 +70,13 @@ public:
         ok = exec_->setInput(in++, local_[k].data(), local_[k].size() * 4, err);
     }
     in = 3 * P;
-    const int64_t *ids = batch.inputs.data() + dataIndex_ * rowElems;
-    std::vector<int64_t> bad;
-    if (rv_->rank() == failRank_ && s == failStep_) {
-      bad.assign(size_t(rowElems), int64_t(1) << 40);
-      ids = bad.data();
-    }
+    std::vector<int64_t> ids = rankTokens(tp_, batch.inputs, dataIndex_, c_, t_);
+    std::vector<int64_t> targets = rankTokens(tp_, batch.targets, dataIndex_, c_, t_);
+    if (rv_->rank() == failRank_ && s == failStep_)
+      ids.assign(ids.size(), int64_t(1) << 40);
     ok = ok && exec_->setInput(in++, &stepValue, 4, err) &&
-         exec_->setInput(in++, ids, rowElems * 8, err) &&
-         exec_->setInput(in++, batch.targets.data() + dataIndex_ * rowElems, rowElems * 8, err);
+         exec_->setInput(in++, ids.data(), ids.size() * 8, err) &&
+         exec_->setInput(in++, targets.data(), targets.size() * 8, err);
     if (!ok)
       return false;
     if (!exec_->run(err)) {
@@ -136,7 +135,7 @@ private:
                         std::string &err) {
     size_t P = st.params.size();
     std::string mine;
-    if (replica_ == 0) {
+    if (replica_ == 0 && c_ == 0) { // parameters are whole along cp
       for (size_t i = 0; i < P; ++i) {
         size_t at = mine.size(), bytes = localSize(tp_, st.params[i]) * 4;
         mine.resize(at + bytes);
@@ -173,10 +172,12 @@ private:
     return true;
   }
 
+  bool holdsStateBetweenSteps() const override { return resident_; }
+
   std::unique_ptr<rt::Rendezvous> rv_;
   std::unique_ptr<rt::Communicator> comm_;
   std::unique_ptr<rt::Executor> exec_;
-  int t_ = 0, shard_ = 0, replica_ = 0, dataIndex_ = 0;
+  int t_ = 0, c_ = 0, shard_ = 0, replica_ = 0, dataIndex_ = 0;
   bool resident_ = false, uploaded_ = false, stale_ = false, peerFailed_ = false;
   std::vector<std::vector<float>> local_; // this rank's state when not resident
 };

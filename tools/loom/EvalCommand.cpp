@@ -44,7 +44,7 @@ int runEval(int argc, char **argv) {
   args.flag("batch", "batch size (with --data, or to specialize an ONNX model)");
   args.flag("seq", "sequence length (with --data, or to specialize an ONNX model)");
   args.flag("tokens", "token ids as an integer .npy of shape [B, T]");
-  args.flag("data", "token file (uint16, or uint32 if named *.u32.bin)");
+  args.flag("data", "token file (uint16, uint32 if named *.u32.bin, or a 1-D .npy of integer ids)");
   args.flag("step", "which batch of --data to take (fixtures' rule)", false, "0");
   args.flag("dump-logits", "write the logits to this .npy file");
   args.flag("expect-logits", "compare against reference logits in this .npy file");

@@ -6,6 +6,7 @@
 #include "Args.h"
 #include "Commands.h"
 #include "frontends/onnx/OnnxImporter.h"
+#include "frontends/onnx/OpRegistry.h"
 #include "passes/Passes.h"
 
 #include "mlir/IR/MLIRContext.h"
@@ -23,8 +24,17 @@ int runImport(int argc, char **argv) {
   args.flag("shapes-only", "weights become zero splats, never read (graph-only exports); "
                            "bf16 becomes f32: the IR loom plan costs", true);
   args.flag("elide-constants-larger-than", "print constants with more elements as <elided>", false, "16");
+  args.flag("coverage", "print the ONNX operators the importer handles (docs/onnx-coverage.md) "
+                        "and exit", true);
   if (!args.parse(argc, argv, 2))
     return args.wantsHelp() ? 0 : 1;
+  if (args.has("coverage") && args.get("coverage") == "1") {
+    mlir::MLIRContext ctx;
+    if (std::string drift = checkOnnxOpRegistry(ctx); !drift.empty())
+      return fail("import", "the ONNX op registry does not match the importer: " + drift);
+    llvm::outs() << onnxCoverageMarkdown(ctx);
+    return 0;
+  }
   if (args.positional().size() != 1)
     return fail("import", "expected one model file (see loom import --help)");
   mlir::MLIRContext ctx;

@@ -31,8 +31,14 @@ struct PipelineLayout {
   void apply(SpmdStepOptions &o) const;
 };
 
+/// Refuses, for a pipeline plan (o.pipeline.pp > 1), what does not combine
+/// with pipelines yet: fp8 and activation checkpointing. One line naming
+/// the plan. (cp, sequence and loss parallelism: planner::checkExecutable.)
+bool checkPipelineOptions(const TrainOptions &o, std::string &err);
+
 /// The plan's schedule and placement; checks that the batch splits into
-/// the microbatches on every data-parallel rank and parses --pp-split.
+/// the microbatches on every data-parallel rank and parses --pp-split
+/// (after checkPipelineOptions).
 bool planPipelineLayout(const TrainOptions &o, int64_t batch, PipelineLayout &out,
                         std::string &err);
 

@@ -3,7 +3,8 @@
 // Part of loom, under the Apache License v2.0.
 //
 // Ranks are laid out row-major over (pp, dp_replicate, dp_shard, cp, tp):
-// rank = (r_replicate * S + r_shard) * T + r_tp. A parameter-shaped tensor
+// rank = ((r_replicate * S + r_shard) * C + r_cp) * T + r_tp. Parameters
+// are whole along cp (every cp rank holds the same). A parameter-shaped tensor
 // on a rank is the tp slice of the full tensor (along ParamSlot::tpDim,
 // block by block for fused q|k|v), then FSDP's dim-0 slice r_shard of
 // that. Simulated ranks and one-process-per-rank runs slice and reassemble
@@ -20,8 +21,8 @@
 
 namespace loom::tools {
 
-inline int rankOfCoords(const TrainProgram &tp, int rep, int shard, int t) {
-  return (rep * tp.dpShard + shard) * tp.tp + t;
+inline int rankOfCoords(const TrainProgram &tp, int rep, int shard, int t, int c = 0) {
+  return ((rep * tp.dpShard + shard) * tp.cp + c) * tp.tp + t;
 }
 
 /// Rank (shard, t)'s piece of the full tensor `full` shaped like `slot`.

@@ -5,6 +5,7 @@
 //===----------------------------------------------------------------------===//
 #include "SpmdPlan.h"
 #include "PipelinePlan.h"
+#include "SequencePlan.h"
 #include "planner/BufferPlanMemory.h"
 
 #include <cstdio>
@@ -16,7 +17,7 @@ bool parseSpmdPlan(const std::string &text, int worldSize, planner::Plan &plan,
   if (!planner::parseMeshPlan(text, plan, err))
     return false;
   if (std::string why = planner::checkExecutable(plan); !why.empty()) {
-    err = why + " (runnable today: dp_replicate, dp_shard, tp, pp)";
+    err = why + " (runnable today: dp_replicate, dp_shard, cp, tp, pp)";
     return false;
   }
   if (worldSize > 0)
@@ -51,6 +52,7 @@ void printSpmdSummary(const planner::Plan &plan, const TrainProgram &tp, const S
     if (!whole.empty())
       std::printf("  whole on every tp rank: %s\n", whole.c_str());
   }
+  printSequenceSummary(plan, tp);
   if (plan.dpShard > 1) {
     size_t sharded = 0;
     for (const ParamSlot &p : tp.params) sharded += p.dim0Shards > 1;

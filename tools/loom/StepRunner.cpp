@@ -6,6 +6,7 @@
 #include "StepRunner.h"
 #include "PipelineRunner.h"
 #include "RankSlices.h"
+#include "SequencePlan.h"
 #include "loom/runtime/Executor.h"
 #include "loom/runtime/SimulatedRanks.h"
 
@@ -139,6 +140,8 @@ private:
     return ok;
   }
 
+  bool holdsStateBetweenSteps() const override { return resident_; }
+
   std::unique_ptr<rt::Executor> exec_;
   bool resident_;
   bool uploaded_ = false, stale_ = false;
@@ -171,13 +174,12 @@ public:
   bool step(TrainState &st, int64_t s, const Batch &batch, bool wantGrads, StepResult &out,
             std::string &err) override {
     size_t P = st.params.size();
-    int N = world_->size(), T = tp_.tp, S = tp_.dpShard;
-    int64_t rowElems = (int64_t(batch.inputs.size()) / tp_.batch) * tp_.localBatch();
+    int N = world_->size(), T = tp_.tp, S = tp_.dpShard, C = tp_.cp;
     float stepValue = float(s);
     bool putState = !(resident_ && uploaded_);
     for (int r = 0; r < N; ++r) {
       rt::Executor &e = world_->rank(r);
-      int t = r % T, shard = (r / T) % S, dataIndex = r / T;
+      int t = r % T, c = (r / T) % C, shard = (r / (T * C)) % S, dataIndex = r / (T * C);
       size_t in = putState ? 0 : 3 * P;
       auto put = [&](const std::vector<float> &full, const ParamSlot &slot) {
         std::vector<float> v = local(full, slot, shard, t);
@@ -187,17 +189,17 @@ public:
       for (size_t i = 0; i < P && ok && putState; ++i) ok = put(st.params[i].value, st.params[i]);
       for (size_t i = 0; i < P && ok && putState; ++i) ok = put(st.expAvg[i], st.params[i]);
       for (size_t i = 0; i < P && ok && putState; ++i) ok = put(st.expAvgSq[i], st.params[i]);
-      // Data-parallel rank d = r / T takes the d-th block of rows of the
-      // global batch; tensor-parallel ranks share their rows.
-      const int64_t *ids = batch.inputs.data() + dataIndex * rowElems;
-      std::vector<int64_t> bad;
-      if (r == failRank_ && s == failStep_) {
-        bad.assign(size_t(rowElems), int64_t(1) << 40);
-        ids = bad.data();
-      }
+      // Data-parallel rank d = r / (T C) takes the d-th block of rows of
+      // the global batch, cp rank c its load-balanced chunks of them;
+      // tensor-parallel ranks share their tokens, or split them (sequence
+      // parallelism without loss parallelism).
+      std::vector<int64_t> ids = rankTokens(tp_, batch.inputs, dataIndex, c, t);
+      std::vector<int64_t> targets = rankTokens(tp_, batch.targets, dataIndex, c, t);
+      if (r == failRank_ && s == failStep_)
+        ids.assign(ids.size(), int64_t(1) << 40);
       ok = ok && e.setInput(in++, &stepValue, 4, err) &&
-           e.setInput(in++, ids, rowElems * 8, err) &&
-           e.setInput(in++, batch.targets.data() + dataIndex * rowElems, rowElems * 8, err);
+           e.setInput(in++, ids.data(), ids.size() * 8, err) &&
+           e.setInput(in++, targets.data(), targets.size() * 8, err);
       if (!ok) {
         err = "rank " + std::to_string(r) + ": " + err;
         return false;
@@ -223,13 +225,14 @@ public:
       }
     }
     if (wantGrads && tp_.activationSums) {
-      // Partial sums over the data-parallel ranks (their tp peers hold the
-      // same replicated stream): add them, then take the root.
+      // Partial sums over the data-parallel and cp ranks (their tp peers
+      // hold the same replicated stream, unless sequence parallelism split
+      // it): add them, then take the root.
       size_t first = 3 + 3 * P + (tp_.hasGradients ? P : 0);
       out.activationNorms.assign(tp_.activationSums, 0);
       for (size_t k = 0; k < tp_.activationSums; ++k) {
         double sum = 0;
-        for (int r = 0; r < N; r += T) {
+        for (int r = 0; r < N; r += tp_.activationsSplitOverTp ? 1 : T) {
           float v = 0;
           if (!world_->rank(r).getOutput(first + k, &v, 4, err))
             return false;
@@ -259,6 +262,8 @@ public:
       v.push_back({world_->rank(r).deviceMemory(), world_->measuredDeviceBytes(r)});
     return v;
   }
+
+  bool holdsStateBetweenSteps() const override { return resident_; }
 
 private:
   std::unique_ptr<rt::SimulatedRanks> world_;

@@ -68,6 +68,10 @@ public:
   /// With one process per rank every rank must call it; only rank 0's
   /// `state` is brought up to date.
   virtual bool syncState(TrainState &, std::string &) { return true; }
+  /// True when the state lives with the executors between steps, so that
+  /// step() never touches the host TrainState: a checkpoint can then be
+  /// written from it in the background while training goes on.
+  virtual bool holdsStateBetweenSteps() const { return false; }
   /// With one process per rank: waits until every rank is done, so no rank
   /// leaves while another may still need it. Every rank must call it.
   virtual bool finish(std::string &) { return true; }

@@ -4,6 +4,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "TokenData.h"
+#include "Npy.h"
 
 #include <cstring>
 #include <fstream>
@@ -11,7 +12,37 @@
 
 namespace loom::tools {
 
+/// A 1-D .npy of token ids: integer dtypes only. A float array is refused
+/// rather than truncated (ids 3.7 or 1e9 are data errors, not tokens), as
+/// are negative ids and ids past uint32.
+static bool loadNpyTokens(const std::string &path, std::vector<int64_t> &tokens, std::string &err) {
+  NpyArray a;
+  if (!readNpy(path, a, err))
+    return false;
+  if (a.dtype.size() < 2 || (a.dtype[1] != 'i' && a.dtype[1] != 'u')) {
+    err = path + ": token ids must have an integer dtype, not '" + a.dtype + "'";
+    return false;
+  }
+  if (a.shape.size() != 1) {
+    err = path + ": token ids must be a 1-D array, not " + std::to_string(a.shape.size()) + "-D";
+    return false;
+  }
+  std::vector<int64_t> ids = a.asInts();
+  tokens.resize(ids.size());
+  for (size_t k = 0; k < ids.size(); ++k) {
+    if (ids[k] < 0 || ids[k] > int64_t(UINT32_MAX)) {
+      err = path + ": token id " + std::to_string(ids[k]) + " at position " + std::to_string(k) +
+            " is out of range";
+      return false;
+    }
+    tokens[k] = ids[k];
+  }
+  return true;
+}
+
 bool TokenFile::load(const std::string &path, std::string &err) {
+  if (path.size() > 4 && path.compare(path.size() - 4, 4, ".npy") == 0)
+    return loadNpyTokens(path, tokens, err);
   std::ifstream in(path, std::ios::binary);
   if (!in) {
     err = "cannot open token file '" + path + "'";

@@ -10,9 +10,13 @@
 #include "Args.h"
 #include "Checkpoint.h"
 #include "Commands.h"
+#include "GradientError.h"
 #include "Launcher.h"
 #include "Npy.h"
+#include "PipelineProgram.h"
 #include "PipelineRunner.h"
+#include "RecomputeFlags.h"
+#include "SequencePlan.h"
 #include "SpmdPlan.h"
 #include "StepRunner.h"
 #include "TokenData.h"
@@ -22,6 +26,7 @@
 #include "loom/runtime/LaunchEnv.h"
 #include "loom/runtime/ProgramStats.h"
 #include "loom/runtime/Rendezvous.h"
+#include "loom/runtime/TensorBoard.h"
 #include "planner/Plan.h"
 
 #include <chrono>
@@ -30,6 +35,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <map>
+#include <sys/resource.h>
 #include <unistd.h>
 
 namespace loom::tools {
@@ -42,6 +48,16 @@ std::string fmtDuration(double s) {
   int t = int(s + 0.5);
   std::snprintf(buf, sizeof buf, "%d:%02d:%02d", t / 3600, t / 60 % 60, t % 60);
   return buf;
+}
+
+/// The memory the run holds, for TensorBoard: the device bytes of the
+/// GPU ranks, else the process's peak resident set (the CPU backend).
+double memoryGiB(const StepRunner &r) {
+  if (uint64_t dev = r.deviceMemoryBytes())
+    return double(dev) / double(1ull << 30);
+  struct rusage u {};
+  getrusage(RUSAGE_SELF, &u);
+  return double(u.ru_maxrss) * 1024.0 / double(1ull << 30);
 }
 
 /// Compares the step's unclipped gradients with reference gradients saved
@@ -57,6 +73,15 @@ double compareGradients(const std::string &npzPath, const std::vector<ParamSlot>
     return -1;
   double worst = 0;
   std::map<std::string, bool> covered;
+  // A gradient that is zero in exact arithmetic is compared against a floor
+  // (GradientError.h).
+  double largest = 0;
+  for (const auto &[name, a] : ref) {
+    double r2 = 0;
+    for (double v : a.asDoubles()) r2 += v * v;
+    largest = std::max(largest, std::sqrt(r2));
+  }
+  const double floor = gradientErrorFloor(largest);
   for (size_t i = 0; i < params.size(); ++i) {
     const ParamSlot &p = params[i];
     std::vector<std::string> candidates = {hfNames.empty() || hfNames[i].empty()
@@ -92,10 +117,11 @@ double compareGradients(const std::string &npzPath, const std::vector<ParamSlot>
       d2 += d * d;
       r2 += rv[k] * rv[k];
     }
-    double rel = r2 > 0 ? std::sqrt(d2 / r2) : std::sqrt(d2);
-    if (!std::isfinite(rel)) rel = INFINITY;
+    bool floored;
+    double rel = relativeGradientError(d2, r2, floor, floored);
     if (verbose)
-      std::printf("  grad %-55s rel L2 error %.3e\n", used.c_str(), rel);
+      std::printf("  grad %-55s rel L2 error %.3e%s\n", used.c_str(), rel,
+                  floored ? " (zero in the reference: vs 1e-6 of the largest gradient)" : "");
     worst = std::max(worst, rel);
   }
   for (const auto &[name, a] : ref)
@@ -110,7 +136,7 @@ double compareGradients(const std::string &npzPath, const std::vector<ParamSlot>
 
 int runTrain(int argc, char **argv) {
   Args args("train", "MODEL.onnx --data TOKENS.bin --batch B --seq T --steps N [options]");
-  args.flag("data", "token file (uint16, or uint32 if named *.u32.bin)");
+  args.flag("data", "token file (uint16, uint32 if named *.u32.bin, or a 1-D .npy of integer ids)");
   args.flag("batch", "sequences per step");
   args.flag("seq", "tokens per sequence");
   args.flag("steps", "train until this many steps are done", false, "10");
@@ -129,14 +155,21 @@ int runTrain(int argc, char **argv) {
   args.flag("frozen", "regex: do not train parameters matching it");
   args.flag("precision", "fp32, or bf16 (bf16 matmul/attention, fp32 master weights)", false,
             "fp32");
+  args.flag("fp8", "off, tensorwise or rowwise: linear layers' GEMMs on fp8 operands with dynamic "
+            "scales (torchao's recipes; the output head too with --fp8-lm-head)", false, "off");
+  args.flag("fp8-lm-head", "with --fp8: the output head's GEMM in fp8 as well", true);
   args.flag("init-weights", "HF-named .safetensors with the initial weights");
   args.flag("export-weights", "write the trained weights with HF names to this .safetensors");
+  args.flag("export-shard-gb", "past this size, --export-weights writes HF's shards and index",
+            false, "5");
   args.flag("export-onnx", "write the model with trained initializers to this .onnx");
   args.flag("log", "append one JSON line per step to this file");
+  args.flag("tensorboard", "write TensorBoard event files here (loss, grad norm, lr, tokens/s, memory)");
   args.flag("checkpoint-dir", "write checkpoints into this folder");
   args.flag("checkpoint-every", "steps between checkpoints", false, "0");
   args.flag("keep-checkpoints", "newest checkpoints to keep (0: all)", false, "3");
   args.flag("resume", "continue from a checkpoint (folder, or a checkpoint dir: the newest)");
+  args.flag("async-checkpoint", "write checkpoints in the background while training goes on", true);
   args.flag("expect-grads", "check step-0 gradients against this .npz (HF names)");
   args.flag("grad-tolerance", "max relative L2 error for --expect-grads", false, "1e-4");
   args.flag("expect-loss", "check the first step's loss against this value");
@@ -144,7 +177,8 @@ int runTrain(int argc, char **argv) {
   args.flag("print-every", "without a terminal: print every K-th step (and the last)", false, "1");
   args.flag("threads", "CPU threads (0: all)", false, "0");
   args.flag("backend", "where the program runs: cpu or cuda", false, "cpu");
-  args.flag("plan", "parallelism: dp_replicate=R,dp_shard=S,tp=T (simulated ranks on the CPU)", false,
+  args.flag("plan", "parallelism: dp_replicate=R,dp_shard=S,cp=C,tp=T (simulated ranks on the "
+            "CPU), with cp_rotate=allgather|ring, tp_sp=on|off, loss_parallel=on|off", false,
             "1");
   args.flag("world-size", "ranks the job has (default: the plan's product)");
   args.flag("nproc", "run the plan's ranks as this many local processes (1: simulated ranks)",
@@ -164,6 +198,7 @@ int runTrain(int argc, char **argv) {
   args.flag("die-after-step", "testing: exit abruptly (code 86) after this step completes");
   args.flag("fail-rank", "testing: this simulated rank gets invalid token ids at --fail-step");
   args.flag("fail-step", "testing: the step at which --fail-rank fails", false, "0");
+  addRecomputeFlags(args);
   args.flag("print-program-stats", "print the step program's instructions per opcode and where "
             "its casts sit, then train", true);
   if (!args.parse(argc, argv, 2))
@@ -180,6 +215,11 @@ int runTrain(int argc, char **argv) {
     return fail("train", "--batching must be sequential or fixture, not '" + batching + "'");
   if (precision != "fp32" && precision != "bf16")
     return fail("train", "--precision must be fp32 or bf16, not '" + precision + "'");
+  std::string fp8 = args.get("fp8");
+  if (fp8 != "off" && fp8 != "tensorwise" && fp8 != "rowwise")
+    return fail("train", "--fp8 must be off, tensorwise or rowwise, not '" + fp8 + "'");
+  if (fp8 == "off" && args.has("fp8-lm-head"))
+    return fail("train", "--fp8-lm-head needs --fp8 tensorwise or rowwise");
   BatchRule rule = batching == "fixture" ? BatchRule::Fixture : BatchRule::Sequential;
 
   std::string err;
@@ -201,6 +241,8 @@ int runTrain(int argc, char **argv) {
   opts.trainable = args.get("trainable");
   opts.frozen = args.get("frozen");
   opts.bf16 = precision == "bf16";
+  opts.fp8 = fp8 == "off" ? "" : fp8;
+  opts.fp8LmHead = args.has("fp8-lm-head");
   opts.returnGradients = args.has("expect-grads");
   planner::Plan plan;
   if (!parseSpmdPlan(args.get("plan"), args.has("world-size") ? int(args.getInt("world-size")) : 0,
@@ -209,6 +251,7 @@ int runTrain(int argc, char **argv) {
   opts.dpReplicate = plan.dpReplicate;
   opts.dpShard = plan.dpShard;
   opts.tp = plan.tp;
+  applySequencePlan(plan, opts);
   opts.pipeline = plan;
   if (args.getDouble("ddp-bucket-mib") < 0)
     return fail("train", "--ddp-bucket-mib must not be negative");
@@ -218,6 +261,10 @@ int runTrain(int argc, char **argv) {
   opts.ppSplit = args.get("pp-split");
   if (opts.fsdpPrefetch < 0)
     return fail("train", "--fsdp-prefetch must not be negative");
+  if (!readRecomputeFlags(args, args.get("backend"), opts, err))
+    return fail("train", err);
+  if (!checkPipelineOptions(opts, err)) // before any rank is launched
+    return fail("train", err);
 
   // One process per rank: either this process launches them (--nproc), or
   // a launcher started this process as one of them (its variables).
@@ -267,6 +314,7 @@ int runTrain(int argc, char **argv) {
   TrainProgram tp;
   if (!compileTrainStep(args.positional()[0], B, T, opts, tp, err))
     return die(err);
+  std::printf("%s", recomputeSummary(opts, tp).c_str());
   if (args.has("print-program-stats"))
     std::printf("%s", rt::formatProgramStats(rt::programStats(*tp.program)).c_str());
   std::vector<std::string> hfNames;
@@ -290,7 +338,22 @@ int runTrain(int argc, char **argv) {
     if (!loadCheckpoint(args.get("resume"), state, from, err))
       return die(err);
     std::printf("resumed from %s at step %lld\n", from.c_str(), (long long)state.step);
+  } else if (args.has("checkpoint-dir")) {
+    // One command for the first launch and every restart of a preemptible
+    // job: resume from the newest usable checkpoint if there is one.
+    std::string from;
+    std::vector<std::string> skipped;
+    bool resumed = resumeNewest(args.get("checkpoint-dir"), state, from, skipped, err);
+    for (const std::string &why : skipped)
+      if (lead) std::fprintf(stderr, "loom train: warning: skipped %s\n", why.c_str());
+    if (!resumed && !err.empty())
+      return die(err);
+    if (resumed)
+      std::printf("resumed from %s at step %lld\n", from.c_str(), (long long)state.step);
+    else if (lead)
+      std::printf("no checkpoint in %s yet: starting at step 0\n", args.get("checkpoint-dir").c_str());
   }
+
   if (env.multiProcess)
     runner = StepRunner::createDistributed(tp, int(args.getInt("threads")), args.get("backend"),
                                            std::move(rendezvous), env.localRank,
@@ -306,7 +369,8 @@ int runTrain(int argc, char **argv) {
   std::printf("loom train: %s, %zu parameter tensors (%lld values), batch %lld x seq %lld, "
               "%s, %lld steps (compiled in %.2f s, arena %.1f MiB, %zu in-place updates)\n",
               args.positional()[0].c_str(), P, (long long)numel, (long long)B, (long long)T,
-              precision.c_str(), (long long)steps, compileS,
+              (fp8 == "off" ? precision : precision + " + fp8 " + fp8).c_str(), (long long)steps,
+              compileS,
               double(tp.program->arenaBytes) / (1 << 20), tp.program->updates.size());
   if (uint64_t dev = runner->deviceMemoryBytes())
     std::printf("device memory: %.2f GiB (arena, constants, scratch, GEMM workspace%s)\n",
@@ -330,13 +394,31 @@ int runTrain(int argc, char **argv) {
   std::FILE *log = nullptr;
   if (lead && args.has("log") && !(log = std::fopen(args.get("log").c_str(), "a")))
     return die("cannot open log file '" + args.get("log") + "'");
+  rt::TensorBoardWriter tensorboard;
+  if (lead && args.has("tensorboard") && !tensorboard.open(args.get("tensorboard"), err))
+    return die(err);
   bool tty = isatty(1);
   int64_t every = args.getInt("checkpoint-every");
   int64_t dieAfter = args.has("die-after-step") ? args.getInt("die-after-step") : -1;
   auto trainStart = Clock::now();
   int64_t firstStep = state.step;
   float loss = 0, gnorm = 0, lr = 0;
+  // --async-checkpoint: the write in flight reads `state`, so anything
+  // that writes it (a runner that brings its state to the host after each
+  // step, the next checkpoint's sync, the final export) waits for it.
+  bool async = args.has("async-checkpoint");
+  AsyncCheckpointWriter writer;
+  auto settleCheckpoint = [&]() {
+    std::string at;
+    if (!writer.wait(at, err))
+      return false;
+    if (!at.empty() && !tty)
+      std::printf("checkpoint %s\n", at.c_str());
+    return true;
+  };
   for (int64_t s = state.step; s < steps; ++s) {
+    if (writer.busy() && !runner->holdsStateBetweenSteps() && !settleCheckpoint())
+      return die(err);
     auto ts = Clock::now();
     Batch batch;
     if (!makeBatch(data, s, B, T, batch, err, rule))
@@ -392,22 +474,40 @@ int runTrain(int argc, char **argv) {
                    (long long)s, loss, gnorm, lr, tokPerS, stepS, wall);
       std::fflush(log);
     }
+    if (lead && args.has("tensorboard") &&
+        !tensorboard.scalars(s, {{"loss", loss}, {"grad_norm", gnorm}, {"lr", lr},
+                                 {"tokens_per_s", float(tokPerS)},
+                                 {"memory_gib", float(memoryGiB(*runner))}}, err))
+      return die(err);
     state.step = s + 1;
     if (args.has("checkpoint-dir") && every > 0 && state.step % every == 0) {
-      std::string at;
+      // What the step pays for the checkpoint: the state brought to the
+      // host, plus the write unless it goes to the background.
+      auto tc = Clock::now();
+      if (!settleCheckpoint())
+        return die(err);
       if (!runner->syncState(state, err))
         return die(err);
-      if (lead && !saveCheckpoint(args.get("checkpoint-dir"), state,
-                                  int(args.getInt("keep-checkpoints")), at, err))
+      double syncS = std::chrono::duration<double>(Clock::now() - tc).count();
+      std::string at;
+      if (lead && async) {
+        writer.start(args.get("checkpoint-dir"), state, int(args.getInt("keep-checkpoints")));
+      } else if (lead && !saveCheckpoint(args.get("checkpoint-dir"), state,
+                                         int(args.getInt("keep-checkpoints")), at, err)) {
         return die(err);
+      }
+      double blockedS = std::chrono::duration<double>(Clock::now() - tc).count();
       if (lead && !tty)
-        std::printf("checkpoint %s\n", at.c_str());
+        std::printf("checkpoint %s: blocked training %.3f s (state to host %.3f s)\n",
+                    async ? "writing in the background" : at.c_str(), blockedS, syncS);
     }
     if (s == dieAfter) {
       std::fflush(nullptr);
       std::_Exit(86);
     }
   }
+  if (!settleCheckpoint())
+    return die(err);
   if (tty)
     std::printf("\n");
   double wall = std::chrono::duration<double>(Clock::now() - trainStart).count();
@@ -426,7 +526,8 @@ int runTrain(int argc, char **argv) {
   if (!lead)
     return 0;
   if (args.has("export-weights")) {
-    if (!exportWeights(args.get("export-weights"), state.params, hfNames, aliases, err))
+    if (!exportWeights(args.get("export-weights"), state.params, hfNames, aliases, err,
+                       uint64_t(args.getDouble("export-shard-gb") * 1e9)))
       return die(err);
     std::printf("wrote %s\n", args.get("export-weights").c_str());
   }

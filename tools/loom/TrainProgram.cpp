@@ -6,6 +6,7 @@
 #include "TrainProgram.h"
 #include "ModelLoading.h"
 #include "PipelineProgram.h"
+#include "SequencePlan.h"
 #include "codegen/LowerToProgram.h"
 #include "frontends/onnx/OnnxImporter.h"
 #include "ir/LoomOps.h"
@@ -101,6 +102,8 @@ bool compileTrainStep(const std::string &path, int64_t batch, int64_t seq,
   };
   if (!runPipeline(*module, path, "fusing the model", fuse, err))
     return false;
+  if (!checkSequencePlan(*module, o, seq, err))
+    return false;
   // Initial values: the fused forward's constants, by parameter name, taken
   // before tensor parallelism gives split weights their local shapes.
   struct FullValue {
@@ -127,10 +130,21 @@ bool compileTrainStep(const std::string &path, int64_t batch, int64_t seq,
   spmd.fsdpReshardAfterForward = o.fsdpReshardAfterForward;
   spmd.fsdpPrefetch = o.fsdpPrefetch;
   spmd.bf16 = o.bf16;
+  spmd.cp = o.cp;
+  spmd.cpRotate = o.cpRotate;
+  spmd.sequenceParallel = o.tpSp;
+  spmd.lossParallel = o.lossParallel;
+  spmd.fp8 = o.fp8;
+  spmd.fp8LmHead = o.fp8LmHead;
   // The same bits with or without the fused clipping; LOOM_FUSE_GRAD_CLIP=0
   // keeps the unfused ops (an A/B switch for timing and for checking that).
   const char *f = std::getenv("LOOM_FUSE_GRAD_CLIP");
   spmd.fuseGradientClipping = !f || std::string(f) != "0";
+  if (std::optional<RecomputePolicy> ac = parseRecomputePolicy(o.ac))
+    spmd.recompute.policy = *ac;
+  spmd.recompute.every = o.acEvery;
+  spmd.recompute.memoryBudgetGiB = o.acMemoryBudgetGiB;
+  spmd.recompute.backend = o.acBackend;
   layout.apply(spmd);
   auto addPasses = [&](mlir::PassManager &pm) { buildSpmdTrainStep(pm, spmd); };
   if (!runPipeline(*module, path, "building the training step", addPasses, err))
@@ -144,7 +158,11 @@ bool compileTrainStep(const std::string &path, int64_t batch, int64_t seq,
       slot.value = it->second.value;
       return true;
     };
-    return lowerPipelineStep(*module, path, batch, seq, o, layout, initialValue, out, err);
+    if (!lowerPipelineStep(*module, path, batch, seq, o, layout, initialValue, out, err))
+      return false;
+    recordSequenceLayout(*module, o, out);
+    out.recomputedOps.clear();
+    return true;
   }
   auto step = module->lookupSymbol<mlir::func::FuncOp>("train_step");
   size_t numParams = (step.getNumArguments() - 3) / 3;
@@ -186,6 +204,12 @@ bool compileTrainStep(const std::string &path, int64_t batch, int64_t seq,
   out.dpReplicate = o.dpReplicate;
   out.dpShard = o.dpShard;
   out.tp = o.tp;
+  recordSequenceLayout(*module, o, out);
+  out.recomputedOps.clear();
+  step.walk([&](mlir::Operation *op) {
+    if (op->hasAttr(kRecomputedAttrName))
+      out.recomputedOps.push_back(op->getName().stripDialect().str());
+  });
   return true;
 }
 

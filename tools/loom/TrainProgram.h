@@ -30,15 +30,27 @@ struct TrainOptions {
   std::string schedule = "constant"; // constant, cosine, linear
   std::string trainable, frozen;     // regexes over parameter names
   bool bf16 = false;                 // bf16 mixed precision (autocast)
+  std::string fp8;                   // "" (off), "tensorwise" or "rowwise" (issue 17)
+  bool fp8LmHead = false;            // the output head's product in fp8 too
   bool returnGradients = false;      // extra outputs: unclipped gradients
   bool returnActivationSums = false; // extra outputs: sum of squares entering each norm
   // Data parallelism (issue 5): the step is compiled per rank for the local
   // batch B / (dpReplicate * dpShard) and partitioned by the SPMD passes.
   int dpReplicate = 1, dpShard = 1;
   int tp = 1; // Megatron tensor parallelism of attention and MLP
+  // Issue 18: context parallelism ("allgather" or "ring"), and with tp > 1
+  // sequence parallelism and the vocabulary-parallel loss.
+  int cp = 1;
+  std::string cpRotate = "allgather";
+  bool tpSp = false, lossParallel = false;
   int64_t ddpBucketBytes = 25 << 20; // gradients per dp_replicate all_reduce (0: one each)
   bool fsdpReshardAfterForward = true; // gather again for backward
   int64_t fsdpPrefetch = 1;            // gathers issued this many parameters ahead
+  // Activation checkpointing (loom-recompute): none, full, selective, budget.
+  std::string ac = "none";
+  int64_t acEvery = 1;           // the every-th, 2*every-th, ... layer
+  double acMemoryBudgetGiB = 0;  // --ac budget
+  std::string acBackend = "cpu"; // whose workspace the budget counts
   // Pipeline parallelism (issue 15): pp > 1 compiles stage programs and a
   // schedule (PipelineProgram.h) instead of one step program.
   planner::Plan pipeline; // pp, schedule, virtual stages, microbatches
@@ -68,11 +80,18 @@ struct TrainProgram {
   bool hasGradients = false;
   size_t activationSums = 0; // outputs after the gradients (act_sumsq.<k>)
   int dpReplicate = 1, dpShard = 1, tp = 1;
+  // Context parallelism: rank c holds sequence chunks c and 2 cp - 1 - c.
+  // Under sequence parallelism without loss parallelism the token ids are
+  // split over tp as well (tp part t of the cp rank's positions), and the
+  // activations entering the norms are always split over tp with sp.
+  int cp = 1;
+  bool tokensSplitOverTp = false, activationsSplitOverTp = false;
+  std::vector<std::string> recomputedOps; // op names the recompute pass cloned
   // Pipeline plans: the stage programs, optimizers and schedule (then
   // `program` is pipeline rank 0's optimizer, for what reads one program).
   int pp = 1;
   std::shared_ptr<rt::PipelineProgram> pipeline;
-  int worldSize() const { return dpReplicate * dpShard * tp * pp; }
+  int worldSize() const { return dpReplicate * dpShard * cp * tp * pp; }
   int64_t localBatch() const { return batch / (dpReplicate * dpShard); }
 };
 

@@ -12,6 +12,9 @@
 // --max-grad-rel it is a check: exit 1 when a plan is outside the bounds.
 //===----------------------------------------------------------------------===//
 #include "Args.h"
+#include "AtomicFile.h"
+#include "GradientError.h"
+#include "SequencePlan.h"
 #include "SpmdPlan.h"
 #include "StepRunner.h"
 #include "TokenData.h"
@@ -49,24 +52,6 @@ double l2(const std::vector<float> &v) {
   double s = 0;
   for (float x : v) s += double(x) * x;
   return std::sqrt(s);
-}
-
-bool writeAtomically(const std::string &path, const std::string &text, std::string &err) {
-  std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    if (!out || !(out << text) || !out.flush()) {
-      err = "cannot write '" + tmp + "'";
-      std::remove(tmp.c_str());
-      return false;
-    }
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    err = "cannot rename '" + tmp + "' to '" + path + "'";
-    std::remove(tmp.c_str());
-    return false;
-  }
-  return true;
 }
 
 std::string jsonString(const std::string &s) {
@@ -254,7 +239,7 @@ int runVerify(int argc, char **argv) {
   Args args("verify", "MODEL.onnx --plans P1 P2 ... --data TOKENS.bin --batch B --seq T "
                       "--steps N --init-weights W [options]");
   args.flag("plans", "plans to compare, the first is the reference (e.g. 1 dp_shard=2)");
-  args.flag("data", "token file (uint16, or uint32 if named *.u32.bin)");
+  args.flag("data", "token file (uint16, uint32 if named *.u32.bin, or a 1-D .npy of integer ids)");
   args.flag("batch", "global sequences per step (the same for every plan)");
   args.flag("seq", "tokens per sequence");
   args.flag("steps", "steps per plan", false, "20");
@@ -278,8 +263,19 @@ int runVerify(int argc, char **argv) {
   args.flag("max-grad-rel", "fail when a step-0 gradient differs by more (relative L2)");
   args.flag("max-abs-loss", "fail when a plan's |loss - reference loss| exceeds this at any step");
   args.flag("max-mean-abs-loss", "fail when a plan's mean |loss - reference loss| exceeds this");
+  if (!planTexts.empty()) {
+    std::string joined;
+    for (const std::string &p : planTexts) joined += (joined.empty() ? "" : "\n") + p;
+    args.fromCommandLine("plans", joined);
+  }
   if (!args.parse(argc, argv, 2))
     return args.wantsHelp() ? 0 : 1;
+  if (planTexts.empty() && args.has("plans")) // from --config: one plan per line
+    for (size_t from = 0; from <= args.get("plans").size();) {
+      size_t nl = args.get("plans").find('\n', from);
+      planTexts.push_back(args.get("plans").substr(from, nl == std::string::npos ? nl : nl - from));
+      from = nl == std::string::npos ? std::string::npos : nl + 1;
+    }
   if (args.positional().size() != 1)
     return fail("verify", "expected one MODEL.onnx (see loom verify --help)");
   if (planTexts.empty())
@@ -329,6 +325,7 @@ int runVerify(int argc, char **argv) {
     opts.dpReplicate = r.plan.dpReplicate;
     opts.dpShard = r.plan.dpShard;
     opts.tp = r.plan.tp;
+    applySequencePlan(r.plan, opts);
     opts.pipeline = r.plan;
     opts.ddpBucketBytes = int64_t(args.getDouble("ddp-bucket-mib") * (1 << 20));
     opts.fsdpPrefetch = args.getInt("fsdp-prefetch");
@@ -383,6 +380,12 @@ int runVerify(int argc, char **argv) {
     }
     r.meanAbs = sum / double(steps);
     r.finalAbs = std::fabs(r.loss.back() - ref.loss.back());
+    double largest = 0; // for the floor of gradients that are zero (GradientError.h)
+    for (const std::vector<float> &g : ref.grads0) {
+      double r2 = 0;
+      for (float x : g) r2 += double(x) * x;
+      largest = std::max(largest, std::sqrt(r2));
+    }
     for (size_t i = 0; i < r.grads0.size(); ++i) {
       double d2 = 0, r2 = 0;
       for (size_t k = 0; k < r.grads0[i].size(); ++k) {
@@ -390,7 +393,8 @@ int runVerify(int argc, char **argv) {
         d2 += d * d;
         r2 += double(ref.grads0[i][k]) * ref.grads0[i][k];
       }
-      double rel = r2 > 0 ? std::sqrt(d2 / r2) : std::sqrt(d2);
+      bool floored;
+      double rel = relativeGradientError(d2, r2, gradientErrorFloor(largest), floored);
       r.gradRel.push_back(rel);
       r.worstGradRel = std::max(r.worstGradRel, rel);
     }

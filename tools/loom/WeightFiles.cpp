@@ -4,9 +4,15 @@
 //
 //===----------------------------------------------------------------------===//
 #include "WeightFiles.h"
+#include "loom/io/Json.h"
 #include "loom/io/Safetensors.h"
 
+#include <cstdio>
 #include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <sstream>
 #include <set>
 
 namespace loom::tools {
@@ -45,14 +51,72 @@ static std::string shapeText(const std::vector<int64_t> &s) {
   return out + "]";
 }
 
+namespace {
+
+/// The tensors of one safetensors file, or of every shard an HF index
+/// (`model.safetensors.index.json`: {"weight_map": {name: shard file}})
+/// names, looked up by tensor name.
+struct WeightSource {
+  std::vector<std::unique_ptr<io::SafetensorsReader>> files;
+  std::map<std::string, const io::SafetensorsReader *> byName;
+
+  bool open(const std::string &path, std::string &err) {
+    const std::string suffix = ".index.json";
+    if (path.size() <= suffix.size() || path.compare(path.size() - suffix.size(), suffix.size(), suffix)) {
+      files.push_back(std::make_unique<io::SafetensorsReader>());
+      if (!files.back()->open(path, err))
+        return false;
+      for (const auto &[n, info] : files.back()->tensors()) byName[n] = files.back().get();
+      return true;
+    }
+    std::ifstream in(path);
+    std::stringstream text;
+    text << in.rdbuf();
+    json::Value index;
+    if (!in || !json::parse(text.str(), index, err)) {
+      err = path + ": " + (in ? "not valid JSON (" + err + ")" : "cannot read the index");
+      return false;
+    }
+    const json::Value *map = index.get("weight_map");
+    if (!map || !map->isObject() || map->fields().empty()) {
+      err = path + ": no weight_map in the index";
+      return false;
+    }
+    std::map<std::string, const io::SafetensorsReader *> shardOf;
+    std::string dir = std::filesystem::path(path).parent_path().string();
+    for (const auto &[name, file] : map->fields()) {
+      if (!file.isString() || file.str().find('/') != std::string::npos || file.str().empty()) {
+        err = path + ": weight '" + name + "' names no shard file in the index's folder";
+        return false;
+      }
+      auto it = shardOf.find(file.str());
+      if (it == shardOf.end()) {
+        files.push_back(std::make_unique<io::SafetensorsReader>());
+        if (!files.back()->open((dir.empty() ? "" : dir + "/") + file.str(), err))
+          return false;
+        it = shardOf.emplace(file.str(), files.back().get()).first;
+      }
+      if (!it->second->tensors().count(name)) {
+        err = path + ": the index puts weight '" + name + "' in " + file.str() + ", which lacks it";
+        return false;
+      }
+      byName[name] = it->second;
+    }
+    return true;
+  }
+  const io::TensorInfo &info(const std::string &n) const { return byName.at(n)->tensors().at(n); }
+};
+
+} // namespace
+
 bool loadInitWeights(const std::string &path, std::vector<ParamSlot> &params,
                      std::vector<std::string> &hfNames,
                      std::map<std::string, std::string> &aliases, std::string &err) {
-  io::SafetensorsReader reader;
-  if (!reader.open(path, err))
+  WeightSource source;
+  if (!source.open(path, err))
     return false;
   std::vector<std::string> names;
-  for (const auto &[n, info] : reader.tensors()) names.push_back(n);
+  for (const auto &[n, r] : source.byName) names.push_back(n);
   hfNames.assign(params.size(), "");
   std::set<std::string> used;
   for (size_t i = 0; i < params.size(); ++i) {
@@ -62,7 +126,7 @@ bool loadInitWeights(const std::string &path, std::vector<ParamSlot> &params,
       err = path + ": no weight for parameter '" + p.name + "'";
       return false;
     }
-    const io::TensorInfo &info = reader.tensors().at(n);
+    const io::TensorInfo &info = source.info(n);
     std::vector<int64_t> want = p.shape;
     if (p.transposed && want.size() == 2) std::swap(want[0], want[1]);
     if (info.shape != want) {
@@ -71,7 +135,7 @@ bool loadInitWeights(const std::string &path, std::vector<ParamSlot> &params,
       return false;
     }
     std::vector<float> v;
-    if (!reader.readFloat(n, v, err))
+    if (!source.byName.at(n)->readFloat(n, v, err))
       return false;
     p.value = p.transposed && want.size() == 2 ? transpose2d(v, want[0], want[1]) : v;
     hfNames[i] = n;
@@ -82,13 +146,13 @@ bool loadInitWeights(const std::string &path, std::vector<ParamSlot> &params,
     if (used.count(n))
       continue;
     std::vector<char> bytes;
-    if (!reader.readBytes(n, bytes, err))
+    if (!source.byName.at(n)->readBytes(n, bytes, err))
       return false;
     std::string aliasOf;
     for (const std::string &u : used) {
       std::vector<char> other;
-      if (reader.tensors().at(u).shape == reader.tensors().at(n).shape &&
-          reader.readBytes(u, other, err) && other == bytes) {
+      if (source.info(u).shape == source.info(n).shape &&
+          source.byName.at(u)->readBytes(u, other, err) && other == bytes) {
         aliasOf = u;
         break;
       }
@@ -104,7 +168,8 @@ bool loadInitWeights(const std::string &path, std::vector<ParamSlot> &params,
 
 bool exportWeights(const std::string &path, const std::vector<ParamSlot> &params,
                    const std::vector<std::string> &hfNames,
-                   const std::map<std::string, std::string> &aliases, std::string &err) {
+                   const std::map<std::string, std::string> &aliases, std::string &err,
+                   uint64_t maxShardBytes) {
   std::vector<io::NamedTensor> out;
   std::map<std::string, size_t> index;
   for (size_t i = 0; i < params.size(); ++i) {
@@ -131,7 +196,52 @@ bool exportWeights(const std::string &path, const std::vector<ParamSlot> &params
     t.name = alias;
     out.push_back(std::move(t));
   }
-  return io::writeSafetensors(path, out, {{"format", "pt"}, {"producer", "loom"}}, err);
+  uint64_t total = 0;
+  for (const io::NamedTensor &t : out) total += t.data.size();
+  std::map<std::string, std::string> meta{{"format", "pt"}, {"producer", "loom"}};
+  if (total <= maxShardBytes)
+    return io::writeSafetensors(path, out, meta, err);
+  // Hugging Face's sharded layout: `<stem>-0000k-of-0000n.safetensors`
+  // beside `path`, each up to maxShardBytes (a tensor larger than that gets
+  // a shard of its own), and `<path>.index.json` mapping every weight to
+  // its shard, written last: a reader that finds the index finds whole
+  // shards.
+  std::vector<std::vector<io::NamedTensor>> shards(1);
+  uint64_t inShard = 0;
+  for (io::NamedTensor &t : out) {
+    if (inShard > 0 && inShard + t.data.size() > maxShardBytes) {
+      shards.emplace_back();
+      inShard = 0;
+    }
+    inShard += t.data.size();
+    shards.back().push_back(std::move(t));
+  }
+  std::filesystem::path p(path);
+  std::string stem = p.stem().string(), dir = p.parent_path().string();
+  char of[16];
+  std::snprintf(of, sizeof of, "%05zu", shards.size());
+  json::Value hfIndex = json::Value::object(), weightMap = json::Value::object(), md = json::Value::object();
+  md.set("total_size", json::Value(uint64_t(total)));
+  for (size_t k = 0; k < shards.size(); ++k) {
+    char name[64];
+    std::snprintf(name, sizeof name, "-%05zu-of-%s.safetensors", k + 1, of);
+    std::string file = stem + name;
+    if (!io::writeSafetensors((dir.empty() ? "" : dir + "/") + file, shards[k], meta, err))
+      return false;
+    for (const io::NamedTensor &t : shards[k]) weightMap.set(t.name, json::Value(file));
+  }
+  hfIndex.set("metadata", std::move(md));
+  hfIndex.set("weight_map", std::move(weightMap));
+  std::string indexPath = path + ".index.json", tmp = indexPath + ".tmp";
+  std::ofstream f(tmp);
+  f << hfIndex.dump(2) << "\n";
+  f.close();
+  if (!f || std::rename(tmp.c_str(), indexPath.c_str()) != 0) {
+    std::remove(tmp.c_str());
+    err = "cannot write " + indexPath;
+    return false;
+  }
+  return true;
 }
 
 } // namespace loom::tools

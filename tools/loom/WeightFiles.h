@@ -23,7 +23,8 @@ namespace loom::tools {
 /// that starts after a '.', the longest such; "" if none.
 std::string matchWeightName(const std::string &param, const std::vector<std::string> &names);
 
-/// Loads every parameter from an HF-named safetensors file, transposing
+/// Loads every parameter from an HF-named safetensors file (or the shards
+/// of an HF `*.safetensors.index.json`), transposing
 /// where the model stores the transpose. Errors (one line, naming the file
 /// and the tensor): a parameter with no weight, a shape that does not fit,
 /// a weight that matches no parameter (unless it is a byte-identical alias
@@ -33,10 +34,13 @@ bool loadInitWeights(const std::string &path, std::vector<ParamSlot> &params,
                      std::vector<std::string> &hfNames,
                      std::map<std::string, std::string> &aliases, std::string &err);
 
-/// Writes parameters in HF layout under `hfNames` (and the tied aliases).
+/// Writes parameters in HF layout under `hfNames` (and the tied aliases):
+/// one file, or, past `maxShardBytes` (HF's default max_shard_size, 5 GB),
+/// HF's shards `<stem>-0000k-of-0000n.safetensors` and `<path>.index.json`.
 bool exportWeights(const std::string &path, const std::vector<ParamSlot> &params,
                    const std::vector<std::string> &hfNames,
-                   const std::map<std::string, std::string> &aliases, std::string &err);
+                   const std::map<std::string, std::string> &aliases, std::string &err,
+                   uint64_t maxShardBytes = 5000000000ull);
 
 /// [rows, cols] -> [cols, rows].
 std::vector<float> transpose2d(const std::vector<float> &x, int64_t rows, int64_t cols);

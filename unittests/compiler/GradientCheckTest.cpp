@@ -181,7 +181,7 @@ std::string fn(const std::string &args, const std::string &result, const std::st
 
 TEST(GradientCheck, Unary) {
   const std::string t = "tensor<3x4xf64>";
-  for (const char *op : {"neg", "exp", "tanh", "sigmoid", "silu", "cos", "sin"})
+  for (const char *op : {"neg", "exp", "tanh", "sigmoid", "silu", "cos", "sin", "erf", "softplus"})
     check({std::string(op), fn("%x: " + t, t, std::string("%y = loom.") + op + " %x : " + t +
                                                    "\nreturn %y : " + t)});
   // Positive domains.
@@ -189,6 +189,8 @@ TEST(GradientCheck, Unary) {
     check({std::string(op),
            fn("%x: " + t, t, std::string("%y = loom.") + op + " %x : " + t + "\nreturn %y : " + t),
            0.5, 1.5});
+  // Both sides of relu (the inputs land off its kink at 0).
+  check({"relu", fn("%x: " + t, t, "%y = loom.relu %x : " + t + "\nreturn %y : " + t), -1.5, 1.5});
   for (const char *approx : {"erf", "tanh"})
     check({std::string("gelu_") + approx,
            fn("%x: " + t, t, std::string("%y = loom.gelu %x ") + approx + " : " + t +
@@ -318,8 +320,41 @@ TEST(GradientCheck, TransformerOps) {
             "tensor<2x2x3x4xf64>, tensor<2x2x5x4xf64>, tensor<2x2x5x4xf64>\n"
             "return %y : tensor<2x2x3x4xf64>"),
          -1.5, 1.5});
+  // A sliding window of 3 over 6 positions and a softcap of 1 (with
+  // scores of a few units, the cap's tanh bends them).
+  check({"attention_window_softcap",
+         fn("%q: tensor<1x4x6x2xf64>, %k: tensor<1x2x6x2xf64>, %v: tensor<1x2x6x2xf64>",
+            "tensor<1x4x6x2xf64>",
+            "%y, %lse = loom.attention %q, %k, %v {causal = true, scale = 0.9 : f64, window = 3, "
+            "softcap = 1.0 : f64} : tensor<1x4x6x2xf64>, tensor<1x2x6x2xf64>, tensor<1x2x6x2xf64>\n"
+            "return %y : tensor<1x4x6x2xf64>"),
+         -1.5, 1.5});
   // cross_entropy's result is f32 by definition; its gradient kernel is
   // checked against finite differences in unittests/runtime.
+}
+
+TEST(GradientCheck, VocabularyShards) {
+  // One tp rank's share of the vocabulary (rows 2..4 of a 7-word table):
+  // ids outside its range read zeros and get no gradient.
+  check({"vocab_shard_embedding",
+         fn("%t: tensor<3x4xf64>", "tensor<2x3x4xf64>",
+            "%ids = loom.constant dense<[[1, 3, 2], [6, 4, 3]]> : tensor<2x3xi64>\n"
+            "%first = loom.constant dense<2> : tensor<1xi64>\n"
+            "%y = loom.vocab_shard_embedding %t, %ids, %first {vocab = 7 : i64} : tensor<3x4xf64>, tensor<2x3xi64>, "
+            "tensor<1xi64>\nreturn %y : tensor<2x3x4xf64>")});
+  // log(sum of exponentials) - target logit of columns 3..7: rows whose
+  // target lies elsewhere only have the first term. The shift is any
+  // per-row constant (it cancels), so not necessarily the maximum.
+  check({"vocab_shard_cross_entropy",
+         fn("%x: tensor<4x5xf64>", "tensor<4xf64>",
+            "%t = loom.constant dense<[3, 0, 7, 5]> : tensor<4xi64>\n"
+            "%first = loom.constant dense<3> : tensor<1xi64>\n"
+            "%m = loom.constant dense<[0.5, -0.25, 1.0, 0.0]> : tensor<4xf64>\n"
+            "%s, %p = loom.vocab_shard_cross_entropy %x, %t, %first, %m {vocab = 9 : i64} : tensor<4x5xf64>, "
+            "tensor<4xi64>, tensor<1xi64>, tensor<4xf64>\n"
+            "%l = loom.log %s : tensor<4xf64>\n"
+            "%y = loom.sub %l, %p : tensor<4xf64>, tensor<4xf64>\nreturn %y : tensor<4xf64>"),
+         -2, 2});
 }
 
 TEST(GradientCheck, DataMovement) {

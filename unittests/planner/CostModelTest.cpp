@@ -106,16 +106,22 @@ ModelCost testModel(int layers) {
   for (int l = 0; l < layers; ++l) {
     param("layers." + std::to_string(l) + ".w", {1024, 4096}, l, TpRule::Column, 1);
     param("layers." + std::to_string(l) + ".norm", {1024}, l, TpRule::Replicated, -1);
+    // Full recompute re-runs the whole forward of the layer here (the
+    // recompute pass marks what the backward needs), selective the
+    // pointwise op.
     CostOp gemm = op(Phase::Forward, OpKind::Matmul, l, 1e10, 1000, 4194304);
     gemm.fp8 = true;
     gemm.tpDim = 1;
     gemm.tokenDim = 0;
+    gemm.recomputeFull = true;
     m.ops.push_back(gemm);
     CostOp attn = op(Phase::Forward, OpKind::Attention, l, 4e9, 1000);
     attn.kvElements = 1048576;
+    attn.recomputeFull = true;
     m.ops.push_back(attn);
     CostOp pw = op(Phase::Forward, OpKind::MemoryBound, l, 0, 5e6);
     pw.recomputeSelective = true;
+    pw.recomputeFull = true;
     m.ops.push_back(pw);
     CostOp dgemm = op(Phase::Backward, OpKind::Matmul, l, 2e10, 2000);
     dgemm.fp8 = true;
@@ -250,7 +256,8 @@ TEST(PlannerCostModel, CheckpointPolicies) {
   // Recomputing a layer needs its other tensors back for a while:
   // (7340032 - 1048576) x 2 B = 12582912 more workspace: 17827840 + 12582912.
   EXPECT_CLOSE(full.memory.workspace, 30410752);
-  // The backward re-runs each layer's forward (38 us): 224 + 76 = 300 us,
+  // The backward re-runs the ops marked recomputeFull (here each layer's
+  // whole forward, 38 us): 224 + 76 = 300 us,
   // which hides 76 us more of the gradient all-reduce: same step time.
   EXPECT_CLOSE(full.time.compute, (88 + 300 + 352.407552) * us);
   EXPECT_CLOSE(full.time.comm, (523.43936 - 300) * us);
@@ -280,6 +287,20 @@ TEST(PlannerCostModel, Fp8) {
   EXPECT_CLOSE(e.memory.activations, 37756928 - 2 * 2097152);
   // The weights' compute copy is fp8 too: 4195328 x 1 B instead of x 2.
   EXPECT_CLOSE(e.memory.workspace, 17827840 - 4195328);
+}
+
+// A profile with a measured fp8 curve (loom calibrate's
+// gemm.fp8_efficiency_by_min_dim) costs fp8 GEMMs from it, not from the
+// assumed ratio to the bf16 curve.
+TEST(PlannerCostModel, Fp8FromMeasuredCurve) {
+  ModelCost m = testModel(2);
+  HardwareProfile hw = testGpu();
+  const CostOp &gemm = m.ops[2];
+  EXPECT_CLOSE(CostModel(m, hw, request(2)).opTime(gemm, 1, 1, true), 12.5 * us);
+  hw.gemmFp8.points = {{1, 0.25}, {1e6, 0.25}}; // a flat 25% of the 2e15 fp8 peak
+  // 1e10 / (2e15 * 0.25) = 20 us: no faster than bf16 on this GPU.
+  EXPECT_CLOSE(CostModel(m, hw, request(2)).opTime(gemm, 1, 1, true), 20 * us);
+  EXPECT_CLOSE(hw.fp8GemmEfficiency(4096), 0.25);
 }
 
 TEST(PlannerCostModel, TensorParallelStep) {
@@ -480,6 +501,18 @@ TEST(PlannerCostModel, BufferPlanForCompilablePlans) {
   EXPECT_CLOSE(e.memory.total(), 650 + 52428800 + 1 * MiB);
   // tensor parallelism does not: analytical.
   EXPECT_EQ(cm.evaluate(plan(1, 1, 1, 2, 1, 2)).memorySource, "analytical");
+  // A recompute policy takes the buffer plan of the step the recompute
+  // pass rewrote, when there is one.
+  m.hasPolicyBufferPlan[int(Checkpoint::Full)] = true;
+  m.policyBufferPlan[int(Checkpoint::Full)] = {100, 0, 200, 30, 0, 70};
+  CostModel withFull(m, hw, request(2));
+  Plan p = plan(2, 1, 1, 1, 1, 1);
+  p.checkpoint = Checkpoint::Full;
+  PlanEstimate full = withFull.evaluate(p);
+  EXPECT_EQ(full.memorySource, "buffer-plan");
+  EXPECT_CLOSE(full.memory.total(), 400 + 52428800 + 1 * MiB);
+  p.checkpoint = Checkpoint::Selective;
+  EXPECT_EQ(withFull.evaluate(p).memorySource, "analytical");
 }
 
 } // namespace

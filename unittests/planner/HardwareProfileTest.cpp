@@ -53,6 +53,28 @@ TEST(PlannerProfile, ShippedH100) {
   EXPECT_NE(hw.source.find("NOT produced by 'loom calibrate'"), std::string::npos);
 }
 
+// loom calibrate's measured fp8 curve replaces the assumed ratio; a bad
+// one is an error naming it.
+TEST(PlannerProfile, MeasuredFp8Curve) {
+  std::string text = shippedProfile("h100.json");
+  HardwareProfile assumed, measured;
+  std::string err;
+  ASSERT_TRUE(parseProfile(text, "h100.json", assumed, err)) << err;
+  EXPECT_TRUE(assumed.gemmFp8.points.empty());
+  EXPECT_NEAR(assumed.fp8GemmEfficiency(8192), 0.8 * assumed.gemm.at(8192), 1e-12);
+  const std::string key = "\"fp8_efficiency_ratio\": 0.8,";
+  size_t at = text.find(key);
+  ASSERT_NE(at, std::string::npos);
+  std::string withCurve = text;
+  withCurve.insert(at + key.size(), " \"fp8_efficiency_by_min_dim\": [[1024, 0.3], [4096, 0.6]],");
+  ASSERT_TRUE(parseProfile(withCurve, "calibrated.json", measured, err)) << err;
+  EXPECT_NEAR(measured.fp8GemmEfficiency(2048), 0.45, 1e-12);
+  std::string bad = text;
+  bad.insert(at + key.size(), " \"fp8_efficiency_by_min_dim\": [[1024, 1.5]],");
+  EXPECT_FALSE(parseProfile(bad, "bad.json", measured, err));
+  EXPECT_NE(err.find("gemm.fp8_efficiency_by_min_dim"), std::string::npos) << err;
+}
+
 TEST(PlannerProfile, ShippedH200DiffersInMemoryOnly) {
   HardwareProfile h100, h200;
   std::string err;

@@ -44,6 +44,31 @@ TEST(MeshPlan, RejectsBadItemsWithTheirName) {
   EXPECT_FALSE(parseMeshPlan("", p, err));
 }
 
+TEST(MeshPlan, SequenceAndLossChoicesParseAndNameThePlan) {
+  Plan p;
+  std::string err;
+  ASSERT_TRUE(parseMeshPlan("cp=2,tp=2", p, err)) << err;
+  EXPECT_EQ(p.cpRotate, CpRotate::AllGather); // defaults: all-gather, sp and loss parallel on
+  EXPECT_TRUE(p.tpSp);
+  EXPECT_TRUE(p.lossParallel);
+  EXPECT_EQ(meshPlanName(p), "cp=2,tp=2");
+  ASSERT_TRUE(parseMeshPlan("tp=2,cp=2,cp_rotate=ring,tp_sp=off,loss_parallel=off", p, err)) << err;
+  EXPECT_EQ(p.cpRotate, CpRotate::Ring);
+  EXPECT_FALSE(p.tpSp);
+  EXPECT_FALSE(p.lossParallel);
+  EXPECT_EQ(p.gpus(), 4); // the choices are not mesh factors
+  EXPECT_EQ(meshPlanName(p), "cp=2,tp=2,cp_rotate=ring,tp_sp=off,loss_parallel=off");
+  // Choices that do not apply to the plan's axes are left out of its name.
+  ASSERT_TRUE(parseMeshPlan("dp_shard=2,cp_rotate=ring,tp_sp=off", p, err)) << err;
+  EXPECT_EQ(meshPlanName(p), "dp_shard=2");
+  EXPECT_FALSE(parseMeshPlan("cp=2,cp_rotate=zigzag", p, err));
+  EXPECT_EQ(err, "plan 'cp=2,cp_rotate=zigzag': cp_rotate must be allgather or ring, not 'zigzag'");
+  EXPECT_FALSE(parseMeshPlan("tp=2,tp_sp=yes", p, err));
+  EXPECT_EQ(err, "plan 'tp=2,tp_sp=yes': tp_sp must be on or off, not 'yes'");
+  EXPECT_FALSE(parseMeshPlan("tp=2,loss_parallel=on,loss_parallel=off", p, err));
+  EXPECT_NE(err.find("'loss_parallel' is given twice"), std::string::npos) << err;
+}
+
 TEST(MeshPlan, WorldSizeIdentityIsExplained) {
   Plan p;
   std::string err;
@@ -79,9 +104,17 @@ TEST(MeshPlan, PipelineKeysFollowPp) {
   EXPECT_FALSE(parseMeshPlan("pp=2,microbatches=0", p, err));
   EXPECT_FALSE(parseMeshPlan("pp=2,pp_schedule=gpipe,pp_schedule=1f1b", p, err));
   EXPECT_NE(err.find("twice"), std::string::npos) << err;
+  // Pipeline plans run tp without sequence parallelism and the
+  // vocabulary-parallel loss: off by default, named when asked for.
+  ASSERT_TRUE(parseMeshPlan("tp=2,pp=2", p, err)) << err;
+  EXPECT_FALSE(p.tpSp);
+  EXPECT_FALSE(p.lossParallel);
+  EXPECT_EQ(meshPlanName(p), "tp=2,pp=2,pp_schedule=1f1b,microbatches=2");
+  ASSERT_TRUE(parseMeshPlan("tp=2,pp=2,tp_sp=on,loss_parallel=off", p, err)) << err;
+  EXPECT_EQ(meshPlanName(p), "tp=2,pp=2,pp_schedule=1f1b,microbatches=2,tp_sp=on");
 }
 
-TEST(MeshPlan, DataTensorAndPipelineAxesAreExecutable) {
+TEST(MeshPlan, DataContextTensorAndPipelineAxesAreExecutable) {
   Plan p;
   std::string err;
   ASSERT_TRUE(parseMeshPlan("dp_replicate=2,dp_shard=2", p, err));
@@ -89,7 +122,14 @@ TEST(MeshPlan, DataTensorAndPipelineAxesAreExecutable) {
   ASSERT_TRUE(parseMeshPlan("pp=2,tp=2", p, err));
   EXPECT_EQ(checkExecutable(p), "");
   ASSERT_TRUE(parseMeshPlan("cp=2", p, err));
-  EXPECT_NE(checkExecutable(p).find("cp (context parallel)"), std::string::npos);
+  EXPECT_EQ(checkExecutable(p), "");
+  ASSERT_TRUE(parseMeshPlan("cp=2,pp=2", p, err));
+  EXPECT_NE(checkExecutable(p).find("pp (pipeline parallel) with cp (context parallel)"),
+            std::string::npos);
+  ASSERT_TRUE(parseMeshPlan("tp=2,pp=2,tp_sp=on", p, err));
+  EXPECT_NE(checkExecutable(p).find("with tp_sp=on (sequence parallel)"), std::string::npos);
+  ASSERT_TRUE(parseMeshPlan("tp=2,pp=2,loss_parallel=on", p, err));
+  EXPECT_NE(checkExecutable(p).find("with loss_parallel=on"), std::string::npos);
 }
 
 } // namespace

@@ -17,6 +17,16 @@ namespace {
 struct AttentionCase {
   int64_t B, Hq, Hkv, T, S, D, Dv;
   bool causal;
+  int64_t window = 0; // a sliding window (causal only)
+  double softcap = 0; // scores capped to softcap tanh(s / softcap)
+
+  bool hidden(int64_t i, int64_t j) const {
+    int64_t offset = S > T ? S - T : 0;
+    return (causal && j > i + offset) || (window > 0 && j <= i + offset - window);
+  }
+  double score(double scaled) const {
+    return softcap > 0 ? softcap * std::tanh(scaled / softcap) : scaled;
+  }
 };
 
 std::vector<double> naiveAttention(const AttentionCase &c, const std::vector<float> &q,
@@ -35,7 +45,7 @@ std::vector<double> naiveAttention(const AttentionCase &c, const std::vector<flo
           for (int64_t d = 0; d < c.D; ++d)
             dot += double(q[((b * c.Hq + h) * c.T + i) * c.D + d]) *
                    k[((b * c.Hkv + g) * c.S + j) * c.D + d];
-          s[j] = c.causal && j > i + offset ? -INFINITY : scale * dot;
+          s[j] = c.hidden(i, j) ? -INFINITY : c.score(scale * dot);
           mx = std::max(mx, s[j]);
         }
         double sum = 0;
@@ -67,13 +77,13 @@ std::vector<double> naiveLogsumexp(const AttentionCase &c, const std::vector<flo
         long double sum = 0;
         int64_t seen = 0;
         for (int64_t j = 0; j < c.S; ++j) {
-          if (c.causal && j > i + offset)
+          if (c.hidden(i, j))
             continue;
           long double dot = 0;
           for (int64_t d = 0; d < c.D; ++d)
             dot += (long double)q[((b * c.Hq + h) * c.T + i) * c.D + d] *
                    k[((b * c.Hkv + g) * c.S + j) * c.D + d];
-          sum += std::exp((long double)scale * dot);
+          sum += std::exp((long double)c.score(double((long double)scale * dot)));
           ++seen;
         }
         out.push_back(seen ? double(std::log(sum)) : INFINITY);
@@ -114,7 +124,13 @@ void checkAttention(const AttentionCase &c, Rng &rng) {
   uint32_t q = pb.input(DType::F32, qs), k = pb.input(DType::F32, ks), v = pb.input(DType::F32, vs);
   uint32_t o = pb.output(DType::F32, {c.B, c.Hq, c.T, c.Dv});
   uint32_t lse = pb.output(DType::F32, {c.B, c.Hq, c.T});
-  pb.instr(OpCode::Attention, {q, k, v}, {o, lse}, {c.causal}, {scale});
+  std::vector<int64_t> ints = {c.causal};
+  std::vector<double> floats = {scale};
+  if (c.window)
+    ints = {c.causal, 0, c.window};
+  if (c.softcap)
+    floats.push_back(c.softcap);
+  pb.instr(OpCode::Attention, {q, k, v}, {o, lse}, ints, floats);
   ASSERT_EQ(pb.p.validate(), "");
   auto qv = rng.uniform(numel(qs), -2, 2), kv = rng.uniform(numel(ks), -2, 2),
        vv = rng.uniform(numel(vs));
@@ -150,6 +166,35 @@ TEST(Attention, MultiHeadAndMultiQueryAndValueWidth) {
   Rng rng;
   checkAttention({1, 3, 3, 5, 5, 8, 8, true}, rng);  // Hkv == Hq
   checkAttention({2, 4, 1, 6, 6, 8, 12, true}, rng); // one kv head, Dv != D
+}
+
+TEST(Attention, SlidingWindowAndSoftcap) {
+  // Mistral's window (also with more keys than queries), Gemma 2's capped
+  // scores, and both; the window wider than the sequence cuts nothing.
+  Rng rng;
+  AttentionCase window = {2, 4, 2, 9, 9, 8, 8, true, 3};
+  checkAttention(window, rng);
+  AttentionCase cached = {1, 4, 2, 3, 10, 8, 8, true, 4};
+  checkAttention(cached, rng);
+  AttentionCase capped = {2, 4, 2, 9, 9, 8, 8, true, 0, 1.5};
+  checkAttention(capped, rng);
+  AttentionCase both = {1, 4, 1, 12, 12, 8, 8, true, 5, 2.0};
+  checkAttention(both, rng);
+  AttentionCase wide = {1, 2, 2, 6, 6, 8, 8, true, 100};
+  checkAttention(wide, rng);
+}
+
+TEST(Attention, WindowWithoutCausalIsInvalid) {
+  ProgramBuilder pb;
+  uint32_t q = pb.input(DType::F32, {1, 1, 4, 8}), k = pb.input(DType::F32, {1, 1, 4, 8});
+  uint32_t o = pb.output(DType::F32, {1, 1, 4, 8}), lse = pb.output(DType::F32, {1, 1, 4});
+  pb.instr(OpCode::Attention, {q, k, k}, {o, lse}, {0, 0, 2}, {0.5});
+  EXPECT_NE(pb.p.validate().find("window 2 must be 0, or positive with causal"), std::string::npos)
+      << pb.p.validate();
+  pb.p.instrs[0].ints = {1, 0, 2};
+  pb.p.instrs[0].floats = {0.5, -1.0};
+  EXPECT_NE(pb.p.validate().find("softcap -1 must be 0 (off) or positive"), std::string::npos)
+      << pb.p.validate();
 }
 
 TEST(Attention, LongSequenceAcrossThreads) {

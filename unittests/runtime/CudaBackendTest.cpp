@@ -94,7 +94,8 @@ TEST(CudaBackend, UnaryOps) {
   Rng rng;
   for (OpCode op : {OpCode::Neg, OpCode::Sqrt, OpCode::Rsqrt, OpCode::Reciprocal, OpCode::Exp,
                     OpCode::Tanh, OpCode::Sigmoid, OpCode::Silu, OpCode::GeluTanh,
-                    OpCode::GeluErf, OpCode::Cos, OpCode::Sin, OpCode::Log}) {
+                    OpCode::GeluErf, OpCode::Cos, OpCode::Sin, OpCode::Log, OpCode::Relu,
+                    OpCode::Erf, OpCode::Softplus}) {
     SCOPED_TRACE(opcodeName(op));
     OneOp t;
     uint32_t x = t.f32(rng, {1000, 3}, 0.05, 4);
@@ -151,6 +152,20 @@ TEST(CudaBackend, MatMulLayoutsAndBatches) {
   }
 }
 
+/// A bf16 input of `shape` holding random values (their f32 bits cut to 16).
+uint32_t bf16Input(ProgramBuilder &b, std::vector<Bytes> &inputs, Rng &rng, const Shape &shape) {
+  uint32_t id = b.input(DType::BF16, shape);
+  F v = rng.uniform(numel(shape));
+  std::vector<uint16_t> h(v.size());
+  for (size_t i = 0; i < v.size(); ++i) {
+    uint32_t u;
+    std::memcpy(&u, &v[i], 4);
+    h[i] = uint16_t(u >> 16);
+  }
+  inputs.push_back(toBytes(h));
+  return id;
+}
+
 TEST(CudaBackend, Bf16GemmsWithF32Results) {
   // Autocast's GEMMs: bf16 operands on the tensor cores, the f32
   // accumulator as the result (gradient sums), as on the CPU reference.
@@ -161,22 +176,35 @@ TEST(CudaBackend, Bf16GemmsWithF32Results) {
                               MatMulCase{{2, 3, 16, 32}, {2, 3, 24, 32}, {2, 3, 16, 24}, false, true}}) {
     ProgramBuilder b;
     std::vector<Bytes> inputs;
-    uint32_t ids[2];
-    const Shape *shapes[2] = {&c.a, &c.b};
-    for (int k = 0; k < 2; ++k) {
-      ids[k] = b.input(DType::BF16, *shapes[k]);
-      F v = rng.uniform(numel(*shapes[k]));
-      std::vector<uint16_t> h(v.size());
-      for (size_t i = 0; i < v.size(); ++i) {
-        uint32_t u;
-        std::memcpy(&u, &v[i], 4);
-        h[i] = uint16_t(u >> 16);
-      }
-      inputs.push_back(toBytes(h));
-    }
-    b.instr(OpCode::MatMul, {ids[0], ids[1]}, {b.output(DType::F32, c.out)}, {c.ta, c.tb});
+    uint32_t a = bf16Input(b, inputs, rng, c.a), w = bf16Input(b, inputs, rng, c.b);
+    b.instr(OpCode::MatMul, {a, w}, {b.output(DType::F32, c.out)}, {c.ta, c.tb});
     ASSERT_EQ(b.p.validate(), "");
     expectSameOnGpu(b.p, inputs, 1e-5, 1e-5);
+  }
+}
+
+TEST(CudaBackend, Bf16GemmsWithABiasEpilogue) {
+  // addmm on the tensor cores: the bias (bf16, over N) goes into cuBLASLt's
+  // epilogue, added to the f32 accumulator before the one rounding, as the
+  // CPU reference adds it. Linear layers (batch folded into M, W^T), a
+  // strided batch and one call per batch.
+  REQUIRE_GPU();
+  Rng rng;
+  for (const MatMulCase &c : {MatMulCase{{4, 9, 48}, {40, 48}, {4, 9, 40}, false, true},
+                              MatMulCase{{4, 9, 48}, {48, 40}, {4, 9, 40}, false, false},
+                              MatMulCase{{2, 3, 16, 32}, {2, 3, 32, 24}, {2, 3, 16, 24}, false, false},
+                              MatMulCase{{2, 1, 5, 8}, {1, 3, 8, 16}, {2, 3, 5, 16}, false, false}}) {
+    ProgramBuilder b;
+    std::vector<Bytes> inputs;
+    uint32_t a = bf16Input(b, inputs, rng, c.a), w = bf16Input(b, inputs, rng, c.b);
+    uint32_t bias = bf16Input(b, inputs, rng, {c.out.back()});
+    uint32_t y = b.temp(DType::BF16, c.out);
+    b.instr(OpCode::MatMul, {a, w, bias}, {y}, {c.ta, c.tb});
+    b.instr(OpCode::Cast, {y}, {b.output(DType::F32, c.out)});
+    ASSERT_EQ(b.p.validate(), "");
+    // Compared widened: one bf16 step (2^-8 relative) apart where the two
+    // f32 sums, accumulated in different orders, round to neighbours.
+    expectSameOnGpu(b.p, inputs, 1e-2, 1e-2);
   }
 }
 
@@ -444,6 +472,48 @@ TEST(CudaBackend, AttentionForwardAndBackward) {
                 {c.causal}, {scale});
       ASSERT_EQ(t.b.p.validate(), "");
       expectSameOnGpu(t.b.p, t.inputs, 1e-4, 1e-5);
+    }
+  }
+  unsetenv("LOOM_CUDA_ATTENTION");
+}
+
+TEST(CudaBackend, SlidingWindowAndSoftcapAttention) {
+  // Mistral's sliding window, Gemma 2's capped scores and both, forward and
+  // backward, on every f32 implementation; and with bf16_operands set on
+  // head dim 64, where plain causal attention would take the flash kernels
+  // or cuDNN: windowed or capped attention must still come out right (it
+  // takes loom's GEMM path).
+  REQUIRE_GPU();
+  Rng rng;
+  struct Case {
+    int64_t B, Hq, Hkv, T, D, window;
+    double softcap;
+    bool bf16;
+  };
+  const Case cases[] = {{2, 4, 2, 40, 16, 7, 0, false},  {1, 2, 1, 70, 32, 33, 0, false},
+                        {2, 4, 2, 40, 16, 0, 1.5, false}, {1, 4, 2, 70, 64, 16, 2.0, false},
+                        {1, 4, 2, 70, 64, 16, 30.0, true}, {1, 2, 1, 6, 160, 3, 1.0, false}};
+  for (const char *path : {"", "gemm", "chunked", "plain"}) {
+    SCOPED_TRACE(std::string("LOOM_CUDA_ATTENTION=") + path);
+    if (*path) setenv("LOOM_CUDA_ATTENTION", path, 1);
+    for (const Case &c : cases) {
+      SCOPED_TRACE("T" + std::to_string(c.T) + " D" + std::to_string(c.D) + " window " +
+                   std::to_string(c.window) + " softcap " + std::to_string(c.softcap));
+      OneOp t;
+      Shape qs = {c.B, c.Hq, c.T, c.D}, ks = {c.B, c.Hkv, c.T, c.D};
+      uint32_t q = t.f32(rng, qs, -2, 2), k = t.f32(rng, ks, -2, 2), v = t.f32(rng, ks),
+               dy = t.f32(rng, qs);
+      std::vector<int64_t> ints = {1, c.bf16, c.window};
+      std::vector<double> floats = {1.0 / std::sqrt(double(c.D))};
+      if (c.softcap) floats.push_back(c.softcap);
+      uint32_t o = t.b.output(DType::F32, qs), lse = t.b.output(DType::F32, {c.B, c.Hq, c.T});
+      t.b.instr(OpCode::Attention, {q, k, v}, {o, lse}, ints, floats);
+      t.b.instr(OpCode::AttentionGrad, {q, k, v, o, lse, dy},
+                {t.b.output(DType::F32, qs), t.b.output(DType::F32, ks), t.b.output(DType::F32, ks)},
+                ints, floats);
+      ASSERT_EQ(t.b.p.validate(), "");
+      // bf16_operands lets the GEMMs round P and dS to bf16 operands.
+      expectSameOnGpu(t.b.p, t.inputs, c.bf16 ? 3e-2 : 1e-4, c.bf16 ? 3e-2 : 1e-5);
     }
   }
   unsetenv("LOOM_CUDA_ATTENTION");

@@ -95,6 +95,9 @@ TEST(DeviceMemoryCommunicator, EveryCollectiveEqualsTheCpuBitForBit) {
       cases.push_back({OpCode::AllGather, {2, 3, 2}, {2, 3 * n, 2}, meshInts(kind, 1, 2, 2, 2, mask)});
       cases.push_back({OpCode::AllToAll, {4 * n, 3}, {4 * n, 3}, meshInts(kind, 0, 2, 2, 2, mask)});
       cases.push_back({OpCode::AllToAll, {2, 2 * n, 3}, {2, 2 * n, 3}, meshInts(kind, 1, 2, 2, 2, mask)});
+      // Ring shifts (the dim slot holds the shift): a whole buffer from
+      // the member `shift` places before.
+      cases.push_back({OpCode::CollectivePermute, {3, 5}, {3, 5}, meshInts(0, kind ? -1 : 1, 2, 2, 2, mask)});
     }
   Rng rng;
   for (const Case &c : cases) {

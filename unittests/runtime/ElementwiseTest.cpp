@@ -128,6 +128,10 @@ TEST(Elementwise, UnaryMatchesReference) {
       {OpCode::GeluErf, -5, 5, [](double x) { return 0.5 * x * (1 + std::erf(x / std::sqrt(2.0))); }},
       {OpCode::Cos, -6, 6, [](double x) { return std::cos(x); }},
       {OpCode::Sin, -6, 6, [](double x) { return std::sin(x); }},
+      {OpCode::Relu, -3, 3, [](double x) { return x > 0 ? x : 0.0; }},
+      {OpCode::Erf, -3, 3, [](double x) { return std::erf(x); }},
+      // log(1 + e^x) directly: the range keeps e^x finite and the sum exact enough.
+      {OpCode::Softplus, -30, 30, [](double x) { return std::log1p(std::exp(x)); }},
   };
   Rng rng;
   Shape s = {3, 70, 41}; // large enough to be split over the pool

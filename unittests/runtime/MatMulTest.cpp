@@ -139,3 +139,81 @@ TEST(MatMul, SingleThreadMatchesPool) {
 }
 
 } // namespace
+
+namespace {
+
+/// bf16 bits of `v` rounded to nearest even (what the kernels store).
+std::vector<uint16_t> toBf16(const std::vector<float> &v) {
+  std::vector<uint16_t> h(v.size());
+  for (size_t i = 0; i < v.size(); ++i) {
+    uint32_t u;
+    std::memcpy(&u, &v[i], 4);
+    h[i] = uint16_t((u + 0x7fff + ((u >> 16) & 1)) >> 16);
+  }
+  return h;
+}
+
+} // namespace
+
+TEST(MatMul, BiasIsTheUnfusedAddmmBitForBit) {
+  // addmm under autocast: bf16 operands and bias, the bias added to the f32
+  // accumulator and the sum rounded once. The fused MatMul must store the
+  // very bits of MatMul (f32 result), Cast(bias), Add, Cast(bf16) in turn;
+  // f32 GEMMs likewise equal MatMul then Add.
+  Rng rng;
+  const MatMulCase cases[] = {{{4, 9, 48}, {40, 48}, {4, 9, 40}, false, true},
+                              {{2, 3, 16, 32}, {2, 3, 32, 24}, {2, 3, 16, 24}, false, false},
+                              {{3, 0}, {0, 5}, {3, 5}, false, false}}; // K = 0: just the bias
+  for (const MatMulCase &c : cases)
+    for (DType dt : {DType::BF16, DType::F32}) {
+      SCOPED_TRACE(std::string(dtypeName(dt)) + " a " + std::to_string(numel(c.a)));
+      int64_t n = c.out.back();
+      auto av = rng.uniform(numel(c.a)), bv = rng.uniform(numel(c.b)), biasv = rng.uniform(n);
+      auto bytes = [&](const std::vector<float> &v) {
+        return dt == DType::BF16 ? toBytes(toBf16(v)) : toBytes(v);
+      };
+      std::vector<Bytes> inputs = {bytes(av), bytes(bv), bytes(biasv)};
+
+      ProgramBuilder fused;
+      uint32_t a = fused.input(dt, c.a), b = fused.input(dt, c.b), bias = fused.input(dt, {n});
+      fused.instr(OpCode::MatMul, {a, b, bias}, {fused.output(dt, c.out)}, {c.ta, c.tb});
+      ASSERT_EQ(fused.p.validate(), "");
+
+      ProgramBuilder split;
+      a = split.input(dt, c.a), b = split.input(dt, c.b), bias = split.input(dt, {n});
+      uint32_t acc = split.temp(DType::F32, c.out), wideBias = bias;
+      split.instr(OpCode::MatMul, {a, b}, {acc}, {c.ta, c.tb});
+      if (dt == DType::BF16) {
+        wideBias = split.temp(DType::F32, {n});
+        split.instr(OpCode::Cast, {bias}, {wideBias});
+      }
+      uint32_t sum = dt == DType::BF16 ? split.temp(DType::F32, c.out) : split.output(dt, c.out);
+      split.instr(OpCode::Add, {acc, wideBias}, {sum});
+      if (dt == DType::BF16)
+        split.instr(OpCode::Cast, {sum}, {split.output(dt, c.out)});
+      ASSERT_EQ(split.p.validate(), "");
+
+      RunResult rf = runProgram(fused.p, inputs), rs = runProgram(split.p, inputs);
+      ASSERT_TRUE(rf.ok) << rf.err;
+      ASSERT_TRUE(rs.ok) << rs.err;
+      EXPECT_EQ(rf.outputs[0], rs.outputs[0]);
+    }
+}
+
+TEST(MatMul, BiasMustBeAVectorOfTheResultDtype) {
+  ProgramBuilder b;
+  uint32_t a = b.input(DType::BF16, {3, 8}), w = b.input(DType::BF16, {8, 5});
+  uint32_t bias = b.input(DType::BF16, {3}), o = b.output(DType::BF16, {3, 5});
+  b.instr(OpCode::MatMul, {a, w, bias}, {o}, {0, 0});
+  EXPECT_NE(b.p.validate().find("bias [3] must be a vector over the result's last dim [3,5]"),
+            std::string::npos)
+      << b.p.validate();
+  b.p.buffers[bias].shape = {5};
+  b.p.buffers[bias].bytes = 10;
+  EXPECT_EQ(b.p.validate(), "");
+  b.p.buffers[bias].dtype = DType::F32;
+  b.p.buffers[bias].bytes = 20;
+  EXPECT_NE(b.p.validate().find("bias must have the result's dtype bf16, got f32"),
+            std::string::npos)
+      << b.p.validate();
+}

@@ -166,12 +166,13 @@ inline std::vector<MixedCase> mixedCases() {
   }
   for (OpCode op : {OpCode::Neg, OpCode::Sqrt, OpCode::Rsqrt, OpCode::Reciprocal, OpCode::Exp,
                     OpCode::Tanh, OpCode::Sigmoid, OpCode::Silu, OpCode::GeluTanh,
-                    OpCode::GeluErf, OpCode::Cos, OpCode::Sin, OpCode::Log}) {
+                    OpCode::GeluErf, OpCode::Cos, OpCode::Sin, OpCode::Log, OpCode::Relu,
+                    OpCode::Erf, OpCode::Softplus}) {
     std::string n = opcodeName(op);
     cases.push_back({n + " bf16 -> f32", op, {{{999}, true, 0.05, 4}}, {{{999}, false}}});
     cases.push_back({n + " f32 -> bf16", op, {{{999}, false, 0.05, 4}}, {{{999}, true}}});
   }
-  for (int64_t kind : {0, 1, 2}) {
+  for (int64_t kind : {0, 1, 2, 3}) {
     std::string n = "activation_grad " + std::to_string(kind);
     cases.push_back({n + " bf16 x bf16 -> bf16", OpCode::ActivationGrad,
                      {{{7, 129}, true, -4, 4}, {{7, 129}, true}}, {{{7, 129}, true}}, {kind}});

@@ -50,6 +50,7 @@ TEST(NcclCommunicator, WorldOfOneRunsEveryCollective) {
     add(OpCode::ReduceScatter, 1, dim, 1 << 4);
     add(OpCode::AllToAll, 0, dim, 1 << 4);
   }
+  add(OpCode::CollectivePermute, 0, 1, 1 << 3); // a ring of one: send to and receive from itself
   ASSERT_EQ(b.p.validate(), "");
   auto p = std::make_shared<Program>(b.p);
   auto exec = createRankExecutor(p, "cuda", 0, comm.get(), 0, err);

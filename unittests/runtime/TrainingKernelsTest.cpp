@@ -190,6 +190,7 @@ double activationRef(int kind, double x) {
   switch (kind) {
   case 0: return x / (1 + std::exp(-x));
   case 1: return 0.5 * x * (1 + std::erf(x / std::sqrt(2.0)));
+  case 3: return x > 0 ? x : 0.0;
   default: return 0.5 * x * (1 + std::tanh(std::sqrt(2 / M_PI) * (x + 0.044715 * x * x * x)));
   }
 }
@@ -409,10 +410,12 @@ TEST(TrainingKernels, RotaryGradWithBroadcastTables) {
 TEST(TrainingKernels, ActivationGradForEveryKind) {
   Rng rng;
   Shape s = {4, 33};
-  const char *names[] = {"silu", "gelu erf", "gelu tanh"};
-  for (int kind = 0; kind < 3; ++kind) {
+  const char *names[] = {"silu", "gelu erf", "gelu tanh", "relu"};
+  for (int kind = 0; kind < 4; ++kind) {
     SCOPED_TRACE(names[kind]);
     auto xv = rng.uniform(numel(s), -4, 4), r = rng.uniform(numel(s));
+    if (kind == 3) // relu's kink: keep finite differences off x = 0
+      for (float &v : xv) v = v < 0 ? std::min(v, -0.01f) : std::max(v, 0.01f);
     Vec fd = numericGrad(
         [&](const Vec &t) {
           Vec y;
@@ -980,9 +983,9 @@ TEST(TrainingKernels, ValidateRejectsWrongArityShapesAndAttributes) {
   expectBroken(1, "takes 1 float attributes, got 0", [](Program &, Instr &I) { I.floats.clear(); });
   expectBroken(2, "takes 3 outputs, got 2", [](Program &, Instr &I) { I.out.pop_back(); });
   expectBroken(3, "takes 6 inputs, got 5", [](Program &, Instr &I) { I.in.pop_back(); });
-  expectBroken(3, "takes 1 to 2 int attributes, got 0", [](Program &, Instr &I) { I.ints.clear(); });
+  expectBroken(3, "takes 1 to 3 int attributes, got 0", [](Program &, Instr &I) { I.ints.clear(); });
   expectBroken(4, "takes 3 inputs, got 2", [](Program &, Instr &I) { I.in.pop_back(); });
-  expectBroken(5, "ints[0] must be the kind", [](Program &, Instr &I) { I.ints = {3}; });
+  expectBroken(5, "ints[0] must be the kind", [](Program &, Instr &I) { I.ints = {4}; });
   expectBroken(6, "axis 3 out of range for rank 3", [](Program &, Instr &I) { I.ints = {3}; });
   expectBroken(7, "takes 3 inputs, got 2", [](Program &, Instr &I) { I.in.pop_back(); });
   expectBroken(8, "takes 6 int attributes", [](Program &, Instr &I) { I.ints.pop_back(); });

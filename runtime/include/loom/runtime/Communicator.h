@@ -43,8 +43,13 @@ struct P2POp {
 
 inline bool isCollectiveOp(OpCode op) {
   return op == OpCode::AllReduce || op == OpCode::AllGather || op == OpCode::ReduceScatter ||
-         op == OpCode::AllToAll;
+         op == OpCode::AllToAll || op == OpCode::CollectivePermute;
 }
+
+/// Instructions whose result depends on the executor's rank: the
+/// collectives and ShardSlice (a rank's own slice, no communication). An
+/// executor runs them only as a rank of a world of the mesh's size.
+inline bool needsMeshRank(OpCode op) { return isCollectiveOp(op) || op == OpCode::ShardSlice; }
 
 class Communicator {
 public:
@@ -93,6 +98,9 @@ public:
 
   /// The ranks of the mesh named by a collective's ints (their product).
   static int64_t meshSize(const std::vector<int64_t> &ints);
+
+  /// `rank`'s place in its group (the index into groupOf's list).
+  static int groupIndex(int rank, const std::vector<int64_t> &ints);
 
   /// What collective `I` means: rank `me` of the group (its place in
   /// groupOf order) gets `out` from the group's inputs `inputs` (group

@@ -22,7 +22,13 @@
 namespace loom::rt {
 
 /// Element types. Values are stable: they are written into artifacts.
-enum class DType : uint8_t { F32 = 1, F64 = 2, BF16 = 3, I64 = 4, I32 = 5, Bool = 6 };
+/// F8E4M3 and F8E5M2 are the OCP 8-bit floats (loom/runtime/Fp8.h): only
+/// the fp8 opcodes (120-122) compute on them; data movement copies them.
+enum class DType : uint8_t { F32 = 1, F64 = 2, BF16 = 3, I64 = 4, I32 = 5, Bool = 6,
+                             F8E4M3 = 7, F8E5M2 = 8 };
+
+/// The OCP 8-bit float dtypes.
+inline bool isFp8(DType t) { return t == DType::F8E4M3 || t == DType::F8E5M2; }
 
 /// Size in bytes of one element (Bool is one byte).
 size_t dtypeSize(DType t);
@@ -62,7 +68,9 @@ enum class OpCode : uint16_t {
   // in: a[..., M, K], b[..., K, N] (each may be transposed in its last two
   // dims) -> out[..., M, N]; batch dims broadcast. ints: [transA, transB].
   // bf16 operands give a bf16 result accumulated in f32 and rounded once,
-  // or an f32 result (the f32 accumulator, not rounded).
+  // or an f32 result (the f32 accumulator, not rounded). An optional third
+  // input bias[N] (the result's dtype) is added to every row of the
+  // accumulator before that one rounding (addmm; cuBLASLt's bias epilogue).
   MatMul = 2,
   // Elementwise binary with broadcasting: in: a, b -> out.
   Add = 10, Sub = 11, Mul = 12, Div = 13, Pow = 14, Max = 15, Min = 16,
@@ -74,6 +82,9 @@ enum class OpCode : uint16_t {
   GeluTanh = 38, // 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))
   GeluErf = 39,  // 0.5 x (1 + erf(x / sqrt(2)))
   Cos = 40, Sin = 41, Log = 42,
+  Relu = 44,     // max(x, 0)
+  Erf = 45,      // erf(x)
+  Softplus = 46, // log(1 + e^x), as max(x, 0) + log1p(e^-|x|)
   // Copy with dtype conversion (also a plain copy when dtypes match); the
   // element count of in and out is equal (used for Reshape too).
   Cast = 43,
@@ -110,6 +121,10 @@ enum class OpCode : uint16_t {
   // bf16 for P V as FlashAttention does. AttentionGrad takes the same ints.
   // q, k, v and o may be bf16 storage (bf16StorageAllowed below), lse never:
   // the computation stays f32, so bf16_operands still says what q, k, v hold.
+  // ints[2] (optional, causal only): a sliding window w > 0, which also
+  // hides key j <= i + (S - T) - w; floats[1] (optional): a softcap c > 0,
+  // the scores becoming c tanh(scale q k^T / c) before the mask and softmax.
+  // AttentionGrad takes the same optional attributes.
   Attention = 55,
   // in: x -> out[] (rank 0, x's dtype): the sum over every element of
   // x * x, each square rounded to x's dtype before it is added (the same
@@ -164,7 +179,7 @@ enum class OpCode : uint16_t {
   // concat(z[..., D/2:], -z[..., :D/2]).
   RotaryGrad = 84,
   // in: x, dy -> dx = f'(x) dy. ints: [kind]: 0 silu, 1 gelu (erf),
-  // 2 gelu (tanh approximation).
+  // 2 gelu (tanh approximation), 3 relu (f' = 1 where x > 0, else 0).
   ActivationGrad = 85,
   // in: y (softmax output), dy -> dx = y (dy - sum(dy y)) along ints[0].
   SoftmaxGrad = 86,
@@ -213,6 +228,76 @@ enum class OpCode : uint16_t {
   // move a sharded dim to another (context and expert parallelism); ints
   // as above, kind ignored.
   AllToAll = 103,
+
+  // --- Sequence, context and vocabulary parallelism (issue 18) -----------
+  // in: x -> out (x's shape): the x of the group member `shift` places
+  // before this rank (member (g - shift) mod n, g the rank's place in its
+  // group): the ring pass of ring attention. ints: [0, shift, pp,
+  // dp_replicate, dp_shard, cp, tp, axes], the collectives' layout with the
+  // dim slot holding the shift. F32. Runs through the communicator.
+  CollectivePermute = 110,
+  // in: x -> out: slice g (the rank's place in its group) of dim, out dim =
+  // x dim / group size. No communication: x is the same on every rank of
+  // the group (a constant table), so each rank reads its own rows. ints:
+  // [0, dim, pp, dp_replicate, dp_shard, cp, tp, axes] as for the
+  // collectives. Any dtype. The executor must know its rank (a world of
+  // the mesh's size, like a collective).
+  ShardSlice = 111,
+  // in: table[Vl, D], ids[...] (I64/I32), first[] (one I64/I32 element)
+  // -> out[..., D]: row ids - first of the table where 0 <= ids - first <
+  // Vl, else a row of zeros (a vocabulary-parallel rank's share of the
+  // embedding; the shares sum to the full lookup). ints: [V], the whole
+  // vocabulary: an id outside [0, V) is a data error, as for Embedding.
+  VocabShardEmbedding = 112,
+  // in: dy[..., D], ids[...], first[] -> out[Vl, D] (Vl from out's shape):
+  // out = 0; out[ids[n] - first, :] += dy[n, :] for the ids in range, in
+  // position order.
+  VocabShardEmbeddingGrad = 113,
+  // in: logits[N, Vl], targets[N] (I64/I32), first[], shift[N] -> sumexp[N],
+  // target[N] (logits' dtype): sumexp[n] = sum_v exp(logits[n, v] -
+  // shift[n]); target[n] = logits[n, targets[n] - first] - shift[n] when
+  // 0 <= targets[n] - first < Vl, else 0. One vocabulary shard's part of
+  // cross-entropy: summed over the shards, log(sumexp) - target is row n's
+  // loss when shift is the row's maximum over the whole vocabulary. ints:
+  // [V]: a target outside [0, V) is a data error, as for CrossEntropy.
+  VocabShardCrossEntropy = 114,
+  // in: logits[N, Vl], targets, first, shift[N], dsumexp[N], dtarget[N]
+  // -> dlogits[N, Vl] = dsumexp[n] exp(logits[n, v] - shift[n]) +
+  // (v == targets[n] - first ? dtarget[n] : 0).
+  VocabShardCrossEntropyGrad = 115,
+
+  // --- fp8 training (issue 17): dynamic scaling and scaled GEMMs ---------
+  // Every operand is rank 2. Formats, rounding and the scale formula are
+  // loom/runtime/Fp8.h's.
+  // in: x[R, C] (f32 or bf16) -> scale, inverse (f32, equal shapes): the
+  // dynamic scale of x and its reciprocal (each rounded once to f32), one
+  // per tensor ([1, 1]), per row ([R, 1]: the amax runs along dim 1) or per
+  // column ([1, C]: along dim 0). ints: [format (0 e4m3, 1 e5m2),
+  // power_of_two (0/1)]. scale = fmax / max(amax, 1e-12), amax = max |x|
+  // over the scale's group (NaN if any element is NaN).
+  Fp8Scale = 120,
+  // in: x[R, C] (f32 or bf16), scale (f32, [1, 1], [R, 1] or [1, C])
+  // -> q and/or its transpose (F8E4M3 or F8E5M2): q = fp8(f32(x * scale)),
+  // the product rounded to f32, then to the format (nearest even,
+  // saturating). ints: [layout]: 0 one output q[R, C]; 1 one output
+  // q^T[C, R]; 2 two outputs q[R, C] and q^T[C, R] (one pass over x for
+  // both of the layouts a linear layer's forward and backward GEMMs read).
+  Fp8Cast = 121,
+  // in: a, b (fp8), da, db (f32) -> out[M, N] (f32 or bf16; or [..., N]
+  // whose leading dims fold to M, the same bytes):
+  // out[m, n] = (sum_k op(a)[m, k] op(b)[k, n]) * da[m] * db[n], the sum in
+  // f32 (every product of two fp8 values is exact in f32), then the two
+  // f32 multiplications in that order; a bf16 out is that f32 value
+  // rounded once. a is [M, K] (or [K, M] with transA), b [K, N] (or [N, K]
+  // with transB). da and db are dequantization factors (Fp8Scale's
+  // inverse) in the stored operand's layout with the contracting dim of
+  // size 1: da [1, 1] or [M, 1] ([1, M] with transA), db [1, 1] or [1, N]
+  // ([N, 1] with transB). ints: [transA, transB, fast_accum]: fast_accum
+  // lets a backend accumulate in its faster, less precise way (Hopper's
+  // fp8 tensor cores without periodic promotion); the CPU ignores it.
+  // cuBLASLt runs only transA = 0, transB = 1 ("TN") with K and N
+  // multiples of 16; codegen emits only that form.
+  ScaledMatMul = 122,
 };
 
 struct Program;

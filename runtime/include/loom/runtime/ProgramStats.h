@@ -26,6 +26,12 @@ struct ProgramStats {
   // cast's neighbourhood, counted. "input"/"constant" when no instruction
   // wrote the cast's source, "output" when the result leaves the program.
   std::map<std::string, int64_t> castSites;
+  // "bf16 x bf16 -> bf16 (+bias)": MatMul instructions by operand and
+  // result dtypes; the bias suffix when the GEMM adds one in its epilogue.
+  std::map<std::string, int64_t> gemmKinds;
+  // GEMMs whose operands are both f32: under --precision bf16, what
+  // autocast would have run on bf16 tensor cores but loom does not.
+  int64_t f32Gemms = 0;
   int64_t instrs = 0;
   int64_t converting = 0; // casts whose dtypes differ
   int64_t views = 0;      // reshapes that name their source's bytes (no copy)

@@ -1,0 +1,157 @@
+#!/usr/bin/env bash
+# loom beside torch.compile on four shapes of different families, in one call
+# on the GPU machine, with loom plan's one-GPU prediction next to each
+# measured step:
+#
+#   bench/gpu/suite.sh BUNDLE [SHAPE...]
+#
+# BUNDLE is scripts/build-gpu-bundle.sh's folder. SHAPEs (suite_models.py;
+# default all four): llama-1b (Llama-3.2-1B, B=4 T=2048), qwen2.5-1.5b (qkv
+# biases, head dim 128, vocabulary 151,936), qwen3-1.7b (vocabulary 151,936,
+# q/k norms), gpt2-large (774M: LayerNorm, gelu, biased Conv1D, B=8 T=1024).
+# Every step is 8192 tokens of bf16 autocast with AdamW and clipping.
+#   1. export each shape (fp32 random weights, eager attention) on the CPU,
+#      side by side, before anything is timed (cached in $LOOM_BENCH_DIR);
+#   2. per shape: `loom plan --gpus 1` with the calibrated H100 profile (the
+#      one-GPU bf16 plan's step time and memory); `loom train` for
+#      $LOOM_BENCH_STEPS steps (tokens/s: the median after the first two;
+#      loom's own memory figure); torch_suite.py compile (tokens/s, PyTorch's
+#      allocator peak); each run under peak_mem.py, the whole process's peak
+#      as nvidia-smi reports it;
+#   3. one table: tokens/s and their ratio, MFU, nvidia-smi peak memory of
+#      both (and their ratio), loom's and PyTorch's own memory figures, and
+#      the plan's predicted step time and memory against the measured ones.
+# MFU is torch_bench.py's formula (6 N + 6 L H D T FLOPs per token over 989
+# TFLOP/s) for both sides.
+set -uo pipefail
+BUNDLE=${1:?bundle folder}
+shift
+SHAPES=("$@")
+[ ${#SHAPES[@]} -eq 0 ] && SHAPES=(llama-1b qwen2.5-1.5b qwen3-1.7b gpt2-large)
+STEPS=${LOOM_BENCH_STEPS:-8}
+cd "$(dirname "$0")/../.."
+export NCCL_NVLS_ENABLE=0
+export LD_LIBRARY_PATH="$PWD/$BUNDLE/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+WORK=${LOOM_BENCH_DIR:-/tmp/loom-suite}
+PROFILE=${LOOM_BENCH_PROFILE:-planner/profiles/h100.calibrated.json}
+mkdir -p "$WORK"
+LOOM=$BUNDLE/tools/loom/loom
+start=$(date +%s)
+nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
+
+shape_bt() { # SHAPE -> "B T"
+  python3 -c "import sys; sys.path.insert(0, 'bench/gpu'); from suite_models import SHAPES
+s = SHAPES[sys.argv[1]]; print(s['batch'], s['seq'])" "$1"
+}
+
+# 1. Exports, side by side on the CPU ($LOOM_BENCH_EXPORT_JOBS at a time,
+# default 2: each holds its fp32 model and the exporter's copies in RAM).
+JOBS=${LOOM_BENCH_EXPORT_JOBS:-2}
+pids=()
+for s in "${SHAPES[@]}"; do
+  if [ ! -f "$WORK/$s/model.onnx" ]; then
+    timeout 420 python3 bench/gpu/export_model.py "$s" "$WORK/$s" > "$WORK/export-$s.txt" 2>&1 &
+    pids+=($!)
+    if [ ${#pids[@]} -ge "$JOBS" ]; then wait "${pids[0]}"; pids=("${pids[@]:1}"); fi
+  fi
+done
+for p in "${pids[@]}"; do wait "$p"; done
+for s in "${SHAPES[@]}"; do tail -1 "$WORK/export-$s.txt" 2>/dev/null; done
+echo "suite: exports done at $(( $(date +%s) - start )) s"
+
+# 2. Per shape: the plan, loom, PyTorch.
+for s in "${SHAPES[@]}"; do
+  read -r B T < <(shape_bt "$s")
+  model="$WORK/$s/model.onnx"
+  [ -f "$model" ] || { echo "suite: $s was not exported: $(tail -2 "$WORK/export-$s.txt")"; continue; }
+  timeout 180 "$LOOM" plan "$model" --gpus 1 --gpu "$PROFILE" --batch "$B" --seq "$T" \
+    --precision bf16 --top 100 --json > "$WORK/plan-$s.json" 2> "$WORK/plan-$s.err" ||
+    echo "suite: loom plan $s failed: $(tail -1 "$WORK/plan-$s.err")"
+  rm -f "$WORK/loom-$s.jsonl"
+  timeout 300 python3 bench/gpu/peak_mem.py "$WORK/loom-$s.mem.json" -- \
+    "$LOOM" train "$model" --backend cuda --data test/fixtures/corpus.u16.bin --batch "$B" --seq "$T" \
+    --steps "$STEPS" --precision bf16 --lr 1e-4 --warmup 0 --print-every 1 --log "$WORK/loom-$s.jsonl" \
+    > "$WORK/loom-$s.txt" 2>&1 || echo "suite: loom $s failed: $(tail -2 "$WORK/loom-$s.txt")"
+  timeout 300 python3 bench/gpu/peak_mem.py "$WORK/torch-$s.mem.json" -- \
+    python3 bench/gpu/torch_suite.py "$s" compile 3 8 > "$WORK/torch-$s.txt" 2>&1 ||
+    echo "suite: torch $s failed: $(tail -2 "$WORK/torch-$s.txt")"
+  echo "suite: $s done at $(( $(date +%s) - start )) s"
+done
+
+# 3. The table.
+python3 - "$WORK" "${SHAPES[@]}" <<'EOF'
+import json, os, re, statistics, sys
+sys.path.insert(0, "bench/gpu")
+from suite_models import SHAPES, flops_per_token
+work, shapes = sys.argv[1], sys.argv[2:]
+
+
+def load(path, jsonl=False):
+    try:
+        with open(path) as f:
+            if jsonl:
+                return [json.loads(l) for l in f if l.strip().startswith("{")]
+            return json.load(f)
+    except (OSError, ValueError):
+        return None
+
+
+rows = []
+for s in shapes:
+    B, T = SHAPES[s]["batch"], SHAPES[s]["seq"]
+    r = {"shape": s, "B": B, "T": T}
+    steps = load(f"{work}/loom-{s}.jsonl", jsonl=True) or []
+    torch_rows = load(f"{work}/torch-{s}.txt", jsonl=True) or []
+    t = torch_rows[-1] if torch_rows else {}
+    lm, tm = load(f"{work}/loom-{s}.mem.json") or {}, load(f"{work}/torch-{s}.mem.json") or {}
+    loom_txt = open(f"{work}/loom-{s}.txt").read() if os.path.exists(f"{work}/loom-{s}.txt") else ""
+    if steps:
+        tok = statistics.median([x["tokens_per_s"] for x in steps[2:]] or [x["tokens_per_s"] for x in steps])
+        r["loom_tokens_per_s"] = round(tok)
+        r["loom_step_ms"] = round(B * T / tok * 1e3, 1)
+        if t:
+            r["loom_mfu"] = round(tok * flops_per_token(s, t["params"]) / 989e12, 4)
+    mem = re.search(r"device memory: ([0-9.]+) GiB", loom_txt)
+    if mem:
+        r["loom_own_mem_gib"] = float(mem.group(1))
+    if t:
+        r.update(params=t["params"], torch_tokens_per_s=t["tokens_per_s"], torch_step_ms=round(t["step_s"] * 1e3, 1),
+                 torch_mfu=t["mfu_vs_989"], torch_allocator_peak_gib=t["peak_mem_gib"], gpu=t["gpu"])
+    if lm.get("peak_mib"):
+        r["loom_smi_peak_gib"] = round(lm["peak_mib"] / 1024, 2)
+    if tm.get("peak_mib"):
+        r["torch_smi_peak_gib"] = round(tm["peak_mib"] / 1024, 2)
+    r["smi_source"] = lm.get("source", "?")
+    if "loom_tokens_per_s" in r and "torch_tokens_per_s" in r:
+        r["tokens_per_s_ratio"] = round(r["loom_tokens_per_s"] / r["torch_tokens_per_s"], 3)
+    if "loom_smi_peak_gib" in r and "torch_smi_peak_gib" in r:
+        r["smi_peak_ratio"] = round(r["loom_smi_peak_gib"] / r["torch_smi_peak_gib"], 3)
+    plan = load(f"{work}/plan-{s}.json")
+    one = [p for p in (plan or {}).get("plans", []) if p["id"].endswith("ac=none,fp8=off") and p["dp_shard"] == 1
+           and p["tp"] == 1 and p["pp"] == 1 and p["cp"] == 1 and p["dp_replicate"] == 1]
+    if one:
+        r["plan_step_ms"] = round(one[0]["time"]["total"] * 1e3, 1)
+        r["plan_mem_gib"] = round(one[0]["memory"]["total"] / 2**30, 2)
+        if "loom_step_ms" in r:
+            r["plan_time_error"] = round(r["plan_step_ms"] / r["loom_step_ms"] - 1, 4)
+        if "loom_own_mem_gib" in r:
+            r["plan_mem_error"] = round(r["plan_mem_gib"] / r["loom_own_mem_gib"] - 1, 4)
+    rows.append(r)
+    print(json.dumps(r))
+
+def f(r, k, fmt="{:.3f}"):
+    return fmt.format(r[k]) if k in r else "-"
+
+print()
+print("| shape | B x T | loom tok/s | torch.compile tok/s | ratio | MFU loom / torch | nvidia-smi peak GiB loom / torch (ratio) "
+      "| loom's own GiB | torch allocator GiB | plan step ms / measured (error) | plan GiB / loom's (error) |")
+print("|---|---|---|---|---|---|---|---|---|---|---|")
+for r in rows:
+    print(f"| {r['shape']} | {r['B']}x{r['T']} | {f(r, 'loom_tokens_per_s', '{:,}')} | {f(r, 'torch_tokens_per_s', '{:,}')} "
+          f"| {f(r, 'tokens_per_s_ratio')} | {f(r, 'loom_mfu')} / {f(r, 'torch_mfu')} "
+          f"| {f(r, 'loom_smi_peak_gib', '{:.2f}')} / {f(r, 'torch_smi_peak_gib', '{:.2f}')} ({f(r, 'smi_peak_ratio')}) "
+          f"| {f(r, 'loom_own_mem_gib', '{:.2f}')} | {f(r, 'torch_allocator_peak_gib', '{:.2f}')} "
+          f"| {f(r, 'plan_step_ms', '{:.1f}')} / {f(r, 'loom_step_ms', '{:.1f}')} ({f(r, 'plan_time_error', '{:+.1%}')}) "
+          f"| {f(r, 'plan_mem_gib', '{:.2f}')} / {f(r, 'loom_own_mem_gib', '{:.2f}')} ({f(r, 'plan_mem_error', '{:+.1%}')}) |")
+EOF
+echo "suite: $(( $(date +%s) - start )) s in all; files in $WORK"

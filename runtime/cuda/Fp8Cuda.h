@@ -1,0 +1,57 @@
+//===- Fp8Cuda.h - fp8 training on the CUDA backend -------------*- C++ -*-===//
+//
+// Part of loom, under the Apache License v2.0.
+//
+// Opcodes 120-122 (Program.h): the scale and cast kernels
+// (Fp8Kernels.cu) and the scaled GEMMs through cuBLASLt (Fp8MatMul.cpp),
+// which the executor plans once when it is created.
+//===----------------------------------------------------------------------===//
+#ifndef LOOM_RUNTIME_CUDA_FP8CUDA_H
+#define LOOM_RUNTIME_CUDA_FP8CUDA_H
+
+#include "cuda/CudaKernels.h"
+
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace loom::rt::cuda {
+
+// Fp8Kernels.cu
+void launchFp8Scale(const CudaCall &c, CudaContext &ctx);
+void launchFp8Cast(const CudaCall &c, CudaContext &ctx);
+
+/// Every ScaledMatMul of a program as a cuBLASLt fp8 GEMM: operands
+/// e4m3/e5m2 in the "TN" layout cuBLASLt takes (transA = 0, transB = 1
+/// in loom's row-major terms; K and N multiples of 16), the dequantization
+/// factors as A/B scale pointers (scalars, or per row and column vectors
+/// under CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F), f32 accumulation
+/// (fast accumulation where the instruction allows it), bf16 or f32
+/// output. Where this cuBLASLt refuses outer-vector scales, the product
+/// runs unscaled and a small kernel multiplies each element by da[m]
+/// db[n] in place (the CPU's order of operations).
+class Fp8Gemms {
+public:
+  /// Plans (and, for vector scales, tries once on the executor's memory)
+  /// every ScaledMatMul of `calls`. Null with a one-line `err` naming the
+  /// instruction when one cannot run.
+  static std::unique_ptr<Fp8Gemms> create(const Program &p, const std::vector<CudaCall> &calls,
+                                          CudaContext &ctx, size_t workspaceBytes,
+                                          std::string &err);
+  virtual ~Fp8Gemms() = default;
+  /// Enqueues ScaledMatMul instruction `c`.
+  virtual void launch(const CudaCall &c, CudaContext &ctx) = 0;
+  /// How many products got outer-vector scales in the GEMM, how many the
+  /// separate scaling kernel (for the executor's profile).
+  virtual int vectorScaled() const = 0;
+  virtual int separatelyScaled() const = 0;
+};
+
+/// out[m, n] *= da[m] db[n] over out [M, N] (f32 or bf16, rounded once):
+/// the fallback epilogue (Fp8Kernels.cu).
+void scaleRowsAndColumns(const DevTensor &out, const float *da, bool daPerRow, const float *db,
+                         bool dbPerCol, CudaContext &ctx);
+
+} // namespace loom::rt::cuda
+
+#endif
