@@ -544,5 +544,6 @@ def Loom_AdamWOp : Loom_Op<"adamw", [Pure, InferTypeOpAdaptor,
 include "Sharding.td"
 include "SequenceSharding.td"
 include "Fp8.td"
+include "Pipeline.td"
 
 #endif // LOOM_OPS

@@ -84,6 +84,14 @@ void buildSpmdTrainStep(mlir::OpPassManager &pm, const SpmdStepOptions &o) {
     f.lmHead = o.fp8LmHead;
     pm.nest<mlir::func::FuncOp>().addPass(createFp8Linears(f));
   }
+  // Last of the @forward passes: the stage cuts see each rank's local ops.
+  bool pipeline = o.pipelineRanks > 1;
+  if (pipeline) {
+    SplitPipelineStagesOptions stages;
+    stages.stages = o.pipelineStages;
+    stages.cuts.assign(o.pipelineCuts.begin(), o.pipelineCuts.end());
+    pm.addPass(createSplitPipelineStages(stages));
+  }
   pm.addPass(createBuildTrainStep(o.step));
   if (o.cp > 1 || vocab)
     pm.addPass(createExpandContextAttention());
@@ -101,12 +109,22 @@ void buildSpmdTrainStep(mlir::OpPassManager &pm, const SpmdStepOptions &o) {
     fsdp.prefetch = o.fsdpPrefetch;
     pm.addPass(createInsertFsdpCollectives(fsdp));
     InsertDdpCollectivesOptions ddp;
-    ddp.bucketBytes = o.ddpBucketBytes;
+    ddp.bucketBytes = pipeline ? 0 : o.ddpBucketBytes;
     pm.addPass(createInsertDdpCollectives(ddp));
+  }
+  if (pipeline) {
+    SplitPipelineOptions split;
+    split.ranks = o.pipelineRanks;
+    split.vshape = o.pipelineVShape;
+    split.splitBackward = o.splitBackward;
+    split.microbatches = o.microbatches;
+    pm.addPass(createSplitPipeline(split));
+    pm.addPass(createOutlineTransfers());
   }
   buildTrainStepTail(pm, o.bf16, o.fuseGradientClipping, !o.fp8.empty());
   // Last: recomputation clones forward ops into the backward, which CSE
   // would merge back, and reads the final forward (bf16 GEMMs, collectives).
+  // (On @train_step: the drivers refuse it with pipeline plans.)
   if (o.recompute.policy != RecomputePolicy::none)
     pm.addPass(createRecompute(o.recompute));
 }

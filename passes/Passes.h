@@ -12,6 +12,8 @@
 #include "mlir/Pass/PassManager.h"
 #include "passes/Recompute.h"
 
+#include <vector>
+
 namespace loom {
 
 #define GEN_PASS_DECL
@@ -56,6 +58,14 @@ struct SpmdStepOptions {
   std::string fp8;
   bool fp8LmHead = false;
   RecomputeOptions recompute; // activation checkpointing, last (loom-recompute)
+  // Pipeline parallelism (pipelineRanks > 1): @forward is cut into
+  // pipelineStages stages (first layers of stages 1.. in pipelineCuts, or
+  // even), and the finished step into stage functions and per-rank
+  // optimizers (loom-split-pipeline; DDP then reduces each gradient on
+  // its own, no buckets).
+  int64_t pipelineRanks = 1, pipelineStages = 1, microbatches = 1;
+  std::vector<int64_t> pipelineCuts;
+  bool pipelineVShape = false, splitBackward = false;
 };
 
 /// From the fused @forward (at the rank's own batch) to the rank's
@@ -63,7 +73,9 @@ struct SpmdStepOptions {
 /// fp8's linear layers before autodiff (the collectives carry their
 /// gradients), BuildTrainStep, context attention made explicit, SP's
 /// regathers, the tp-split norm terms, the data-parallel placements, FSDP's
-/// and DDP's collectives, then the tail and, last, recompute.
+/// and DDP's collectives, the pipeline's stage functions (pp > 1: the stage
+/// cuts on @forward just before autodiff), then the tail and, last,
+/// recompute.
 /// `loom train`, `loom verify` and the planner's per-rank memory build the
 /// step through this one function, so the planner sizes the program the
 /// ranks run.

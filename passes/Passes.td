@@ -426,4 +426,85 @@ def Recompute : Pass<"loom-recompute", "mlir::ModuleOp"> {
   let dependentDialects = ["loom::LoomDialect"];
 }
 
+//===----------------------------------------------------------------------===//
+// Pipeline parallelism (issue 15): @forward cut into stages before autodiff,
+// the finished step into stage functions and per-rank optimizers.
+//===----------------------------------------------------------------------===//
+
+def SplitPipelineStages : Pass<"loom-split-pipeline-stages", "mlir::ModuleOp"> {
+  let summary = "Cut @forward into pipeline stages at layer boundaries";
+  let description = [{
+    Gives every op of @forward a pipeline stage and marks each value that
+    one stage computes and a later stage reads with `loom.stage_boundary`
+    (one hop per stage it crosses). An op's layer is the highest layer of
+    the parameters it reads (from their names, `layers.3` / `h.3`), or of
+    its operands; unnumbered parameters are the embedding (stage 0) when an
+    embedding reads them and the head (the last stage) otherwise, so a tied
+    embedding is read by both. Stage k holds layers [cuts[k-1], cuts[k]):
+    `cuts` names the first layer of stages 1..stages-1 (the driver's
+    balanced split, or --pp-split); without it the layers are dealt out
+    evenly, the first stages taking one more where they do not divide.
+    With more stages than layers, stages hold sub-blocks instead: each
+    norm that reads a layer's weight begins one (a Llama layer is an
+    attention and an MLP block), and the residual stream between them is
+    a boundary like any other.
+    Run after fusion (and tensor parallelism), before loom-build-train-step,
+    whose autodiff gives each boundary its gradient.
+  }];
+  let options = [
+    Option<"stages", "stages", "int64_t", "1", "pipeline stages (pp x virtual stages)">,
+    ListOption<"cuts", "cuts", "int64_t", "first layer of each stage after the first">,
+  ];
+  let dependentDialects = ["loom::LoomDialect"];
+}
+
+def SplitPipeline : Pass<"loom-split-pipeline", "mlir::ModuleOp"> {
+  let summary = "Split @train_step into stage functions and per-rank optimizers";
+  let description = [{
+    Cuts the per-rank @train_step (built from a @forward with stage
+    boundaries, after the SPMD passes) into, per stage s,
+    `@stage<s>.forward` (its layers' forward for one microbatch: receives
+    its input, sends its output, returns what its backward needs) and
+    `@stage<s>.backward` (receives the gradient of its output, sends the
+    gradient of its input, adds this microbatch's parameter gradients into
+    accumulators), or with `split-backward` `@stage<s>.backward_input` and
+    `@stage<s>.backward_weight` (zero-bubble schedules); and, per pipeline
+    rank r, `@rank<r>.optimizer`: the data-parallel reduction of the
+    accumulated gradients, the global gradient norm (each rank's sum of
+    squares all_reduced over pp; a parameter several ranks hold counts
+    once), clipping, the learning rate and AdamW of the parameters its
+    stages hold. A parameter read by stages on two ranks (a tied
+    embedding) is held by both: they exchange their accumulated parts and
+    add them in stage order, so both update it identically. Boundaries
+    become loom.send / loom.recv pairs; stage s runs on rank s % ranks, or
+    with `vshape` on rank s for s < ranks and 2 ranks - 1 - s after (ZBV).
+    Sets the mesh's pp size. Needs one all_reduce or reduce_scatter per
+    gradient (no DDP buckets). Each microbatch's loss is the mean over its
+    rows, so the loss gradient is seeded with 1 / microbatches and the sum
+    of the microbatches' gradients is the gradient of the step's mean.
+  }];
+  let options = [
+    Option<"ranks", "ranks", "int64_t", "1", "pipeline ranks (pp)">,
+    Option<"vshape", "vshape", "bool", "false", "place stages in a V (ZBV) instead of a loop">,
+    Option<"splitBackward", "split-backward", "bool", "false",
+           "split each backward into input- and weight-gradient functions">,
+    Option<"microbatches", "microbatches", "int64_t", "1",
+           "microbatches per step: the loss gradient of each is seeded with 1 / microbatches, so "
+           "the accumulated gradients are the step's mean">,
+  ];
+  let dependentDialects = ["loom::LoomDialect"];
+}
+
+def OutlineTransfers : Pass<"loom-outline-transfers", "mlir::ModuleOp"> {
+  let summary = "Turn a pipeline function's send/recv ops into results and arguments";
+  let description = [{
+    In every function with #loom.pipeline_function, each `loom.recv`
+    becomes a new argument and each `loom.send` a new result, tagged
+    `#loom.pipeline_value<recv, tag>` / `<send, tag>`: the runtime's
+    schedule executor carries them between ranks with the schedule's
+    transfer actions, so codegen sees plain inputs and outputs.
+  }];
+  let dependentDialects = ["loom::LoomDialect"];
+}
+
 #endif // LOOM_PASSES

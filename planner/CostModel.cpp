@@ -4,6 +4,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "planner/CostModel.h"
+#include "loom/runtime/PipelineSchedule.h"
 #include "planner/Collectives.h"
 
 #include <algorithm>
@@ -36,10 +37,10 @@ int ppStride(const Plan &p) { return p.tp * p.cp * p.dpShard * p.dpReplicate; }
 
 } // namespace
 
-int savedElementBytes(const SavedTensor &s, bool fp8) {
+int savedElementBytes(const SavedTensor &s, bool fp8, int activationBytes) {
   if (s.bytesPerElement)
     return s.bytesPerElement;
-  return fp8 && s.gemmOnly ? 1 : int(kActBytes);
+  return fp8 && s.gemmOnly ? 1 : activationBytes;
 }
 
 CostModel::CostModel(const ModelCost &model, const HardwareProfile &hw, const PlanRequest &req)
@@ -84,7 +85,7 @@ CostModel::CostModel(const ModelCost &model, const HardwareProfile &hw, const Pl
   for (const SavedTensor &s : m.saved) {
     GroupStatic &g = statics[clampGroup(s.layer)];
     for (int fp8 = 0; fp8 < 2; ++fp8) {
-      double bytes = s.elements * savedElementBytes(s, fp8);
+      double bytes = s.elements * savedElementBytes(s, fp8, req.activationBytes);
       g.saved[fp8][0] += bytes;
       if (s.none) g.saved[fp8][1] += bytes;
       if (s.selective) g.saved[fp8][2] += bytes;
@@ -198,14 +199,73 @@ int CostModel::deviceOf(int layer, const Plan &p) const {
     return 0;
   if (layer <= kEmbedLayer)
     return 0;
-  if (layer >= m.numLayers)
-    return p.pp - 1;
   int chunks = p.pp * p.virtualStages;
-  int chunk = int(int64_t(layer) * chunks / std::max(1, m.numLayers));
+  int chunk = layer >= m.numLayers ? chunks - 1
+                                   : int(int64_t(layer) * chunks / std::max(1, m.numLayers));
+  // Zero bubble with two chunks per rank folds them into a V (ZBV): the
+  // head's last chunk comes back to rank 0.
+  if (p.schedule == Schedule::ZeroBubble && p.virtualStages == 2 && chunk >= p.pp)
+    return 2 * p.pp - 1 - chunk;
   return chunk % p.pp;
 }
 
+int CostModel::stageOf(int layer, const Plan &p) const {
+  int chunks = p.pp * p.virtualStages;
+  if (layer <= kEmbedLayer)
+    return 0;
+  if (layer >= m.numLayers)
+    return chunks - 1;
+  return int(int64_t(layer) * chunks / std::max(1, m.numLayers));
+}
+
+const rt::PipelineSchedule *CostModel::pipelineSchedule(const Plan &p) const {
+  if (p.pp <= 1)
+    return nullptr;
+  rt::ScheduleKind kind = rt::ScheduleKind::OneFOneB;
+  switch (p.schedule) {
+  case Schedule::GPipe: kind = rt::ScheduleKind::GPipe; break;
+  case Schedule::Interleaved: kind = rt::ScheduleKind::Interleaved; break;
+  case Schedule::ZeroBubble: kind = rt::ScheduleKind::ZeroBubble; break;
+  default: break;
+  }
+  auto key = std::make_tuple(int(kind), p.pp, p.virtualStages, p.microbatches);
+  auto it = schedules.find(key);
+  if (it == schedules.end()) {
+    auto s = std::make_shared<rt::PipelineSchedule>();
+    std::string err;
+    if (!rt::buildSchedule(kind, p.pp, p.virtualStages, p.microbatches, *s, err))
+      s.reset();
+    it = schedules.emplace(key, std::move(s)).first;
+  }
+  return it->second.get();
+}
+
+std::vector<double> CostModel::stageActivationBytes(const Plan &p) const {
+  int policy = p.checkpoint == Checkpoint::None ? 1 : p.checkpoint == Checkpoint::Selective ? 2 : 3;
+  std::vector<double> bytes(size_t(p.pp * p.virtualStages), 0);
+  for (int g = 0; g < numGroups; ++g)
+    bytes[size_t(stageOf(g - 1, p))] += statics[g].saved[p.fp8][policy] / (double(p.tp) * p.cp);
+  return bytes;
+}
+
 double CostModel::inFlight(int d, const Plan &p) const {
+  // The schedule the runtime runs, walked in order: the most activations
+  // the rank holds at once, in microbatches of all its stages.
+  if (const rt::PipelineSchedule *s = pipelineSchedule(p)) {
+    auto key = std::make_tuple(int(p.schedule), p.pp, p.virtualStages, p.microbatches,
+                               int(p.checkpoint), p.fp8, p.tp * p.cp);
+    auto it = heldPeaks.find(key);
+    if (it == heldPeaks.end()) {
+      std::vector<double> bytes = stageActivationBytes(p), peak, mine(size_t(p.pp), 0);
+      std::vector<int> count;
+      for (size_t st = 0; st < bytes.size(); ++st) mine[size_t(s->stageRank[st])] += bytes[st];
+      rt::peakActivations(*s, bytes, count, peak);
+      it = heldPeaks.emplace(key, std::make_pair(peak, mine)).first;
+    }
+    const auto &[peak, mine] = it->second;
+    if (mine[size_t(d)] > 0)
+      return peak[size_t(d)] / mine[size_t(d)];
+  }
   double mb = p.microbatches;
   switch (p.schedule) {
   case Schedule::None:
@@ -222,6 +282,8 @@ double CostModel::inFlight(int d, const Plan &p) const {
     double chunks = std::min(mb * v, double((p.pp - d - 1) * 2 + (p.virtualStages - 1) * p.pp + 1));
     return chunks / v;
   }
+  case Schedule::ZeroBubble:
+    return std::min(mb, double(p.pp - d));
   }
   return 1;
 }
@@ -255,12 +317,13 @@ std::vector<std::string> CostModel::constraintViolations(const Plan &p) const {
     why.push_back("no transformer layers to split into pp=" + str(p.pp) + " stages");
   else if (m.numLayers % p.pp)
     why.push_back(str(m.numLayers) + " layers not divisible into pp=" + str(p.pp) + " stages");
-  if (p.schedule == Schedule::Interleaved) {
+  if (p.schedule == Schedule::Interleaved ||
+      (p.schedule == Schedule::ZeroBubble && p.virtualStages > 1)) {
     int chunks = p.pp * p.virtualStages;
     if (m.numLayers % chunks)
       why.push_back(str(m.numLayers) + " layers not divisible into pp*v=" + str(chunks) +
                     " interleaved chunks");
-    if (p.microbatches % p.pp)
+    if (p.schedule == Schedule::Interleaved && p.microbatches % p.pp)
       why.push_back("interleaved 1F1B needs microbatches (" + str(p.microbatches) +
                     ") divisible by pp=" + str(p.pp));
   }
@@ -342,6 +405,9 @@ PlanEstimate CostModel::evaluate(const Plan &plan, bool detail) const {
   PlanEstimate est;
   est.plan = plan;
   est.rejections = constraintViolations(plan);
+  // Only a plan that can run is timed on its schedule (rejected ones keep
+  // the closed form, which is cheap for the thousands a cluster offers).
+  const bool structural = est.rejections.empty();
   const int pp = plan.pp, tp = plan.tp, cp = plan.cp;
   const int gpn = req.gpusPerNode;
   const std::vector<GroupTimes> &gt = groupTimes(tp, cp, plan.fp8, gpn);
@@ -354,6 +420,8 @@ PlanEstimate CostModel::evaluate(const Plan &plan, bool detail) const {
   // --- Memory: the worst pipeline rank -----------------------------------
   for (int d = 0; d < pp; ++d) {
     MemoryBreakdown mem = deviceMemory(d, plan);
+    if (pp > 1)
+      est.activationsPerRank.push_back(mem.activations);
     if (d == 0 || mem.total() > est.analytical.total()) {
       est.analytical = mem;
       est.worstDevice = d;
@@ -426,7 +494,43 @@ PlanEstimate CostModel::evaluate(const Plan &plan, bool detail) const {
   }
   int b = int(std::max_element(stageTotal.begin(), stageTotal.end()) - stageTotal.begin());
   double bubble = 0;
-  if (pp > 1) {
+  const rt::PipelineSchedule *sched = structural ? pipelineSchedule(plan) : nullptr;
+  if (sched) {
+    const rt::PipelineSchedule &schedule = *sched;
+    // The schedule the runtime runs, timed with these costs: each stage's
+    // forward and backward (its share of its rank's time per microbatch,
+    // split as the rank's kernels split; zero bubble halves the backward
+    // into input and weight gradients). The bubble is what the busiest
+    // rank waits.
+    int chunks = pp * plan.virtualStages;
+    std::vector<double> sf(size_t(chunks), 0), sb(size_t(chunks), 0);
+    for (int g = 0; g < numGroups; ++g) {
+      int st = stageOf(g - 1, plan);
+      sf[size_t(st)] += gt[g].fwd;
+      sb[size_t(st)] += gt[g].bwd;
+    }
+    std::vector<rt::StageCost> costs(static_cast<size_t>(chunks));
+    for (int st = 0; st < chunks; ++st) {
+      int d = schedule.stageRank[size_t(st)];
+      double kernels = fc[d] + bc[d], share = kernels > 0 ? (sf[size_t(st)] + sb[size_t(st)]) / kernels
+                                                          : 1.0 / plan.virtualStages;
+      double total = stageTotal[d] * share;
+      double fwd = sf[size_t(st)] + sb[size_t(st)] > 0
+                       ? total * sf[size_t(st)] / (sf[size_t(st)] + sb[size_t(st)])
+                       : total / 3;
+      rt::StageCost &c = costs[size_t(st)];
+      c.forward = fwd;
+      c.backward = total - fwd;
+      c.backwardInput = c.backwardWeight = c.backward / 2;
+      c.transfer = 0; // the send/recv time is in the stage's exposed communication
+    }
+    rt::ScheduleTimeline t;
+    std::string err;
+    if (rt::simulateSchedule(schedule, costs, t, err)) {
+      bubble = std::max(0.0, t.makespan - mb * stageTotal[b]);
+      est.bubbleFraction = t.idleFraction;
+    }
+  } else if (pp > 1) {
     double sum = 0;
     for (double s : stageTotal) sum += s;
     bubble = (sum - stageTotal[b]) / (plan.schedule == Schedule::Interleaved ? plan.virtualStages : 1);

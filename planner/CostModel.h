@@ -17,9 +17,14 @@
 #include "planner/Plan.h"
 
 #include <map>
+#include <memory>
 #include <string>
 #include <tuple>
 #include <vector>
+
+namespace loom::rt {
+struct PipelineSchedule;
+}
 
 namespace loom::planner {
 
@@ -56,6 +61,10 @@ struct PlanEstimate {
   double modelFlopsPerStep = 0;
   double sequencesPerStep = 0;
   std::vector<std::string> rejections; // empty: feasible
+  // Pipeline plans: each pipeline rank's idle fraction on the schedule's
+  // timeline (the schedule loom train runs, timed with this model's costs).
+  std::vector<double> bubbleFraction;
+  std::vector<double> activationsPerRank; // each pipeline rank's saved activations at its peak
   // Detail (evaluate(..., true)):
   std::vector<CollectiveUse> collectives;
   std::vector<std::vector<int>> deviceGroups; // per pipeline rank: layer groups (-1 embed, L head)
@@ -83,8 +92,18 @@ public:
   std::vector<std::string> constraintViolations(const Plan &plan) const;
   /// Pipeline rank of a layer group (-1 embed .. L head).
   int deviceOf(int layer, const Plan &plan) const;
-  /// How many microbatches' activations a pipeline rank holds at its peak.
+  /// How many microbatches' activations a pipeline rank holds at its peak
+  /// (in microbatches of all its stages), walking the schedule it runs.
   double inFlight(int device, const Plan &plan) const;
+  /// The pipeline stage (chunk) of a layer group: stages split the layers
+  /// evenly, the embedding in the first, the head in the last.
+  int stageOf(int layer, const Plan &plan) const;
+  /// The plan's schedule, as rt::buildSchedule makes it for loom train
+  /// (built once per kind, pp, v and microbatches); null for pp = 1 or a
+  /// combination it refuses.
+  const rt::PipelineSchedule *pipelineSchedule(const Plan &plan) const;
+  /// Saved-activation bytes one microbatch keeps per stage.
+  std::vector<double> stageActivationBytes(const Plan &plan) const;
   /// Parameter elements one GPU holds of parameter `p` (after tp and dp_shard).
   double localElements(const ParamInfo &p, const Plan &plan) const;
 
@@ -128,10 +147,17 @@ private:
   double maxTpBuffer = 0, maxKvElements = 0;
   double flopsPerMicrobatch = 0; // GEMM + attention, forward + backward (causal: half)
   mutable std::map<std::tuple<int, int, bool>, std::vector<GroupTimes>> cache;
+  mutable std::map<std::tuple<int, int, int, int>, std::shared_ptr<rt::PipelineSchedule>> schedules;
+  // Per schedule key and activation policy: each rank's peak of held bytes
+  // and the bytes its stages keep per microbatch.
+  mutable std::map<std::tuple<int, int, int, int, int, bool, int>,
+                   std::pair<std::vector<double>, std::vector<double>>>
+      heldPeaks;
 };
 
-/// Bytes per element of a saved activation under the plan's precision.
-int savedElementBytes(const SavedTensor &s, bool fp8);
+/// Bytes per element of a saved activation under the plan's precision
+/// (`activationBytes` for what autocast does not narrow further).
+int savedElementBytes(const SavedTensor &s, bool fp8, int activationBytes = 2);
 
 } // namespace loom::planner
 

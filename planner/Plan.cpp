@@ -15,6 +15,7 @@ const char *scheduleName(Schedule s) {
   case Schedule::GPipe: return "gpipe";
   case Schedule::OneFOneB: return "1f1b";
   case Schedule::Interleaved: return "interleaved";
+  case Schedule::ZeroBubble: return "zb";
   }
   return "?";
 }
@@ -84,6 +85,10 @@ std::vector<Plan> enumeratePlans(const PlanRequest &req, int numLayers) {
       schedules.push_back({Schedule::OneFOneB, 1});
       for (int v = 2; v <= req.maxVirtualStages && base.pp * v <= numLayers; ++v)
         schedules.push_back({Schedule::Interleaved, v});
+      // Zero bubble: ZB-H1 (one stage per rank) and ZBV (two, in a V).
+      schedules.push_back({Schedule::ZeroBubble, 1});
+      if (base.pp * 2 <= numLayers)
+        schedules.push_back({Schedule::ZeroBubble, 2});
     }
     for (auto [schedule, v] : schedules)
       for (Checkpoint ac : {Checkpoint::None, Checkpoint::Selective, Checkpoint::Full})
@@ -194,13 +199,36 @@ bool parseMeshPlan(const std::string &text, Plan &out, std::string &err) {
     std::string key = item.substr(0, eq), value = item.substr(eq + 1);
     auto it = keys.find(key);
     bool choice = key == "cp_rotate" || key == "tp_sp" || key == "loss_parallel";
-    if (it == keys.end() && !choice) {
-      err = "plan '" + text + "': unknown key '" + key +
-            "' (dp_replicate, dp_shard, cp, tp, pp, cp_rotate, tp_sp, loss_parallel)";
-      return false;
-    }
     if (seen[key]) {
       err = "plan '" + text + "': '" + key + "' is given twice";
+      return false;
+    }
+    if (key == "pp_schedule") {
+      seen[key] = true;
+      if (value.size() > 4 && value.substr(value.size() - 4) == ".csv") {
+        out.scheduleFile = value;
+        continue;
+      }
+      bool known = false;
+      for (Schedule s : {Schedule::GPipe, Schedule::OneFOneB, Schedule::Interleaved,
+                         Schedule::ZeroBubble})
+        if (value == scheduleName(s))
+          out.schedule = s, known = true;
+      if (!known) {
+        err = "plan '" + text + "': pp_schedule must be gpipe, 1f1b, interleaved, zb or a "
+              "FILE.csv, not '" + value + "'";
+        return false;
+      }
+      continue;
+    }
+    if (key == "pp_virtual")
+      it = keys.insert({key, &out.virtualStages}).first;
+    if (key == "microbatches")
+      it = keys.insert({key, &out.microbatches}).first;
+    if (it == keys.end() && !choice) {
+      err = "plan '" + text + "': unknown key '" + key +
+            "' (dp_replicate, dp_shard, cp, tp, pp, cp_rotate, tp_sp, loss_parallel, "
+            "pp_schedule, pp_virtual, microbatches)";
       return false;
     }
     seen[key] = true;
@@ -221,6 +249,28 @@ bool parseMeshPlan(const std::string &text, Plan &out, std::string &err) {
     err = "plan '" + text + "': trailing comma";
     return false;
   }
+  bool pipelineKeys = seen["pp_schedule"] || seen["pp_virtual"] || seen["microbatches"];
+  if (out.pp == 1 && pipelineKeys) {
+    err = "plan '" + text + "': pp_schedule, pp_virtual and microbatches need pp > 1";
+    return false;
+  }
+  if (out.pp > 1) {
+    // Defaults: 1F1B (interleaved when virtual stages are asked for), one
+    // microbatch per stage.
+    if (out.schedule == Schedule::None)
+      out.schedule = out.virtualStages > 1 ? Schedule::Interleaved : Schedule::OneFOneB;
+    if (!seen["pp_virtual"] && out.schedule == Schedule::Interleaved)
+      out.virtualStages = 2;
+    if (!seen["microbatches"])
+      out.microbatches = out.pp;
+    // Pipeline stages run tp without sequence parallelism or the
+    // vocabulary-parallel loss (not combined yet): off unless asked for,
+    // and asking is refused by checkExecutable.
+    if (!seen["tp_sp"])
+      out.tpSp = false;
+    if (!seen["loss_parallel"])
+      out.lossParallel = false;
+  }
   return true;
 }
 
@@ -236,13 +286,22 @@ std::string meshPlanName(const Plan &p) {
   add("pp", p.pp);
   if (s.empty())
     return "1";
-  // The choices that differ from the defaults, where they apply.
+  if (p.pp > 1) {
+    s += ",pp_schedule=" + (p.scheduleFile.empty() ? std::string(scheduleName(p.schedule))
+                                                    : p.scheduleFile);
+    if (p.virtualStages > 1)
+      s += ",pp_virtual=" + std::to_string(p.virtualStages);
+    s += ",microbatches=" + std::to_string(p.microbatches);
+  }
+  // The choices that differ from the defaults, where they apply (sequence
+  // and loss parallelism are on by default, except in pipeline plans).
+  bool tpChoices = p.pp == 1;
   if (p.cp > 1 && p.cpRotate == CpRotate::Ring)
     s += ",cp_rotate=ring";
-  if (p.tp > 1 && !p.tpSp)
-    s += ",tp_sp=off";
-  if (p.tp > 1 && !p.lossParallel)
-    s += ",loss_parallel=off";
+  if (p.tp > 1 && p.tpSp != tpChoices)
+    s += p.tpSp ? ",tp_sp=on" : ",tp_sp=off";
+  if (p.tp > 1 && p.lossParallel != tpChoices)
+    s += p.lossParallel ? ",loss_parallel=on" : ",loss_parallel=off";
   return s;
 }
 
@@ -264,9 +323,15 @@ std::string checkWorldSize(const Plan &p, int worldSize) {
 }
 
 std::string checkExecutable(const Plan &p) {
-  // pp has no passes yet (a later issue).
-  if (p.pp > 1)
-    return "plan '" + meshPlanName(p) + "': pp (pipeline parallel) is not executable yet";
+  // Pipeline stages of context-parallel ranks, or of tp ranks with
+  // sequence parallelism or the vocabulary-parallel loss: not combined yet.
+  if (p.pp > 1 && p.cp > 1)
+    return "plan '" + meshPlanName(p) + "': pp (pipeline parallel) with cp (context parallel) is "
+           "not executable yet";
+  if (p.pp > 1 && p.tp > 1 && (p.tpSp || p.lossParallel))
+    return "plan '" + meshPlanName(p) + "': pp (pipeline parallel) with " +
+           (p.tpSp ? "tp_sp=on (sequence parallel)" : "loss_parallel=on (vocabulary-parallel loss)") +
+           " is not executable yet";
   return "";
 }
 

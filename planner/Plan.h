@@ -18,7 +18,7 @@
 
 namespace loom::planner {
 
-enum class Schedule : uint8_t { None, GPipe, OneFOneB, Interleaved };
+enum class Schedule : uint8_t { None, GPipe, OneFOneB, Interleaved, ZeroBubble };
 enum class Checkpoint : uint8_t { None, Selective, Full };
 const char *scheduleName(Schedule s);
 const char *checkpointName(Checkpoint c);
@@ -32,7 +32,8 @@ struct Plan {
   int dpReplicate = 1, dpShard = 1, cp = 1, tp = 1, pp = 1;
   // Issue 18 (loom train/verify --plan): cp's rotation, and with tp > 1
   // Megatron sequence parallelism and the vocabulary-parallel loss (both
-  // on unless the plan says tp_sp=off or loss_parallel=off).
+  // on unless the plan says tp_sp=off or loss_parallel=off; parseMeshPlan
+  // turns them off in pipeline plans, which do not run them yet).
   CpRotate cpRotate = CpRotate::AllGather;
   bool tpSp = true, lossParallel = true;
   Schedule schedule = Schedule::None;
@@ -40,6 +41,7 @@ struct Plan {
   int microbatches = 1;  // per optimizer step, per data-parallel rank
   Checkpoint checkpoint = Checkpoint::None;
   bool fp8 = false;
+  std::string scheduleFile; // pp_schedule=FILE.csv: a custom schedule (loom train)
 
   int gpus() const { return dpReplicate * dpShard * cp * tp * pp; }
   int dp() const { return dpReplicate * dpShard; }
@@ -55,6 +57,7 @@ struct PlanRequest {
   int64_t globalBatch = 0;  // sequences per optimizer step; 0: microbatch * gpus
   bool allowBf16 = true, allowFp8 = true;
   int maxVirtualStages = 4;
+  int activationBytes = 2; // bytes per saved activation element (2: bf16 autocast; 4: an fp32 run)
 };
 
 /// Every ordered factorization (dpr, dps, cp, tp, pp) of n.
@@ -75,13 +78,20 @@ bool planMatches(const Plan &p, const PlanFilter &f);
 /// --plans`: "dp_replicate=R,dp_shard=S,cp=C,tp=T,pp=P" in any order, each
 /// key at most once, missing keys 1; "1" alone is the one-device plan.
 /// Also cp_rotate=allgather|ring, tp_sp=on|off, loss_parallel=on|off.
-/// Only the mesh factors are read (schedule and the rest keep defaults).
+/// With pp > 1 the pipeline keys pp_schedule=gpipe|1f1b|interleaved|zb
+/// (or a .csv file of a custom schedule; default 1f1b), pp_virtual=V
+/// (stages per rank; default 1, 2 for interleaved) and microbatches=M
+/// (default pp) may follow; they are refused without pp > 1, and with
+/// them tp_sp and loss_parallel default to off. The planner's other choices
+/// (checkpoint policy, fp8) keep their defaults.
 /// False with a one-line `err` on an unknown key, a repeated key or a value
 /// that is not a positive integer.
 bool parseMeshPlan(const std::string &text, Plan &out, std::string &err);
 
 /// "dp_replicate=2,dp_shard=2" (factors above 1 only; "1" for one device;
-/// then cp_rotate=ring, tp_sp=off, loss_parallel=off where they apply).
+/// then pp_schedule, pp_virtual and microbatches with pp > 1, and
+/// cp_rotate, tp_sp and loss_parallel where they apply and differ from the
+/// defaults).
 std::string meshPlanName(const Plan &p);
 
 /// Checks that the plan's factors multiply to `worldSize`; the message
@@ -90,8 +100,9 @@ std::string meshPlanName(const Plan &p);
 std::string checkWorldSize(const Plan &p, int worldSize);
 
 /// Which mesh axes the SPMD passes and executors can run today: data
-/// parallelism (dp_replicate, dp_shard), cp and tp. Empty when runnable, else a
-/// one-line reason naming the axis.
+/// parallelism (dp_replicate, dp_shard), cp, tp and pp, but not pp with cp
+/// or with tp's sequence parallelism or vocabulary-parallel loss.
+/// Empty when runnable, else a one-line reason naming the axes.
 std::string checkExecutable(const Plan &p);
 
 } // namespace loom::planner

@@ -44,6 +44,8 @@ std::string groupName(int layer, int numLayers) {
 std::string scheduleLabel(const Plan &p) {
   if (p.schedule == Schedule::Interleaved)
     return "interl-v" + std::to_string(p.virtualStages);
+  if (p.schedule == Schedule::ZeroBubble && p.virtualStages == 2)
+    return "zbv";
   return p.schedule == Schedule::None ? "-" : scheduleName(p.schedule);
 }
 
@@ -107,6 +109,16 @@ json::Value planJson(const PlanEstimate &e) {
   t.set("compute", e.time.compute);
   t.set("comm", e.time.comm);
   t.set("bubble", e.time.bubble);
+  if (!e.bubbleFraction.empty()) {
+    json::Value idle = json::Value::array();
+    for (double f : e.bubbleFraction) idle.push(f);
+    t.set("idle_fraction_per_pipeline_rank", idle);
+  }
+  if (!e.activationsPerRank.empty()) {
+    json::Value act = json::Value::array();
+    for (double b : e.activationsPerRank) act.push(b);
+    o.set("activations_per_pipeline_rank", act);
+  }
   t.set("optimizer", e.time.optimizer);
   t.set("total", e.time.total());
   o.set("time", t);
@@ -391,7 +403,7 @@ void printExplain(std::ostream &os, const CostModel &cm, const PlanEstimate &e, 
   os << "\npipeline: " << p.pp << " stage(s)";
   if (p.pp > 1)
     os << ", schedule " << scheduleName(p.schedule)
-       << (p.schedule == Schedule::Interleaved ? " with " + std::to_string(p.virtualStages) + " chunks per rank" : "");
+       << (p.virtualStages > 1 ? " with " + std::to_string(p.virtualStages) + " chunks per rank" : "");
   os << ", " << p.microbatches << " microbatch(es) of " << m.batch << " x " << m.seq
      << " per step per data-parallel rank\n";
   for (size_t d = 0; d < e.deviceGroups.size(); ++d) {
@@ -399,7 +411,10 @@ void printExplain(std::ostream &os, const CostModel &cm, const PlanEstimate &e, 
     for (int g : e.deviceGroups[d])
       groups += (groups.empty() ? " " : ", ") + groupName(g, m.numLayers);
     os << "  rank " << d << ":" << groups;
-    os << fmt("  (activations of %.2f microbatch(es) in flight)\n", cm.inFlight(int(d), p));
+    os << fmt("  (activations of %.2f microbatch(es) in flight", cm.inFlight(int(d), p));
+    if (d < e.bubbleFraction.size())
+      os << fmt("; idle %.1f%% of the step's pipeline time", 100 * e.bubbleFraction[d]);
+    os << ")\n";
   }
 
   os << "\nsharding (parameter: full shape -> shape on each GPU after tp";

@@ -24,11 +24,13 @@
 #    dQ with atomics, so bit-for-bit checks run on loom's kernels:
 #  - device-ranks: DeviceMemoryCommunicator.* (every collective of simulated
 #    ranks on one GPU equals the CPU's bit for bit, overlap, a failing rank,
-#    the memory check before allocating);
+#    the memory check before allocating) and PointToPoint.DeviceMemory*
+#    (the pipeline's grouped send/recv between them);
 #  - tensorboard-reader: TensorBoard's EventAccumulator reads every
 #    scalar of every step of `loom train --tensorboard` (CUDA run);
 #  - nccl-world-1: the NCCL communicator as a world of one (rendezvous,
-#    every collective opcode, async-error polling, abort);
+#    every collective opcode, async-error polling, abort, a send/recv group
+#    to itself: PointToPoint.Nccl*);
 #  - per model: spmd-<m>-cuda, the plans 1, dp_replicate=2, dp_shard=2,
 #    tp=2, dp_replicate=2,dp_shard=2, dp_shard=2,tp=2 and dp_shard=4 as
 #    simulated ranks on the GPU (loom verify --backend cuda), fp32, 20 steps:
@@ -97,14 +99,14 @@ else
   report unit FAIL "see below"; grep -E 'FAILED|Failure|error|seed' "$OUT/unit.log" | head -20
 fi
 
-if "$UNIT" --gtest_filter='DeviceMemoryCommunicator.*' > "$OUT/device-ranks.log" 2>&1; then
+if "$UNIT" --gtest_filter='DeviceMemoryCommunicator.*:PointToPoint.DeviceMemory*' > "$OUT/device-ranks.log" 2>&1; then
   report device-ranks PASS "$(grep -c '^\[       OK \]' "$OUT/device-ranks.log") tests of simulated ranks on one GPU"
 else
   report device-ranks FAIL "see below"; grep -E 'FAILED|Failure|error' "$OUT/device-ranks.log" | head -20
 fi
-if env NCCL_NVLS_ENABLE=0 "$UNIT" --gtest_filter='NcclCommunicator.*' > "$OUT/nccl.log" 2>&1 &&
+if env NCCL_NVLS_ENABLE=0 "$UNIT" --gtest_filter='NcclCommunicator.*:PointToPoint.Nccl*' > "$OUT/nccl.log" 2>&1 &&
    grep -q '^\[       OK \]' "$OUT/nccl.log"; then
-  report nccl-world-1 PASS "world of one: every collective opcode, abort ($(ls /usr/lib/x86_64-linux-gnu/libnccl.so.2.* 2>/dev/null | sed 's/.*libnccl.so.//' | head -1))"
+  report nccl-world-1 PASS "world of one: every collective opcode, send/recv, abort ($(ls /usr/lib/x86_64-linux-gnu/libnccl.so.2.* 2>/dev/null | sed 's/.*libnccl.so.//' | head -1))"
 else
   report nccl-world-1 FAIL "see below"; grep -E 'FAILED|Failure|error|SKIPPED' "$OUT/nccl.log" | head -20
 fi

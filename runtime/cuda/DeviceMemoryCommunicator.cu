@@ -28,13 +28,23 @@
 // run equals the CPU backend's collectives bit for bit. Gathers and
 // scatters along an inner dim stage through the same [group][outer][chunk]
 // buffer NCCL uses, so a rank allocates what one process per GPU would.
+//
+// Point-to-point transfers (sendRecv, enqueueSendRecv) meet in per-pair
+// queues on the host, in posting order. Each call records a ready event on
+// its stream (what it sends is written, what it receives may be
+// overwritten); a matched pair is one device-to-device copy on the
+// receiver's communication stream after both ready events, and a done
+// event both sides' streams then wait on. The call returns once all of its
+// transfers are matched (NCCL's group semantics), before the bytes move.
 //===----------------------------------------------------------------------===//
 #include "cuda/StreamCommunicator.h"
 #include "lib/Diagnostics.h"
 #include "loom/runtime/DeviceMemoryCommunicator.h"
 
 #include <condition_variable>
+#include <deque>
 #include <map>
+#include <memory>
 #include <mutex>
 
 namespace loom::rt {
@@ -106,6 +116,7 @@ public:
       for (cudaEvent_t e : r.done) cudaEventDestroy(e);
       if (r.staging) cudaFree(r.staging);
       if (r.comm) cudaStreamDestroy(r.comm);
+      if (r.host) cudaStreamDestroy(r.host);
     }
   }
 
@@ -116,8 +127,8 @@ public:
     if (rank < 0 || rank >= worldSize())
       return fail(err, cat("rank ", rank, " is outside the ", worldSize(), "-rank world"));
     Rank &r = ranks_[size_t(rank)];
-    cudaError_t e = cudaStreamCreateWithFlags(&r.comm, cudaStreamNonBlocking);
-    if (e != cudaSuccess)
+    cudaError_t e = cudaSuccess;
+    if (!r.comm && (e = cudaStreamCreateWithFlags(&r.comm, cudaStreamNonBlocking)) != cudaSuccess)
       return fail(err, cudaErr("cannot create a communication stream", e));
     for (const Instr &I : p.instrs) {
       if (!isCollectiveOp(I.op))
@@ -292,6 +303,79 @@ public:
     return true;
   }
 
+  bool enqueueSendRecv(int rank, const std::vector<P2POp> &ops, cudaStream_t stream,
+                       std::string &err) override {
+    if (rank < 0 || rank >= worldSize())
+      return fail(err, cat("rank ", rank, " is outside the ", worldSize(), "-rank world"));
+    for (const P2POp &op : ops)
+      if (op.peer < 0 || op.peer >= worldSize())
+        return fail(err, cat("rank ", rank, ": peer ", op.peer, " is outside the ", worldSize(),
+                             "-rank world"));
+    Rank &r = ranks_[size_t(rank)];
+    cudaError_t e = cudaSuccess;
+    if (!r.comm && (e = cudaStreamCreateWithFlags(&r.comm, cudaStreamNonBlocking)) != cudaSuccess)
+      return failAndAbort(rank, err, cudaErr("cannot create a communication stream", e));
+    // What this call sends is written and what it receives is free once
+    // `stream` reaches here.
+    cudaEvent_t raw = nullptr;
+    if ((e = cudaEventCreateWithFlags(&raw, cudaEventDisableTiming)) != cudaSuccess ||
+        (e = cudaEventRecord(raw, stream)) != cudaSuccess)
+      return failAndAbort(rank, err, cudaErr("recording a transfer's ready event", e));
+    auto ready = sharedEvent(raw);
+    std::vector<std::shared_ptr<CUevent_st>> done(ops.size());
+    std::unique_lock<std::mutex> lock(m_);
+    if (aborted_)
+      return fail(err, abortWhy_);
+    for (size_t k = 0; k < ops.size(); ++k) {
+      const P2POp &op = ops[k];
+      Posted posted{op.send, op.recv, op.bytes, ready, &done[k]};
+      if (op.kind == P2POp::Kind::Send)
+        sends_[{rank, op.peer}].push_back(posted);
+      else
+        recvs_[{op.peer, rank}].push_back(posted);
+    }
+    for (const P2POp &op : ops) {
+      int from = op.kind == P2POp::Kind::Send ? rank : op.peer;
+      int to = op.kind == P2POp::Kind::Send ? op.peer : rank;
+      if (!match(from, to, err)) {
+        if (!aborted_) {
+          aborted_ = true;
+          abortWhy_ = cat("rank ", rank, ": ", err);
+        }
+        cv_.notify_all();
+        return false;
+      }
+    }
+    cv_.notify_all();
+    cv_.wait(lock, [&] {
+      if (aborted_) return true;
+      for (const auto &d : done)
+        if (!d) return false;
+      return true;
+    });
+    if (aborted_)
+      return fail(err, abortWhy_);
+    lock.unlock();
+    for (const auto &d : done)
+      if ((e = cudaStreamWaitEvent(stream, d.get(), 0)) != cudaSuccess)
+        return failAndAbort(rank, err, cudaErr("ordering work after a transfer", e));
+    return true;
+  }
+
+  bool sendRecv(int rank, const std::vector<P2POp> &ops, std::string &err) override {
+    if (rank < 0 || rank >= worldSize())
+      return fail(err, cat("rank ", rank, " is outside the ", worldSize(), "-rank world"));
+    Rank &r = ranks_[size_t(rank)];
+    cudaError_t e = cudaSuccess;
+    if (!r.host && (e = cudaStreamCreateWithFlags(&r.host, cudaStreamNonBlocking)) != cudaSuccess)
+      return failAndAbort(rank, err, cudaErr("cannot create a stream for host transfers", e));
+    if (!enqueueSendRecv(rank, ops, r.host, err))
+      return false;
+    if ((e = cudaStreamSynchronize(r.host)) != cudaSuccess)
+      return failAndAbort(rank, err, cudaErr("a point-to-point transfer failed", e));
+    return true;
+  }
+
   bool collective(int rank, const Instr &, const std::vector<int64_t> &,
                   const std::vector<int64_t> &, const float *, float *,
                   std::string &err) override {
@@ -316,8 +400,52 @@ public:
   uint64_t deviceBytes(int rank) const override { return ranks_[size_t(rank)].stagingBytes; }
 
 private:
+  /// A posted, not yet matched transfer (one direction of a rank pair).
+  struct Posted {
+    const void *send = nullptr;
+    void *recv = nullptr;
+    uint64_t bytes = 0;
+    std::shared_ptr<CUevent_st> ready;       // the posting call's
+    std::shared_ptr<CUevent_st> *done = nullptr; // set when matched (in the call's frame)
+  };
+
+  static std::shared_ptr<CUevent_st> sharedEvent(cudaEvent_t e) {
+    return std::shared_ptr<CUevent_st>(e, [](cudaEvent_t x) { cudaEventDestroy(x); });
+  }
+
+  /// Pairs the oldest unmatched send from `from` to `to` with the oldest
+  /// receive, as long as both exist: a copy on the receiver's
+  /// communication stream after both calls' ready events. Holding m_.
+  bool match(int from, int to, std::string &err) {
+    std::deque<Posted> &s = sends_[{from, to}], &r = recvs_[{from, to}];
+    while (!s.empty() && !r.empty()) {
+      Posted send = s.front(), recv = r.front();
+      uint64_t k = matched_[{from, to}]++;
+      if (send.bytes != recv.bytes)
+        return fail(err, cat("transfer #", k, " from rank ", from, " to rank ", to, ": rank ", from,
+                             " sends ", send.bytes, " bytes, rank ", to, " receives ", recv.bytes));
+      cudaStream_t on = ranks_[size_t(to)].comm;
+      cudaEvent_t raw = nullptr;
+      cudaError_t e = cudaStreamWaitEvent(on, send.ready.get(), 0);
+      if (e == cudaSuccess) e = cudaStreamWaitEvent(on, recv.ready.get(), 0);
+      if (e == cudaSuccess && send.bytes)
+        e = cudaMemcpyAsync(recv.recv, send.send, size_t(send.bytes), cudaMemcpyDeviceToDevice, on);
+      if (e == cudaSuccess) e = cudaEventCreateWithFlags(&raw, cudaEventDisableTiming);
+      if (e == cudaSuccess) e = cudaEventRecord(raw, on);
+      if (e != cudaSuccess) {
+        if (raw) cudaEventDestroy(raw);
+        return fail(err, cudaErr("a point-to-point copy", e));
+      }
+      *send.done = *recv.done = sharedEvent(raw);
+      s.pop_front();
+      r.pop_front();
+    }
+    return true;
+  }
+
   struct Rank {
     cudaStream_t comm = nullptr;
+    cudaStream_t host = nullptr; // sendRecv's own stream
     std::vector<std::vector<int>> groups;   // per collective: the group, rank order
     std::vector<char> staged;               // per collective: through staging
     std::vector<cudaEvent_t> ready, done;   // per collective
@@ -340,6 +468,8 @@ private:
   }
 
   std::vector<Rank> ranks_;
+  std::map<std::pair<int, int>, std::deque<Posted>> sends_, recvs_; // per (from, to)
+  std::map<std::pair<int, int>, uint64_t> matched_;
   mutable std::mutex m_;
   std::condition_variable cv_;
   bool aborted_ = false;

@@ -25,6 +25,11 @@
 // through a scratch buffer [group][outer][chunk] and strided 2-D copies.
 // Results are NCCL's (ring or tree order, f32 sums): deterministic for a
 // fixed topology, not bit-identical to the CPU communicators.
+//
+// Point-to-point transfers (pipeline parallelism) are one NCCL group of
+// ncclSend/ncclRecv on the world communicator (peers are world ranks),
+// bytes as ncclUint8; NCCL matches a pair's transfers in posting order,
+// which is loom's contract.
 //===----------------------------------------------------------------------===//
 #include "cuda/StreamCommunicator.h"
 #include "lib/Diagnostics.h"
@@ -55,6 +60,7 @@ public:
       if (world_) ncclCommDestroy(world_);
     }
     if (scratch_) cudaFree(scratch_);
+    if (p2pStream_) cudaStreamDestroy(p2pStream_);
   }
 
   int worldSize() const override { return rv_.worldSize(); }
@@ -221,6 +227,50 @@ public:
                   deadline, "ncclReduceScatter", err);
   }
 
+  bool enqueueSendRecv(int rank, const std::vector<P2POp> &ops, cudaStream_t stream,
+                       std::string &err) override {
+    if (aborted_) {
+      err = "the NCCL communicator was aborted (an earlier failure); the job cannot go on";
+      return false;
+    }
+    if (rank != rv_.rank()) {
+      err = cat("this process is rank ", rv_.rank(), ", not ", rank);
+      return false;
+    }
+    for (const P2POp &op : ops)
+      if (op.peer < 0 || op.peer >= rv_.worldSize()) {
+        err = cat("rank ", rank, ": peer ", op.peer, " is outside the ", rv_.worldSize(),
+                  "-rank world");
+        return false;
+      }
+    auto deadline = Clock::now() + seconds();
+    ncclResult_t r = ncclGroupStart();
+    for (const P2POp &op : ops) {
+      if (r != ncclSuccess)
+        break;
+      r = op.kind == P2POp::Kind::Send
+              ? ncclSend(op.send, size_t(op.bytes), ncclUint8, op.peer, world_, stream)
+              : ncclRecv(op.recv, size_t(op.bytes), ncclUint8, op.peer, world_, stream);
+    }
+    // The group is closed even after a failed call, so NCCL's state stays
+    // consistent; the first failure is the one reported.
+    ncclResult_t end = ncclGroupEnd();
+    if (r == ncclSuccess || r == ncclInProgress)
+      r = end;
+    return settle(world_, r, deadline, "ncclSend/ncclRecv (point-to-point group)", err);
+  }
+
+  bool sendRecv(int rank, const std::vector<P2POp> &ops, std::string &err) override {
+    if (!p2pStream_) {
+      if (cudaError_t e = cudaStreamCreateWithFlags(&p2pStream_, cudaStreamNonBlocking);
+          e != cudaSuccess) {
+        err = cat("cannot create a stream for point-to-point transfers: ", cudaGetErrorString(e));
+        return false;
+      }
+    }
+    return enqueueSendRecv(rank, ops, p2pStream_, err) && wait(rank, p2pStream_, err);
+  }
+
   bool wait(int, cudaStream_t stream, std::string &err) override {
     auto deadline = Clock::now() + seconds();
     while (true) {
@@ -344,6 +394,7 @@ private:
   std::map<int64_t, ncclComm_t> groups_; // by axes mask
   void *scratch_ = nullptr;
   uint64_t scratchBytes_ = 0;
+  cudaStream_t p2pStream_ = nullptr; // sendRecv's own stream
   bool aborted_ = false, peerFailed_ = false;
 };
 

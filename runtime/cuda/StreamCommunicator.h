@@ -46,6 +46,15 @@ public:
   /// executor's stream itself (NCCL).
   virtual bool join(int rank, int k, cudaStream_t stream, std::string &err) = 0;
 
+  /// Enqueues the grouped point-to-point transfers `ops` (device pointers;
+  /// Communicator::sendRecv's semantics) of `rank` after the work already
+  /// on `stream`, and makes `stream` wait for them: later work on `stream`
+  /// sees the received bytes and may overwrite the sent ones. Returns once
+  /// every transfer is posted and matched (group semantics: blocks on the
+  /// host until the peers have posted theirs), not when the bytes moved.
+  virtual bool enqueueSendRecv(int rank, const std::vector<P2POp> &ops, cudaStream_t stream,
+                               std::string &err) = 0;
+
   /// Blocks until `stream` is idle. On a failure (an NCCL error, a peer
   /// gone, the timeout, another rank's abort) fails with an error naming
   /// the cause instead of blocking forever.

@@ -9,6 +9,11 @@
 
 namespace loom::rt {
 
+bool Communicator::sendRecv(int, const std::vector<P2POp> &, std::string &err) {
+  err = std::string("the ") + transport() + " communicator has no point-to-point transfers";
+  return false;
+}
+
 int64_t Communicator::meshSize(const std::vector<int64_t> &ints) {
   int64_t world = 1;
   for (int a = 0; a < kMeshAxes; ++a) world *= ints[2 + a];

@@ -10,11 +10,14 @@
 
 #include <sys/socket.h>
 
+#include <algorithm>
+#include <cstring>
+
 namespace loom::rt {
 
 using namespace net;
 
-enum : uint32_t { kPeerHello = 20, kCollective = 21 };
+enum : uint32_t { kPeerHello = 20, kCollective = 21, kPointToPoint = 22 };
 
 struct SocketCommunicator::Impl {
   std::vector<Fd> peers; // by rank; peers[rank_] unused
@@ -57,6 +60,8 @@ std::unique_ptr<SocketCommunicator> SocketCommunicator::create(Rendezvous &rv, d
   Impl &im = *c->impl_;
   im.peers.resize(size_t(c->world_));
   im.received.resize(size_t(c->world_));
+  c->sentTo_.assign(size_t(c->world_), 0);
+  c->receivedFrom_.assign(size_t(c->world_), 0);
   Fd listener;
   int port = 0;
   std::string why;
@@ -154,11 +159,12 @@ bool SocketCommunicator::collective(int rank, const Instr &I, const std::vector<
     err = cat(opcodeName(I.op), " is not a collective");
     return false;
   }
-  uint64_t seq = ++seq_;
+  std::vector<int> group = groupOf(rank_, I.ints);
+  ++seq_;
+  uint64_t seq = ++groupSeq_[group];
   uint64_t check = instrHash(I);
   int64_t n = count(inShape);
   uint64_t bytes = uint64_t(n) * 4;
-  std::vector<int> group = groupOf(rank_, I.ints);
   std::vector<Transfer> ts;
   int me = 0;
   for (size_t g = 0; g < group.size(); ++g) {
@@ -188,30 +194,120 @@ bool SocketCommunicator::collective(int rank, const Instr &I, const std::vector<
     };
     ts.push_back(std::move(t));
   }
-  size_t bad = 0;
-  std::string why;
-  Failure f = exchange(ts, Deadline::after(timeoutS_), bad, why);
-  if (f != Failure::None) {
-    if (aborted_) {
-      std::lock_guard<std::mutex> lk(m_);
-      err = abortWhy_;
-      return false;
-    }
-    peerFailed_ = true;
-    if (f == Failure::Timeout)
-      err = cat("rank", pending(ts).find(',') == std::string::npos ? " " : "s ", pending(ts),
-                " did not take part within ", timeoutS_, " s (hung, or stuck elsewhere)");
-    else if (f == Failure::Closed)
-      err = cat("rank ", ts[bad].peer, " closed its connection (it exited or died)");
-    else
-      err = cat("with rank ", ts[bad].peer, ": ", why);
+  if (!run(ts, "take part", "stuck elsewhere", err))
     return false;
-  }
   std::vector<const float *> inputs;
   for (int peer : group)
     inputs.push_back(peer == rank_ ? in : impl_->received[size_t(peer)].data());
   compute(I, inShape, outShape, inputs, me, out);
   return true;
+}
+
+bool SocketCommunicator::sendRecv(int rank, const std::vector<P2POp> &ops, std::string &err) {
+  if (aborted_) {
+    std::lock_guard<std::mutex> lk(m_);
+    err = abortWhy_;
+    return false;
+  }
+  if (rank != rank_) {
+    err = cat("this process is rank ", rank_, ", not ", rank);
+    return false;
+  }
+  // Per peer, its sends and receives in posting order; transfers to this
+  // rank itself are copies within the call.
+  std::vector<std::vector<const P2POp *>> sends, recvs;
+  sends.resize(size_t(world_));
+  recvs.resize(size_t(world_));
+  for (const P2POp &op : ops) {
+    if (op.peer < 0 || op.peer >= world_) {
+      err = cat("rank ", rank_, ": peer ", op.peer, " is outside the ", world_, "-rank world");
+      return false;
+    }
+    (op.kind == P2POp::Kind::Send ? sends : recvs)[size_t(op.peer)].push_back(&op);
+  }
+  std::vector<const P2POp *> &selfSends = sends[size_t(rank_)], &selfRecvs = recvs[size_t(rank_)];
+  if (selfSends.size() != selfRecvs.size()) {
+    err = cat("rank ", rank_, " sends ", selfSends.size(), " and receives ", selfRecvs.size(),
+              " transfers to and from itself in one call; they must pair up");
+    return false;
+  }
+  for (size_t k = 0; k < selfSends.size(); ++k) {
+    if (selfSends[k]->bytes != selfRecvs[k]->bytes) {
+      err = cat("rank ", rank_, " sends itself ", selfSends[k]->bytes, " bytes into a receive of ",
+                selfRecvs[k]->bytes);
+      return false;
+    }
+    std::memcpy(selfRecvs[k]->recv, selfSends[k]->send, size_t(selfSends[k]->bytes));
+  }
+  selfSends.clear();
+  selfRecvs.clear();
+  // Round k: the k-th send to and the k-th receive from every peer, one
+  // frame each way per connection, all peers at once.
+  size_t rounds = 0;
+  for (int p = 0; p < world_; ++p)
+    rounds = std::max({rounds, sends[size_t(p)].size(), recvs[size_t(p)].size()});
+  for (size_t k = 0; k < rounds; ++k) {
+    std::vector<Transfer> ts;
+    for (int p = 0; p < world_; ++p) {
+      const P2POp *send = k < sends[size_t(p)].size() ? sends[size_t(p)][k] : nullptr;
+      const P2POp *recv = k < recvs[size_t(p)].size() ? recvs[size_t(p)][k] : nullptr;
+      if (!send && !recv)
+        continue;
+      Transfer t;
+      t.fd = impl_->peers[size_t(p)].get();
+      t.peer = p;
+      if (send) {
+        t.send = true;
+        t.sendHeader.kind = kPointToPoint;
+        t.sendHeader.tag = sentTo_[size_t(p)]++;
+        t.sendHeader.bytes = send->bytes;
+        t.sendData = send->send;
+      }
+      if (recv) {
+        t.recv = true;
+        uint64_t want = receivedFrom_[size_t(p)]++, bytes = recv->bytes;
+        void *into = recv->recv;
+        t.place = [p, want, bytes, into, this](const Frame &h, std::string &e) -> void * {
+          if (h.kind != kPointToPoint || h.tag != want || h.bytes != bytes) {
+            e = h.kind != kPointToPoint
+                    ? cat("rank ", p, " sent a collective where this rank expected its transfer #",
+                          want)
+                    : cat("rank ", p, "'s transfer #", h.tag, " has ", h.bytes, " bytes; rank ",
+                          rank_, " expected transfer #", want, " of ", bytes, " bytes");
+            return nullptr;
+          }
+          return into;
+        };
+      }
+      ts.push_back(std::move(t));
+    }
+    if (!run(ts, "complete a point-to-point transfer", "waiting elsewhere", err))
+      return false;
+  }
+  return true;
+}
+
+bool SocketCommunicator::run(std::vector<net::Transfer> &ts, const char *what,
+                             const char *elsewhere, std::string &err) {
+  size_t bad = 0;
+  std::string why;
+  Failure f = exchange(ts, Deadline::after(timeoutS_), bad, why);
+  if (f == Failure::None)
+    return true;
+  if (aborted_) {
+    std::lock_guard<std::mutex> lk(m_);
+    err = abortWhy_;
+    return false;
+  }
+  peerFailed_ = true;
+  if (f == Failure::Timeout)
+    err = cat("rank", pending(ts).find(',') == std::string::npos ? " " : "s ", pending(ts),
+              " did not ", what, " within ", timeoutS_, " s (hung, or ", elsewhere, ")");
+  else if (f == Failure::Closed)
+    err = cat("rank ", ts[bad].peer, " closed its connection (it exited or died)");
+  else
+    err = cat("with rank ", ts[bad].peer, ": ", why);
+  return false;
 }
 
 } // namespace loom::rt

@@ -12,6 +12,7 @@
 // checkpoint or an export. The loss, grad norm and lr are all-reduced, so
 // every rank reads them locally.
 //===----------------------------------------------------------------------===//
+#include "PipelineRunner.h"
 #include "RankSlices.h"
 #include "SequencePlan.h"
 #include "StepRunner.h"
@@ -107,13 +108,10 @@ public:
     if (!stale_)
       return true;
     size_t P = st.params.size();
-    std::vector<std::vector<float>> params(P);
-    for (size_t i = 0; i < P; ++i) params[i].resize(st.params[i].value.size());
-    if (!gatherToRankZero(st, 3, params, err) || !gatherToRankZero(st, 3 + P, st.expAvg, err) ||
-        !gatherToRankZero(st, 3 + 2 * P, st.expAvgSq, err))
+    if (!gatherTrainState(st, rv_->rank() == 0, [&](int kind, std::vector<std::vector<float>> &full) {
+          return gatherToRankZero(st, 3 + size_t(kind) * P, full, err);
+        }))
       return false;
-    if (rv_->rank() == 0)
-      for (size_t i = 0; i < P; ++i) st.params[i].value = std::move(params[i]);
     stale_ = false;
     return true;
   }
@@ -197,6 +195,9 @@ std::unique_ptr<StepRunner> StepRunner::createDistributed(const TrainProgram &tp
           std::to_string(rv->worldSize()) + " processes";
     return nullptr;
   }
+  if (tp.pipeline)
+    return createDistributedPipelineRunner(tp, threads, backend, std::move(rv), localRanks,
+                                           collectiveTimeoutS, err);
   std::unique_ptr<rt::Communicator> comm;
   if (backend == "cpu")
     comm = rt::SocketCommunicator::create(*rv, collectiveTimeoutS, err);

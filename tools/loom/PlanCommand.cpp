@@ -146,6 +146,8 @@ int runPlan(int argc, char **argv) {
   args.flag("seq", "sequence length");
   args.flag("global-batch", "sequences per optimizer step (default: batch x gpus)");
   args.flag("precision", "bf16 or fp8 to consider only that (default: both)");
+  args.flag("activation-bytes", "bytes per saved activation element: 2 (bf16 autocast) or 4 (to "
+            "compare with an fp32 run)", false, "2");
   args.flag("top", "plans in the table", false, "10");
   args.flag("rejected", "rejected plans listed with their reasons", false, "8");
   args.flag("explain", "PLAN: a rank from the table or a plan id, whole or in part (tp=2,pp=2)");
@@ -209,6 +211,9 @@ int runPlan(int argc, char **argv) {
     req.allowBf16 = p == "bf16";
     req.allowFp8 = p == "fp8";
   }
+  if (args.get("activation-bytes") != "2" && args.get("activation-bytes") != "4")
+    return fail("plan", "--activation-bytes must be 2 or 4, not '" + args.get("activation-bytes") + "'");
+  req.activationBytes = int(args.getInt("activation-bytes"));
   ReportOptions opts;
   int64_t top = 0, rejected = 0;
   if (!positiveInt(args.get("top"), top))

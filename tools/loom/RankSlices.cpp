@@ -103,4 +103,16 @@ bool assembleFull(const TrainProgram &tp, const ParamSlot &slot, std::vector<flo
   return true;
 }
 
+bool gatherTrainState(TrainState &st, bool holdsFull,
+                      const std::function<bool(int, std::vector<std::vector<float>> &)> &gather) {
+  size_t P = st.params.size();
+  std::vector<std::vector<float>> params(P);
+  for (size_t i = 0; i < P; ++i) params[i].resize(st.params[i].value.size());
+  if (!gather(0, params) || !gather(1, st.expAvg) || !gather(2, st.expAvgSq))
+    return false;
+  if (holdsFull)
+    for (size_t i = 0; i < P; ++i) st.params[i].value = std::move(params[i]);
+  return true;
+}
+
 } // namespace loom::tools

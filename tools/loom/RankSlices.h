@@ -13,6 +13,7 @@
 #ifndef LOOM_TOOLS_RANKSLICES_H
 #define LOOM_TOOLS_RANKSLICES_H
 
+#include "Checkpoint.h"
 #include "TrainProgram.h"
 
 #include <functional>
@@ -36,6 +37,13 @@ size_t localSize(const TrainProgram &tp, const ParamSlot &slot);
 /// distinct piece. False when a getPiece does.
 bool assembleFull(const TrainProgram &tp, const ParamSlot &slot, std::vector<float> &full,
                   const std::function<bool(int shard, int t, std::vector<float> &piece)> &getPiece);
+
+/// Refreshes `st` from a gather per kind of state (0: parameter values,
+/// 1: exp_avg, 2: exp_avg_sq), each filling one full tensor per parameter
+/// (already sized); the values land in `st` only where `holdsFull` (rank 0
+/// of a multi-process job). False when a gather is.
+bool gatherTrainState(TrainState &st, bool holdsFull,
+                      const std::function<bool(int kind, std::vector<std::vector<float>> &full)> &gather);
 
 } // namespace loom::tools
 

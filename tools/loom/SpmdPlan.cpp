@@ -4,6 +4,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "SpmdPlan.h"
+#include "PipelinePlan.h"
 #include "SequencePlan.h"
 #include "planner/BufferPlanMemory.h"
 
@@ -16,7 +17,7 @@ bool parseSpmdPlan(const std::string &text, int worldSize, planner::Plan &plan,
   if (!planner::parseMeshPlan(text, plan, err))
     return false;
   if (std::string why = planner::checkExecutable(plan); !why.empty()) {
-    err = why + " (runnable today: dp_replicate, dp_shard, cp, tp)";
+    err = why + " (runnable today: dp_replicate, dp_shard, cp, tp, pp)";
     return false;
   }
   if (worldSize > 0)
@@ -24,6 +25,10 @@ bool parseSpmdPlan(const std::string &text, int worldSize, planner::Plan &plan,
       err = why;
       return false;
     }
+  // A pipeline plan's schedule is checked before anything compiles.
+  rt::PipelineSchedule schedule;
+  if (plan.pp > 1 && !planSchedule(plan, schedule, err))
+    return false;
   return true;
 }
 

@@ -4,6 +4,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "StepRunner.h"
+#include "PipelineRunner.h"
 #include "RankSlices.h"
 #include "SequencePlan.h"
 #include "loom/runtime/Executor.h"
@@ -15,6 +16,8 @@
 namespace loom::tools {
 
 RankMemory StepRunner::perRank() const {
+  if (tp_.pipeline)
+    return pipelineRankMemory(tp_);
   const rt::Program &p = *tp_.program;
   size_t P = tp_.params.size();
   RankMemory m;
@@ -272,6 +275,8 @@ private:
 
 std::unique_ptr<StepRunner> StepRunner::create(const TrainProgram &tp, int threads,
                                                std::string &err, const std::string &backend) {
+  if (tp.pipeline)
+    return createPipelineRunner(tp, threads, backend, err);
   if (tp.worldSize() == 1) {
     auto exec = rt::createExecutor(tp.program, backend, threads, err);
     if (!exec)

@@ -13,6 +13,8 @@
 #include "GradientError.h"
 #include "Launcher.h"
 #include "Npy.h"
+#include "PipelineProgram.h"
+#include "PipelineRunner.h"
 #include "RecomputeFlags.h"
 #include "SequencePlan.h"
 #include "SpmdPlan.h"
@@ -191,6 +193,8 @@ int runTrain(int argc, char **argv) {
   args.flag("fsdp-prefetch", "issue each FSDP all-gather this many parameters early", false, "1");
   args.flag("fsdp-keep-gathered", "keep forward's gathered parameters for backward (no reshard)",
             true);
+  args.flag("pp-split", "pipeline plans: the first layer of each stage after the first (e.g. 2,4,6)");
+  args.flag("trace", "pipeline plans: write every rank's actions as chrome-tracing JSON to this file");
   args.flag("die-after-step", "testing: exit abruptly (code 86) after this step completes");
   args.flag("fail-rank", "testing: this simulated rank gets invalid token ids at --fail-step");
   args.flag("fail-step", "testing: the step at which --fail-rank fails", false, "0");
@@ -248,14 +252,18 @@ int runTrain(int argc, char **argv) {
   opts.dpShard = plan.dpShard;
   opts.tp = plan.tp;
   applySequencePlan(plan, opts);
+  opts.pipeline = plan;
   if (args.getDouble("ddp-bucket-mib") < 0)
     return fail("train", "--ddp-bucket-mib must not be negative");
   opts.ddpBucketBytes = int64_t(args.getDouble("ddp-bucket-mib") * (1 << 20));
   opts.fsdpPrefetch = args.getInt("fsdp-prefetch");
   opts.fsdpReshardAfterForward = !args.has("fsdp-keep-gathered");
+  opts.ppSplit = args.get("pp-split");
   if (opts.fsdpPrefetch < 0)
     return fail("train", "--fsdp-prefetch must not be negative");
   if (!readRecomputeFlags(args, args.get("backend"), opts, err))
+    return fail("train", err);
+  if (!checkPipelineOptions(opts, err)) // before any rank is launched
     return fail("train", err);
 
   // One process per rank: either this process launches them (--nproc), or
@@ -509,6 +517,8 @@ int runTrain(int argc, char **argv) {
                 (long long)done, wall, double(done) / wall, double(done * B * T) / wall, loss);
   if (log)
     std::fclose(log);
+  if (lead && tp.pipeline && !reportPipelineRun(tp, *runner, args.get("trace"), err))
+    return die(err);
   // Every rank takes part in the last gather; then the ranks leave
   // together (finish), and rank 0 alone writes the exports.
   if (!runner->syncState(state, err) || !runner->finish(err))

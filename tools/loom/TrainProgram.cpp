@@ -5,6 +5,7 @@
 //===----------------------------------------------------------------------===//
 #include "TrainProgram.h"
 #include "ModelLoading.h"
+#include "PipelineProgram.h"
 #include "SequencePlan.h"
 #include "codegen/LowerToProgram.h"
 #include "frontends/onnx/OnnxImporter.h"
@@ -62,9 +63,18 @@ bool compileTrainStep(const std::string &path, int64_t batch, int64_t seq,
           " x dp_shard=" + std::to_string(o.dpShard) + "): every rank needs an equal batch";
     return false;
   }
+  // A pipeline step runs one microbatch at a time: its programs are built
+  // for a microbatch's rows (and the schedule picked first: it decides how
+  // the stages are placed).
+  int64_t rows = batch / dp;
+  PipelineLayout layout;
+  if (o.pipeline.pp > 1 && !planPipelineLayout(o, batch, layout, err))
+    return false;
+  if (o.pipeline.pp > 1)
+    rows /= o.pipeline.microbatches;
   mlir::MLIRContext ctx;
   // Static shapes: each rank's step is built for its own rows.
-  auto module = importOnnxModel(ctx, path, OnnxImportOptions{batch / dp, seq}, err);
+  auto module = importOnnxModel(ctx, path, OnnxImportOptions{rows, seq}, err);
   if (!module)
     return false;
   BuildTrainStepOptions bt;
@@ -135,9 +145,25 @@ bool compileTrainStep(const std::string &path, int64_t batch, int64_t seq,
   spmd.recompute.every = o.acEvery;
   spmd.recompute.memoryBudgetGiB = o.acMemoryBudgetGiB;
   spmd.recompute.backend = o.acBackend;
+  layout.apply(spmd);
   auto addPasses = [&](mlir::PassManager &pm) { buildSpmdTrainStep(pm, spmd); };
   if (!runPipeline(*module, path, "building the training step", addPasses, err))
     return false;
+  if (o.pipeline.pp > 1) {
+    auto initialValue = [&](const std::string &name, ParamSlot &slot) {
+      auto it = initial.find(name);
+      if (it == initial.end() || !it->second.isF32)
+        return false;
+      slot.shape = it->second.shape;
+      slot.value = it->second.value;
+      return true;
+    };
+    if (!lowerPipelineStep(*module, path, batch, seq, o, layout, initialValue, out, err))
+      return false;
+    recordSequenceLayout(*module, o, out);
+    out.recomputedOps.clear();
+    return true;
+  }
   auto step = module->lookupSymbol<mlir::func::FuncOp>("train_step");
   size_t numParams = (step.getNumArguments() - 3) / 3;
   out.params.clear();

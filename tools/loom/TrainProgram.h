@@ -11,10 +11,15 @@
 #define LOOM_TOOLS_TRAINPROGRAM_H
 
 #include "loom/runtime/Program.h"
+#include "planner/Plan.h"
 
 #include <memory>
 #include <string>
 #include <vector>
+
+namespace loom::rt {
+struct PipelineProgram;
+}
 
 namespace loom::tools {
 
@@ -46,6 +51,10 @@ struct TrainOptions {
   int64_t acEvery = 1;           // the every-th, 2*every-th, ... layer
   double acMemoryBudgetGiB = 0;  // --ac budget
   std::string acBackend = "cpu"; // whose workspace the budget counts
+  // Pipeline parallelism (issue 15): pp > 1 compiles stage programs and a
+  // schedule (PipelineProgram.h) instead of one step program.
+  planner::Plan pipeline; // pp, schedule, virtual stages, microbatches
+  std::string ppSplit;    // --pp-split: layers that begin stages 1.. (empty: balanced)
 };
 
 struct ParamSlot {
@@ -78,7 +87,11 @@ struct TrainProgram {
   int cp = 1;
   bool tokensSplitOverTp = false, activationsSplitOverTp = false;
   std::vector<std::string> recomputedOps; // op names the recompute pass cloned
-  int worldSize() const { return dpReplicate * dpShard * cp * tp; }
+  // Pipeline plans: the stage programs, optimizers and schedule (then
+  // `program` is pipeline rank 0's optimizer, for what reads one program).
+  int pp = 1;
+  std::shared_ptr<rt::PipelineProgram> pipeline;
+  int worldSize() const { return dpReplicate * dpShard * cp * tp * pp; }
   int64_t localBatch() const { return batch / (dpReplicate * dpShard); }
 };
 

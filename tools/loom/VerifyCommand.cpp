@@ -326,6 +326,7 @@ int runVerify(int argc, char **argv) {
     opts.dpShard = r.plan.dpShard;
     opts.tp = r.plan.tp;
     applySequencePlan(r.plan, opts);
+    opts.pipeline = r.plan;
     opts.ddpBucketBytes = int64_t(args.getDouble("ddp-bucket-mib") * (1 << 20));
     opts.fsdpPrefetch = args.getInt("fsdp-prefetch");
     opts.fsdpReshardAfterForward = !args.has("fsdp-keep-gathered");

@@ -22,13 +22,15 @@ static void usage() {
       "  plan     MODEL.onnx --gpus N   rank parallelism plans: memory, step time, MFU\n"
       "  train    MODEL.onnx --data F   train: forward, backward, AdamW, checkpoints\n"
       "  calibrate -o PROFILE.json      measure this GPU through loom's runtime\n"
-      "  verify   MODEL.onnx --plans .. train under each plan, compare with the first\n\n"
+      "  verify   MODEL.onnx --plans .. train under each plan, compare with the first\n"
+      "  schedule --pp P --microbatches M  a pipeline schedule: check, table, SVG\n\n"
       "Run 'loom COMMAND --help' for a command's options.\n");
 }
 
 namespace loom::tools {
 int runPlan(int argc, char **argv);      // PlanCommand.cpp
 int runCalibrate(int argc, char **argv); // CalibrateCommand.cpp
+int runSchedule(int argc, char **argv);  // ScheduleCommand.cpp
 } // namespace loom::tools
 
 int main(int argc, char **argv) {
@@ -50,6 +52,7 @@ int main(int argc, char **argv) {
   if (cmd == "train") return loom::tools::runTrain(argc, argv);
   if (cmd == "calibrate") return loom::tools::runCalibrate(argc, argv);
   if (cmd == "verify") return loom::tools::runVerify(argc, argv);
+  if (cmd == "schedule") return loom::tools::runSchedule(argc, argv);
   std::fprintf(stderr, "loom: error: unknown command '%s' (see loom --help)\n", cmd.c_str());
   return 1;
 }

@@ -80,15 +80,56 @@ TEST(MeshPlan, WorldSizeIdentityIsExplained) {
   EXPECT_NE(why.find("world size is 2"), std::string::npos) << why;
 }
 
-TEST(MeshPlan, DataContextAndTensorParallelAxesAreExecutable) {
+TEST(MeshPlan, PipelineKeysFollowPp) {
+  Plan p;
+  std::string err;
+  ASSERT_TRUE(parseMeshPlan("pp=2", p, err)) << err;
+  EXPECT_EQ(p.schedule, Schedule::OneFOneB); // the defaults: 1F1B, one microbatch per stage
+  EXPECT_EQ(p.microbatches, 2);
+  EXPECT_EQ(meshPlanName(p), "pp=2,pp_schedule=1f1b,microbatches=2");
+  ASSERT_TRUE(parseMeshPlan("microbatches=8,pp_schedule=interleaved,pp=4,dp_shard=2", p, err));
+  EXPECT_EQ(p.schedule, Schedule::Interleaved);
+  EXPECT_EQ(p.virtualStages, 2);
+  EXPECT_EQ(p.microbatches, 8);
+  EXPECT_EQ(p.gpus(), 8);
+  EXPECT_EQ(meshPlanName(p), "dp_shard=2,pp=4,pp_schedule=interleaved,pp_virtual=2,microbatches=8");
+  ASSERT_TRUE(parseMeshPlan("pp=2,pp_schedule=zb,pp_virtual=2", p, err)) << err;
+  EXPECT_EQ(p.schedule, Schedule::ZeroBubble);
+  ASSERT_TRUE(parseMeshPlan("pp=2,pp_schedule=mine.csv", p, err)) << err;
+  EXPECT_EQ(p.scheduleFile, "mine.csv");
+  EXPECT_FALSE(parseMeshPlan("microbatches=4", p, err));
+  EXPECT_NE(err.find("need pp > 1"), std::string::npos) << err;
+  EXPECT_FALSE(parseMeshPlan("pp=2,pp_schedule=fast", p, err));
+  EXPECT_NE(err.find("pp_schedule must be gpipe, 1f1b, interleaved, zb"), std::string::npos) << err;
+  EXPECT_FALSE(parseMeshPlan("pp=2,microbatches=0", p, err));
+  EXPECT_FALSE(parseMeshPlan("pp=2,pp_schedule=gpipe,pp_schedule=1f1b", p, err));
+  EXPECT_NE(err.find("twice"), std::string::npos) << err;
+  // Pipeline plans run tp without sequence parallelism and the
+  // vocabulary-parallel loss: off by default, named when asked for.
+  ASSERT_TRUE(parseMeshPlan("tp=2,pp=2", p, err)) << err;
+  EXPECT_FALSE(p.tpSp);
+  EXPECT_FALSE(p.lossParallel);
+  EXPECT_EQ(meshPlanName(p), "tp=2,pp=2,pp_schedule=1f1b,microbatches=2");
+  ASSERT_TRUE(parseMeshPlan("tp=2,pp=2,tp_sp=on,loss_parallel=off", p, err)) << err;
+  EXPECT_EQ(meshPlanName(p), "tp=2,pp=2,pp_schedule=1f1b,microbatches=2,tp_sp=on");
+}
+
+TEST(MeshPlan, DataContextTensorAndPipelineAxesAreExecutable) {
   Plan p;
   std::string err;
   ASSERT_TRUE(parseMeshPlan("dp_replicate=2,dp_shard=2", p, err));
   EXPECT_EQ(checkExecutable(p), "");
-  ASSERT_TRUE(parseMeshPlan("pp=2", p, err));
-  EXPECT_NE(checkExecutable(p).find("pp (pipeline parallel)"), std::string::npos);
+  ASSERT_TRUE(parseMeshPlan("pp=2,tp=2", p, err));
+  EXPECT_EQ(checkExecutable(p), "");
   ASSERT_TRUE(parseMeshPlan("cp=2", p, err));
   EXPECT_EQ(checkExecutable(p), "");
+  ASSERT_TRUE(parseMeshPlan("cp=2,pp=2", p, err));
+  EXPECT_NE(checkExecutable(p).find("pp (pipeline parallel) with cp (context parallel)"),
+            std::string::npos);
+  ASSERT_TRUE(parseMeshPlan("tp=2,pp=2,tp_sp=on", p, err));
+  EXPECT_NE(checkExecutable(p).find("with tp_sp=on (sequence parallel)"), std::string::npos);
+  ASSERT_TRUE(parseMeshPlan("tp=2,pp=2,loss_parallel=on", p, err));
+  EXPECT_NE(checkExecutable(p).find("with loss_parallel=on"), std::string::npos);
 }
 
 } // namespace

@@ -30,16 +30,17 @@ TEST(PlannerPlanSpace, EnumerationCountsSchedulesPoliciesAndFp8) {
   req.gpus = 2;
   req.microbatch = 1;
   // 2 GPUs: five factorizations (one dim is 2). Four have pp=1: one
-  // schedule each; pp=2 gets GPipe and 1F1B (interleaving needs
-  // pp*v <= 2 layers, so none). Each times 3 checkpoint policies x fp8 on/off:
-  // (4 * 1 + 1 * 2) * 3 * 2 = 36.
+  // schedule each; pp=2 gets GPipe, 1F1B and zero bubble ZB-H1
+  // (interleaving and ZBV need pp*v <= 2 layers, so none). Each times 3
+  // checkpoint policies x fp8 on/off: (4 * 1 + 1 * 3) * 3 * 2 = 42.
   std::vector<Plan> plans = enumeratePlans(req, 2);
-  EXPECT_EQ(plans.size(), 36u);
-  // With 8 layers pp=2 may interleave v=2, 3, 4: (4 + 5) * 6 = 54.
-  EXPECT_EQ(enumeratePlans(req, 8).size(), 54u);
+  EXPECT_EQ(plans.size(), 42u);
+  // With 8 layers pp=2 may interleave v=2, 3, 4 and fold into ZBV:
+  // (4 + 7) * 6 = 66.
+  EXPECT_EQ(enumeratePlans(req, 8).size(), 66u);
   // Only bf16: half.
   req.allowFp8 = false;
-  EXPECT_EQ(enumeratePlans(req, 2).size(), 18u);
+  EXPECT_EQ(enumeratePlans(req, 2).size(), 21u);
   // Microbatches follow the global batch: 2 GPUs x batch 1 = 2 sequences;
   // dp=2 plans take 1 microbatch per rank, dp=1 plans take 2.
   for (const Plan &p : plans) EXPECT_EQ(p.microbatches, p.dp() == 2 ? 1 : 2);

@@ -24,6 +24,23 @@
 
 namespace loom::rt {
 
+/// One transfer of a grouped point-to-point call (Communicator::sendRecv):
+/// `bytes` bytes sent to, or received from, world rank `peer`.
+struct P2POp {
+  enum class Kind : uint8_t { Send, Recv };
+  Kind kind = Kind::Send;
+  int peer = 0;
+  const void *send = nullptr; // Send: the bytes to send
+  void *recv = nullptr;       // Recv: where they land
+  uint64_t bytes = 0;
+  static P2POp sendTo(int peer, const void *data, uint64_t bytes) {
+    return {Kind::Send, peer, data, nullptr, bytes};
+  }
+  static P2POp recvFrom(int peer, void *data, uint64_t bytes) {
+    return {Kind::Recv, peer, nullptr, data, bytes};
+  }
+};
+
 inline bool isCollectiveOp(OpCode op) {
   return op == OpCode::AllReduce || op == OpCode::AllGather || op == OpCode::ReduceScatter ||
          op == OpCode::AllToAll || op == OpCode::CollectivePermute;
@@ -52,6 +69,20 @@ public:
   virtual bool collective(int rank, const Instr &I, const std::vector<int64_t> &inShape,
                           const std::vector<int64_t> &outShape, const float *in, float *out,
                           std::string &err) = 0;
+
+  /// Point-to-point transfers with NCCL's group semantics (pipeline
+  /// parallelism's activations and gradients): the sends to and receives
+  /// from world ranks in `ops` are posted together and complete together,
+  /// so one call may both send to a peer and receive from it (or from
+  /// another) without either side waiting for the other to go first. The
+  /// transfers between two ranks are matched in posting order: the k-th
+  /// send from a to b lands in the k-th receive posted on b from a, and
+  /// both must name the same byte count. Blocks until every transfer of
+  /// `ops` is done; `send` may then be reused and `recv` holds the data.
+  /// Pointers are host memory for the CPU communicators and device memory
+  /// for the CUDA ones. False with `err` naming the peer when the job
+  /// failed, a peer left or a matched pair disagrees about its size.
+  virtual bool sendRecv(int rank, const std::vector<P2POp> &ops, std::string &err);
 
   /// Marks the job failed: blocked and later collectives return false with
   /// `why`. The first reason is kept.

@@ -14,7 +14,11 @@
 //
 // Every frame carries the collective's sequence number and a hash of the
 // instruction, so ranks at different collectives fail with an error
-// instead of reading each other's data. Every wait is bounded by the
+// instead of reading each other's data. Point-to-point transfers
+// (sendRecv) use the same connections: a call's transfers to and from
+// each peer go in rounds (the k-th send and the k-th receive of every
+// peer at once), each frame numbered by its place among the transfers of
+// that direction, so the pair's posting order is the matching order. Every wait is bounded by the
 // timeout; a peer that closes its connection (exited, killed) or does not
 // answer in time fails the collective with an error naming that rank.
 //===----------------------------------------------------------------------===//
@@ -24,12 +28,17 @@
 #include "loom/runtime/Communicator.h"
 
 #include <atomic>
+#include <map>
 #include <memory>
 #include <mutex>
+#include <vector>
 
 namespace loom::rt {
 
 class Rendezvous;
+namespace net {
+struct Transfer;
+}
 
 class SocketCommunicator : public Communicator {
 public:
@@ -48,6 +57,8 @@ public:
                   const std::vector<int64_t> &outShape, const float *in, float *out,
                   std::string &err) override;
 
+  bool sendRecv(int rank, const std::vector<P2POp> &ops, std::string &err) override;
+
   /// Records `why` and shuts every connection down, so peers blocked on
   /// this rank fail at once instead of at their timeout.
   void abort(const std::string &why) override;
@@ -56,11 +67,20 @@ public:
 
 private:
   SocketCommunicator() = default;
+  /// Drives `ts` by the timeout; false with `err` naming the peer at fault
+  /// ("did not <what> within ... (hung, or <elsewhere>)" on a timeout).
+  bool run(std::vector<net::Transfer> &ts, const char *what, const char *elsewhere,
+           std::string &err);
   struct Impl;
   std::unique_ptr<Impl> impl_;
   int rank_ = 0, world_ = 1;
   double timeoutS_ = 300;
   uint64_t seq_ = 0; // collectives run so far: every rank counts the same
+  // Collectives run so far per group: under pipeline parallelism the
+  // stages' ranks run different programs, so only a group's members count
+  // the same.
+  std::map<std::vector<int>, uint64_t> groupSeq_;
+  std::vector<uint64_t> sentTo_, receivedFrom_; // point-to-point frames, per peer
   std::mutex m_;
   std::string abortWhy_;
   std::atomic<bool> aborted_{false};
