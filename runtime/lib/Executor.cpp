@@ -12,8 +12,36 @@
 #include "loom/runtime/Communicator.h"
 
 #include <algorithm>
+#include <cstring>
 
 namespace loom::rt {
+
+bool Executor::snapshotOutputs(const std::vector<size_t> &indices, std::string &err) {
+  hostSnapshot_.resize(indices.size());
+  snapshotBytes_ = 0;
+  for (size_t k = 0; k < indices.size(); ++k) {
+    if (indices[k] >= program_->outputs.size()) {
+      err = "snapshot of output " + std::to_string(indices[k]) + ", but the program has " +
+            std::to_string(program_->outputs.size());
+      return false;
+    }
+    hostSnapshot_[k].resize(program_->buffers[program_->outputs[indices[k]]].bytes);
+    if (!getOutput(indices[k], hostSnapshot_[k].data(), hostSnapshot_[k].size(), err))
+      return false;
+    snapshotBytes_ += hostSnapshot_[k].size();
+  }
+  return true;
+}
+
+bool Executor::readSnapshot(size_t k, void *data, size_t bytes, std::string &err) {
+  if (k >= hostSnapshot_.size() || hostSnapshot_[k].size() != bytes) {
+    err = "snapshot entry " + std::to_string(k) + " does not hold " + std::to_string(bytes) +
+          " bytes";
+    return false;
+  }
+  std::memcpy(data, hostSnapshot_[k].data(), bytes);
+  return true;
+}
 
 uint64_t backendWorkspaceBytes(const Program &p, const std::string &backend) {
 #ifdef LOOM_HAVE_CUDA

@@ -79,14 +79,19 @@ bool readTensor(const io::SafetensorsReader &r, const std::string &file, const s
 
 bool saveCheckpoint(const std::string &dir, const TrainState &s, int keep, std::string &path,
                     std::string &err) {
+  return saveCheckpointAt(dir, s, s.step, keep, path, err);
+}
+
+bool saveCheckpointAt(const std::string &dir, const TrainState &s, int64_t step, int keep,
+                      std::string &path, std::string &err) {
   std::error_code ec;
   fs::create_directories(dir, ec);
   if (ec) {
     err = "cannot create checkpoint folder '" + dir + "': " + ec.message();
     return false;
   }
-  fs::path final = fs::path(dir) / stepDirName(s.step);
-  fs::path tmp = fs::path(dir) / ("." + stepDirName(s.step) + ".tmp-" + std::to_string(getpid()));
+  fs::path final = fs::path(dir) / stepDirName(step);
+  fs::path tmp = fs::path(dir) / ("." + stepDirName(step) + ".tmp-" + std::to_string(getpid()));
   fs::remove_all(tmp, ec);
   fs::create_directory(tmp, ec);
   if (ec) {
@@ -122,12 +127,12 @@ bool saveCheckpoint(const std::string &dir, const TrainState &s, int keep, std::
   json::Value m = json::Value::object();
   m.set("format", "loom-checkpoint");
   m.set("version", kVersion);
-  m.set("step", s.step);
+  m.set("step", step);
   m.set("batch", s.batch);
   m.set("seq", s.seq);
   json::Value data = json::Value::object();
   data.set("rule", s.dataRule);
-  data.set("next_batch", s.step);
+  data.set("next_batch", step);
   m.set("data", data);
   m.set("files", files);
   {
@@ -260,13 +265,19 @@ AsyncCheckpointWriter::~AsyncCheckpointWriter() {
   wait(path, err);
 }
 
-void AsyncCheckpointWriter::start(const std::string &dir, const TrainState &s, int keep) {
+void AsyncCheckpointWriter::start(const std::string &dir, TrainState &s, int keep,
+                                  StateReader read) {
   std::string path, err;
   wait(path, err); // callers wait first; this keeps one write in flight regardless
   ok_ = true;
   path_.clear();
   err_.clear();
-  thread_ = std::thread([this, dir, &s, keep] { ok_ = saveCheckpoint(dir, s, keep, path_, err_); });
+  // The step is taken now: the training loop moves s.step on meanwhile.
+  int64_t step = s.step;
+  snapshot_ = bool(read);
+  thread_ = std::thread([this, dir, &s, keep, step, read = std::move(read)] {
+    ok_ = (!read || read(s, err_)) && saveCheckpointAt(dir, s, step, keep, path_, err_);
+  });
 }
 
 bool AsyncCheckpointWriter::wait(std::string &path, std::string &err) {

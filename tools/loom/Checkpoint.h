@@ -17,6 +17,7 @@
 
 #include "TrainProgram.h"
 
+#include <functional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -35,6 +36,14 @@ struct TrainState {
 bool saveCheckpoint(const std::string &dir, const TrainState &s, int keep, std::string &path,
                     std::string &err);
 
+/// The same, as the state of step `step` (s.step may have moved on).
+bool saveCheckpointAt(const std::string &dir, const TrainState &s, int64_t step, int keep,
+                      std::string &path, std::string &err);
+
+/// Fills a TrainState's parameters and moments on the host from a copy set
+/// aside (StepRunner::snapshotState), on the checkpoint writer's thread.
+using StateReader = std::function<bool(TrainState &, std::string &)>;
+
 /// `path` is a checkpoint folder, or a DIR of them (the newest is taken).
 /// Restores into `s`, whose params must already name and shape the model's
 /// parameters: any mismatch is an error.
@@ -43,24 +52,29 @@ bool loadCheckpoint(const std::string &path, TrainState &s, std::string &loadedF
 
 /// `--async-checkpoint`: writes a checkpoint on a thread of its own while
 /// training goes on (torch.distributed.checkpoint's async_save), so the
-/// step only pays for bringing the state to the host. The caller keeps
-/// the TrainState it passed untouched until wait() returns; one write is
-/// in flight at a time.
+/// step pays only for setting the state aside (a device-to-device copy with
+/// a StateReader; else bringing it to the host). The caller leaves the
+/// TrainState's tensors untouched until wait() returns (its step counter
+/// may move on); one write is in flight at a time.
 class AsyncCheckpointWriter {
 public:
   AsyncCheckpointWriter() = default;
   AsyncCheckpointWriter(const AsyncCheckpointWriter &) = delete;
   AsyncCheckpointWriter &operator=(const AsyncCheckpointWriter &) = delete;
   ~AsyncCheckpointWriter();
-  void start(const std::string &dir, const TrainState &s, int keep);
+  /// With `read`, the thread first fills `s`'s parameters and moments
+  /// with it (a device snapshot copied to the host while training goes on).
+  void start(const std::string &dir, TrainState &s, int keep, StateReader read = nullptr);
   bool busy() const { return thread_.joinable(); }
+  /// The write in flight copies a snapshot to the host itself.
+  bool readsSnapshot() const { return busy() && snapshot_; }
   /// Joins the write in flight (if any): false with its error. `path` is
   /// the checkpoint it wrote ("" when none was in flight).
   bool wait(std::string &path, std::string &err);
 
 private:
   std::thread thread_;
-  bool ok_ = true;
+  bool ok_ = true, snapshot_ = false;
   std::string path_, err_;
 };
 

@@ -123,6 +123,28 @@ public:
     return true;
   }
 
+  bool snapshotState(const TrainState &st, StateReader &read, std::string &err) override {
+    read = nullptr;
+    if (!resident_ || !stale_)
+      return true;
+    size_t P = st.params.size();
+    std::vector<size_t> outputs(3 * P);
+    for (size_t k = 0; k < 3 * P; ++k) outputs[k] = 3 + k; // params, exp_avg, exp_avg_sq
+    if (!exec_->snapshotOutputs(outputs, err))
+      return false;
+    rt::Executor *exec = exec_.get();
+    read = [exec, P](TrainState &s, std::string &why) {
+      for (size_t k = 0; k < 3 * P; ++k) {
+        std::vector<float> &dst =
+            k < P ? s.params[k].value : k < 2 * P ? s.expAvg[k - P] : s.expAvgSq[k - 2 * P];
+        if (!exec->readSnapshot(k, dst.data(), dst.size() * 4, why))
+          return false;
+      }
+      return true;
+    };
+    return true;
+  }
+
   std::vector<RankDeviceMemory> deviceMemoryPerRank() const override {
     return {{exec_->deviceMemory(), 0}};
   }

@@ -68,6 +68,17 @@ public:
   /// With one process per rank every rank must call it; only rank 0's
   /// `state` is brought up to date.
   virtual bool syncState(TrainState &, std::string &) { return true; }
+  /// For a checkpoint written in the background: sets aside the state the
+  /// executors hold (on a GPU a device-to-device copy, queued before the
+  /// next step) and returns in `read` what fills a host TrainState with it
+  /// on the writer's thread while training goes on. Leaves `read` empty
+  /// where there is nothing to set aside (the host copy is current) or the
+  /// runner cannot (state spread over processes): then syncState(). False
+  /// with `err` when the copy does not fit (the caller may syncState()).
+  virtual bool snapshotState(const TrainState &, StateReader &read, std::string &) {
+    read = nullptr;
+    return true;
+  }
   /// True when the state lives with the executors between steps, so that
   /// step() never touches the host TrainState: a checkpoint can then be
   /// written from it in the background while training goes on.

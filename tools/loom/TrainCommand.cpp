@@ -486,20 +486,29 @@ int runTrain(int argc, char **argv) {
       auto tc = Clock::now();
       if (!settleCheckpoint())
         return die(err);
-      if (!runner->syncState(state, err))
+      // Asynchronous: the state is set aside where it lives (on a GPU, a
+      // device copy) and reaches the host on the writer's thread.
+      StateReader read;
+      if (async && !runner->snapshotState(state, read, err)) {
+        std::printf("checkpoint: %s; bringing the state to the host instead\n", err.c_str());
+        read = nullptr;
+      }
+      if (!read && !runner->syncState(state, err))
         return die(err);
       double syncS = std::chrono::duration<double>(Clock::now() - tc).count();
       std::string at;
       if (lead && async) {
-        writer.start(args.get("checkpoint-dir"), state, int(args.getInt("keep-checkpoints")));
+        writer.start(args.get("checkpoint-dir"), state, int(args.getInt("keep-checkpoints")),
+                     std::move(read));
       } else if (lead && !saveCheckpoint(args.get("checkpoint-dir"), state,
                                          int(args.getInt("keep-checkpoints")), at, err)) {
         return die(err);
       }
       double blockedS = std::chrono::duration<double>(Clock::now() - tc).count();
       if (lead && !tty)
-        std::printf("checkpoint %s: blocked training %.3f s (state to host %.3f s)\n",
-                    async ? "writing in the background" : at.c_str(), blockedS, syncS);
+        std::printf("checkpoint %s: blocked training %.3f s (state %s %.3f s)\n",
+                    async ? "writing in the background" : at.c_str(), blockedS,
+                    writer.readsSnapshot() ? "set aside" : "to host", syncS);
     }
     if (s == dieAfter) {
       std::fflush(nullptr);

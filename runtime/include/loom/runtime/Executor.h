@@ -14,6 +14,7 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 namespace loom::rt {
 
@@ -40,6 +41,20 @@ public:
   virtual bool getOutput(size_t index, void *data, size_t bytes,
                          std::string &err) = 0;
 
+  /// Sets outputs `indices` aside as they are now, so that the runs that
+  /// follow may overwrite them while readSnapshot() hands them out from
+  /// another thread: a checkpoint written in the background
+  /// (--async-checkpoint) without stopping training for the copy to the
+  /// host. This base keeps the copy in host memory (getOutput); the CUDA
+  /// backend keeps it on the device (a device-to-device copy queued before
+  /// the next run) and copies it to the host on a stream of its own.
+  virtual bool snapshotOutputs(const std::vector<size_t> &indices, std::string &err);
+  /// Output indices[k] of the last snapshotOutputs(). May run on another
+  /// thread while run() goes on; one reader at a time.
+  virtual bool readSnapshot(size_t k, void *data, size_t bytes, std::string &err);
+  /// Bytes the snapshot holds (on the device for CUDA, on the host else).
+  uint64_t snapshotBytes() const { return snapshotBytes_; }
+
   const Program &program() const { return *program_; }
   /// Bytes of accelerator memory the executor holds (all of it is
   /// allocated at creation); 0 for the CPU backend.
@@ -52,6 +67,10 @@ public:
 protected:
   explicit Executor(std::shared_ptr<const Program> p) : program_(std::move(p)) {}
   std::shared_ptr<const Program> program_;
+  uint64_t snapshotBytes_ = 0;
+
+private:
+  std::vector<std::vector<char>> hostSnapshot_; // the base implementation's copy
 };
 
 /// Device bytes `backend` allocates beside the program's arena and
