@@ -486,6 +486,10 @@ int runTrain(int argc, char **argv) {
       auto tc = Clock::now();
       if (!settleCheckpoint())
         return die(err);
+      // A write still in flight (checkpoints closer together than the
+      // disk writes them) holds training up here; said apart.
+      double waitS = std::chrono::duration<double>(Clock::now() - tc).count();
+      auto tsync = Clock::now();
       // Asynchronous: the state is set aside where it lives (on a GPU, a
       // device copy) and reaches the host on the writer's thread.
       StateReader read;
@@ -495,7 +499,7 @@ int runTrain(int argc, char **argv) {
       }
       if (!read && !runner->syncState(state, err))
         return die(err);
-      double syncS = std::chrono::duration<double>(Clock::now() - tc).count();
+      double syncS = std::chrono::duration<double>(Clock::now() - tsync).count();
       std::string at;
       if (lead && async) {
         writer.start(args.get("checkpoint-dir"), state, int(args.getInt("keep-checkpoints")),
@@ -505,10 +509,14 @@ int runTrain(int argc, char **argv) {
         return die(err);
       }
       double blockedS = std::chrono::duration<double>(Clock::now() - tc).count();
-      if (lead && !tty)
-        std::printf("checkpoint %s: blocked training %.3f s (state %s %.3f s)\n",
+      if (lead && !tty) {
+        char waited[64] = "";
+        if (waitS >= 0.0005)
+          std::snprintf(waited, sizeof waited, ", waiting for the previous write %.3f s", waitS);
+        std::printf("checkpoint %s: blocked training %.3f s (state %s %.3f s%s)\n",
                     async ? "writing in the background" : at.c_str(), blockedS,
-                    writer.readsSnapshot() ? "set aside" : "to host", syncS);
+                    writer.readsSnapshot() ? "set aside" : "to host", syncS, waited);
+      }
     }
     if (s == dieAfter) {
       std::fflush(nullptr);
