@@ -168,24 +168,31 @@ if [ "$MODE" = curves ] || [ "$MODE" = all ]; then
     stamp "export: Llama-3.2-1B shape"
     timeout 240 python3 bench/gpu/export_llama.py "$CW" 2>&1 | tail -1 || { echo "fp8: export failed"; exit 1; }
   fi
-  for fp8 in off tensorwise rowwise; do
-    stamp "curve: $fp8, $CURVE_STEPS steps"
-    rm -f "$WORK/curve-$fp8.jsonl"
+  # LOOM_FP8_RERUN=1: bf16 once more (tag off-rerun), the noise floor of
+  # the same comparison (cuDNN's attention backward adds with atomics).
+  tags=(off tensorwise rowwise)
+  [ -n "${LOOM_FP8_RERUN:-}" ] && tags+=(off-rerun)
+  for tag in "${tags[@]}"; do
+    fp8=${tag%-rerun}
+    stamp "curve: $tag, $CURVE_STEPS steps"
+    rm -f "$WORK/curve-$tag.jsonl"
     timeout "${LOOM_CURVE_TIMEOUT:-200}" "$LOOM" train "$CW/llama-1b.onnx" --backend cuda \
       --data test/fixtures/corpus.u16.bin --batch 4 --seq 2048 --steps "$CURVE_STEPS" \
       --precision bf16 --fp8 "$fp8" --lr 3e-4 --warmup 20 --print-every 50 \
-      --log "$WORK/curve-$fp8.jsonl" > "$WORK/curve-$fp8.txt" 2>&1
+      --log "$WORK/curve-$tag.jsonl" > "$WORK/curve-$tag.txt" 2>&1
     grep -E "^done|error" "$WORK/curve-$fp8.txt"
   done
   python3 - "$WORK" "$CURVE_STEPS" <<'EOF'
 import json, sys
 work, steps = sys.argv[1], int(sys.argv[2])
 load = lambda t: {r["step"]: r["loss"] for r in (json.loads(l) for l in open(f"{work}/curve-{t}.jsonl") if l.strip())}
+import os
 bf16 = load("off")
 ok = len(bf16) == steps
-for tag in ("tensorwise", "rowwise"):
+tags = ["tensorwise", "rowwise"] + (["off-rerun"] if os.path.exists(f"{work}/curve-off-rerun.jsonl") else [])
+for tag in tags:
     f = load(tag)
-    if len(f) != steps or not ok:
+    if len(f) != steps or len(bf16) != steps:
         print(f"FAIL criterion 4 {tag}: runs have {len(bf16)} and {len(f)} of {steps} steps"); ok = False; continue
     after = [s for s in range(steps) if s > 20]
     rel = {s: abs(f[s] - bf16[s]) / bf16[s] for s in after}
@@ -195,6 +202,10 @@ for tag in ("tensorwise", "rowwise"):
     mean_b = sum(bf16[s] for s in last) / len(last)
     mean_rel = abs(mean_f - mean_b) / mean_b
     good = rel[worst] <= 0.015 and mean_rel <= 0.005
+    if tag == "off-rerun":  # the noise floor, not a check
+        print(f"noise floor, bf16 rerun vs bf16: max rel diff after step 20 {rel[worst]:.4f} (step {worst}); "
+              f"mean over the last {len(last)} steps rel {mean_rel:.4f}")
+        continue
     ok = ok and good
     print(("PASS" if good else "FAIL") + f" criterion 4 {tag}: max rel diff after step 20 {rel[worst]:.4f} "
           f"(step {worst}, bound 0.015); mean over the last {len(last)} steps {mean_f:.4f} vs bf16 "
