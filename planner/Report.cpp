@@ -113,6 +113,7 @@ json::Value planJson(const PlanEstimate &e) {
     json::Value idle = json::Value::array();
     for (double f : e.bubbleFraction) idle.push(f);
     t.set("idle_fraction_per_pipeline_rank", idle);
+    t.set("stage_costs", e.stageCostSource.empty() ? std::string("model") : e.stageCostSource);
   }
   if (!e.activationsPerRank.empty()) {
     json::Value act = json::Value::array();
@@ -414,6 +415,8 @@ void printExplain(std::ostream &os, const CostModel &cm, const PlanEstimate &e, 
     os << fmt("  (activations of %.2f microbatch(es) in flight", cm.inFlight(int(d), p));
     if (d < e.bubbleFraction.size())
       os << fmt("; idle %.1f%% of the step's pipeline time", 100 * e.bubbleFraction[d]);
+    if (d < e.bubbleFraction.size() && !e.stageCostSource.empty())
+      os << " (measured stage costs: " << e.stageCostSource << ")";
     os << ")\n";
   }
 
