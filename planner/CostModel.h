@@ -111,6 +111,8 @@ public:
   /// tp/dp; no recompute, no fp8) is timed with them instead of this
   /// model's per-stage time (PipelineProfile.h, docs/planner.md).
   void useStageCosts(std::vector<rt::StageCostProfile> profiles);
+  /// The profiles useStageCosts was given (null: none).
+  const std::vector<rt::StageCostProfile> *stageCostProfiles() const { return stageCosts_.get(); }
   /// The profile that fits `plan`'s schedule, or null.
   const rt::StageCostProfile *measuredStageCosts(const Plan &plan,
                                                  const rt::PipelineSchedule &schedule) const;

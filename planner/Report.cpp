@@ -5,6 +5,7 @@
 //===----------------------------------------------------------------------===//
 #include "planner/Report.h"
 #include "planner/Collectives.h"
+#include "loom/runtime/PipelineProfile.h"
 
 #include <algorithm>
 #include <cstdarg>
@@ -156,6 +157,11 @@ void printHeader(std::ostream &os, const CostModel &cm, const PlanRequest &req) 
                                         : "analytical (" + m.bufferPlanNote + ")")
      << "\n";
   for (const std::string &n : m.notes) os << "note: " << n << "\n";
+  if (const std::vector<rt::StageCostProfile> *profiles = cm.stageCostProfiles())
+    for (const rt::StageCostProfile &p : *profiles)
+      os << fmt("stage costs: pp=%d plans with %d stages and a %s backward are timed with "
+                "those measured by %s\n",
+                p.ranks, p.stages, p.splitBackward ? "split" : "whole", p.source.c_str());
 }
 
 } // namespace
