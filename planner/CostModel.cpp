@@ -4,6 +4,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "planner/CostModel.h"
+#include "loom/runtime/PipelineProfile.h"
 #include "loom/runtime/PipelineSchedule.h"
 #include "planner/Collectives.h"
 
@@ -238,6 +239,23 @@ const rt::PipelineSchedule *CostModel::pipelineSchedule(const Plan &p) const {
     it = schedules.emplace(key, std::move(s)).first;
   }
   return it->second.get();
+}
+
+void CostModel::useStageCosts(std::vector<rt::StageCostProfile> profiles) {
+  stageCosts_ = std::make_shared<const std::vector<rt::StageCostProfile>>(std::move(profiles));
+}
+
+const rt::StageCostProfile *CostModel::measuredStageCosts(const Plan &p,
+                                                          const rt::PipelineSchedule &s) const {
+  if (!stageCosts_ || p.checkpoint != Checkpoint::None || p.fp8 || p.cp != 1)
+    return nullptr;
+  for (const rt::StageCostProfile &m : *stageCosts_)
+    if (m.ranks == p.pp && m.stages == s.stages && m.splitBackward == s.splitBackward &&
+        m.microbatchRows == req.microbatch && m.seq == req.seq && m.tp == p.tp &&
+        m.dpShard == p.dpShard && m.dpReplicate == p.dpReplicate &&
+        int(m.costs.size()) == s.stages)
+      return &m;
+  return nullptr;
 }
 
 std::vector<double> CostModel::stageActivationBytes(const Plan &p) const {
@@ -494,8 +512,30 @@ PlanEstimate CostModel::evaluate(const Plan &plan, bool detail) const {
   }
   int b = int(std::max_element(stageTotal.begin(), stageTotal.end()) - stageTotal.begin());
   double bubble = 0;
+  double perMbKernels = fc[b] + bc[b], perMbComm = comm[b]; // of the slowest rank
   const rt::PipelineSchedule *sched = structural ? pipelineSchedule(plan) : nullptr;
-  if (sched) {
+  const rt::StageCostProfile *measured = sched ? measuredStageCosts(plan, *sched) : nullptr;
+  if (measured) {
+    // The machine's own stage times (an unpipelined run of this split):
+    // the schedule is timed with them and their transfer times, so the
+    // transfers show in the makespan (receives wait for them), not as
+    // per-microbatch communication.
+    std::vector<double> kernels(size_t(pp), 0);
+    for (int st = 0; st < sched->stages; ++st) {
+      const rt::StageCost &c = measured->costs[size_t(st)];
+      kernels[size_t(sched->stageRank[size_t(st)])] +=
+          c.forward + (sched->splitBackward ? c.backwardInput + c.backwardWeight : c.backward);
+    }
+    rt::ScheduleTimeline t;
+    std::string err;
+    if (rt::simulateSchedule(*sched, measured->costs, t, err)) {
+      perMbKernels = *std::max_element(kernels.begin(), kernels.end());
+      perMbComm = 0;
+      bubble = std::max(0.0, t.makespan - mb * perMbKernels);
+      est.bubbleFraction = t.idleFraction;
+      est.stageCostSource = measured->source;
+    }
+  } else if (sched) {
     const rt::PipelineSchedule &schedule = *sched;
     // The schedule the runtime runs, timed with these costs: each stage's
     // forward and backward (its share of its rank's time per microbatch,
@@ -574,8 +614,8 @@ PlanEstimate CostModel::evaluate(const Plan &plan, bool detail) const {
   if (tiedLocal > 0)
     tied = allReduceTime(2, tiedLocal * kGradBytes, groupLink(hw, 2, (pp - 1) * ppStride(plan), gpn));
 
-  est.time.compute = mb * (fc[b] + bc[b]) + optimizer;
-  est.time.comm = mb * comm[b] + dpExposed + tied;
+  est.time.compute = mb * perMbKernels + optimizer;
+  est.time.comm = mb * perMbComm + dpExposed + tied;
   est.time.bubble = bubble;
   est.time.optimizer = optimizer;
 

@@ -24,6 +24,7 @@
 
 namespace loom::rt {
 struct PipelineSchedule;
+struct StageCostProfile;
 }
 
 namespace loom::planner {
@@ -65,6 +66,9 @@ struct PlanEstimate {
   // timeline (the schedule loom train runs, timed with this model's costs).
   std::vector<double> bubbleFraction;
   std::vector<double> activationsPerRank; // each pipeline rank's saved activations at its peak
+  // Where the schedule's stage costs came from: "" (this model) or the
+  // source of the measured stage-cost profile it was timed with.
+  std::string stageCostSource;
   // Detail (evaluate(..., true)):
   std::vector<CollectiveUse> collectives;
   std::vector<std::vector<int>> deviceGroups; // per pipeline rank: layer groups (-1 embed, L head)
@@ -102,6 +106,16 @@ public:
   /// (built once per kind, pp, v and microbatches); null for pp = 1 or a
   /// combination it refuses.
   const rt::PipelineSchedule *pipelineSchedule(const Plan &plan) const;
+  /// Measured stage costs (loom train --stage-costs-out): a pipeline plan
+  /// they fit (pp, stages, backward split, microbatch rows, sequence,
+  /// tp/dp; no recompute, no fp8) is timed with them instead of this
+  /// model's per-stage time (PipelineProfile.h, docs/planner.md).
+  void useStageCosts(std::vector<rt::StageCostProfile> profiles);
+  /// The profiles useStageCosts was given (null: none).
+  const std::vector<rt::StageCostProfile> *stageCostProfiles() const { return stageCosts_.get(); }
+  /// The profile that fits `plan`'s schedule, or null.
+  const rt::StageCostProfile *measuredStageCosts(const Plan &plan,
+                                                 const rt::PipelineSchedule &schedule) const;
   /// Saved-activation bytes one microbatch keeps per stage.
   std::vector<double> stageActivationBytes(const Plan &plan) const;
   /// Parameter elements one GPU holds of parameter `p` (after tp and dp_shard).
@@ -148,6 +162,7 @@ private:
   double flopsPerMicrobatch = 0; // GEMM + attention, forward + backward (causal: half)
   mutable std::map<std::tuple<int, int, bool>, std::vector<GroupTimes>> cache;
   mutable std::map<std::tuple<int, int, int, int>, std::shared_ptr<rt::PipelineSchedule>> schedules;
+  std::shared_ptr<const std::vector<rt::StageCostProfile>> stageCosts_;
   // Per schedule key and activation policy: each rank's peak of held bytes
   // and the bytes its stages keep per microbatch.
   mutable std::map<std::tuple<int, int, int, int, int, bool, int>,

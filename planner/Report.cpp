@@ -5,6 +5,7 @@
 //===----------------------------------------------------------------------===//
 #include "planner/Report.h"
 #include "planner/Collectives.h"
+#include "loom/runtime/PipelineProfile.h"
 
 #include <algorithm>
 #include <cstdarg>
@@ -113,6 +114,7 @@ json::Value planJson(const PlanEstimate &e) {
     json::Value idle = json::Value::array();
     for (double f : e.bubbleFraction) idle.push(f);
     t.set("idle_fraction_per_pipeline_rank", idle);
+    t.set("stage_costs", e.stageCostSource.empty() ? std::string("model") : e.stageCostSource);
   }
   if (!e.activationsPerRank.empty()) {
     json::Value act = json::Value::array();
@@ -155,6 +157,11 @@ void printHeader(std::ostream &os, const CostModel &cm, const PlanRequest &req) 
                                         : "analytical (" + m.bufferPlanNote + ")")
      << "\n";
   for (const std::string &n : m.notes) os << "note: " << n << "\n";
+  if (const std::vector<rt::StageCostProfile> *profiles = cm.stageCostProfiles())
+    for (const rt::StageCostProfile &p : *profiles)
+      os << fmt("stage costs: pp=%d plans with %d stages and a %s backward are timed with "
+                "those measured by %s\n",
+                p.ranks, p.stages, p.splitBackward ? "split" : "whole", p.source.c_str());
 }
 
 } // namespace
@@ -414,6 +421,8 @@ void printExplain(std::ostream &os, const CostModel &cm, const PlanEstimate &e, 
     os << fmt("  (activations of %.2f microbatch(es) in flight", cm.inFlight(int(d), p));
     if (d < e.bubbleFraction.size())
       os << fmt("; idle %.1f%% of the step's pipeline time", 100 * e.bubbleFraction[d]);
+    if (d < e.bubbleFraction.size() && !e.stageCostSource.empty())
+      os << " (measured stage costs: " << e.stageCostSource << ")";
     os << ")\n";
   }
 

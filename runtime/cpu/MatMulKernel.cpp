@@ -28,6 +28,7 @@
 #include "cpu/Strided.h"
 
 #include <algorithm>
+#include <atomic>
 
 #ifdef LOOM_HAVE_CBLAS
 #include <cblas.h>
@@ -124,7 +125,29 @@ void runGemms(const std::vector<Gemm> &gemms, ThreadPool &pool) {
   });
 }
 #else
+} // namespace
+} // namespace loom::rt
+
+// OpenBLAS's own setter, where the BLAS is OpenBLAS (weak: other BLAS
+// libraries lack it, and their threads are theirs to configure).
+extern "C" void openblas_set_num_threads(int) __attribute__((weak));
+
+namespace loom::rt {
+namespace {
+
+/// OpenBLAS starts a thread per core in every process and spins them
+/// between products, so N ranks of one host (--nproc, each with --threads
+/// / N) would run N x cores busy threads: the ranks' GEMMs then wait for
+/// each other's spinning. Products get the executor's pool size instead,
+/// as every other kernel does (ranks of one process share the value).
+void limitBlasThreads(int threads) {
+  static std::atomic<int> current{0};
+  if (openblas_set_num_threads && current.exchange(threads) != threads)
+    openblas_set_num_threads(threads);
+}
+
 void runGemms(const std::vector<Gemm> &gemms, ThreadPool &pool) {
+  limitBlasThreads(pool.size());
   auto one = [](const Gemm &g) {
     cblas_sgemm(CblasRowMajor, g.ta ? CblasTrans : CblasNoTrans, g.tb ? CblasTrans : CblasNoTrans,
                 int(g.m), int(g.n), int(g.k), 1.0f, g.a.p, int(g.lda), g.b.p, int(g.ldb), 0.0f,

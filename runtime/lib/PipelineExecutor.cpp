@@ -14,6 +14,8 @@
 #include <mutex>
 #include <thread>
 
+#include <time.h>
+
 namespace loom::rt {
 
 const char *pipePhaseName(PipePhase p) {
@@ -517,6 +519,11 @@ bool PipelineRank::runStep(float step, const std::vector<const int64_t *> &token
   Impl &im = *impl_;
   const PipelineSchedule &s = im.prog->schedule;
   auto now = [&] { return std::chrono::duration<double>(Clock::now() - epoch).count(); };
+  auto cpuNow = [] {
+    timespec ts{};
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return double(ts.tv_sec) + 1e-9 * double(ts.tv_nsec);
+  };
   out = PipelineStepResult();
   out.losses.assign(size_t(s.microbatches), 0.0f);
   out.stepStart = now();
@@ -530,9 +537,11 @@ bool PipelineRank::runStep(float step, const std::vector<const int64_t *> &token
     double t0 = now();
     if (!isTransfer(a.op)) {
       int i = a.microbatch;
+      double c0 = cpuNow();
       if (!im.compute(a, tokens[size_t(i)], targets[size_t(i)], out, err))
         return im.fail(err, cat(im.describe(int(k)), ": ", err));
-      out.timings.push_back({int(k), t0, now()});
+      double t1 = now();
+      out.timings.push_back({int(k), t0, t1, cpuNow() - c0});
       ++k;
       continue;
     }

@@ -553,6 +553,8 @@ std::string pipelineTraceJson(const TrainProgram &tp, const PipelineStats &stats
                            " mb" + std::to_string(a.microbatch);
         args += ", \"stage\": " + std::to_string(a.stage) +
                 ", \"microbatch\": " + std::to_string(a.microbatch);
+        if (!rt::isTransfer(a.op))
+          args += ", \"cpu_ms\": " + std::to_string(t.cpu * 1e3);
         event(name, rt::isTransfer(a.op) ? "transfer" : "compute", int(r), t.start, t.end, args);
       }
     }

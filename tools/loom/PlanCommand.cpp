@@ -9,6 +9,7 @@
 //===----------------------------------------------------------------------===//
 #include "Args.h"
 #include "AtomicFile.h"
+#include "planner/MeasuredStageCosts.h"
 #include "planner/Planner.h"
 #include "planner/Report.h"
 #include "planner/ir/IrCost.h"
@@ -152,6 +153,8 @@ int runPlan(int argc, char **argv) {
   args.flag("rejected", "rejected plans listed with their reasons", false, "8");
   args.flag("explain", "PLAN: a rank from the table or a plan id, whole or in part (tp=2,pp=2)");
   args.flag("json", "print JSON instead of the table", true);
+  args.flag("stage-costs", "FILE[,FILE...]: measured stage costs (loom train --stage-costs-out) "
+                           "to time the pipeline plans they fit with, instead of the profile");
   args.flag("cost-from", "train-step (default; falls back to forward) or forward (backward = 2x)",
             false, "train-step");
   args.flag("dump-costs", "print what the planner read off the IR (JSON) and stop", true);
@@ -214,6 +217,10 @@ int runPlan(int argc, char **argv) {
   if (args.get("activation-bytes") != "2" && args.get("activation-bytes") != "4")
     return fail("plan", "--activation-bytes must be 2 or 4, not '" + args.get("activation-bytes") + "'");
   req.activationBytes = int(args.getInt("activation-bytes"));
+  std::vector<rt::StageCostProfile> stageCosts;
+  if (args.has("stage-costs") &&
+      !loadStageCostProfiles(args.get("stage-costs"), req, stageCosts, err))
+    return fail("plan", err);
   ReportOptions opts;
   int64_t top = 0, rejected = 0;
   if (!positiveInt(args.get("top"), top))
@@ -244,6 +251,8 @@ int runPlan(int argc, char **argv) {
     return 0;
   }
   CostModel cm(cost, hw, req);
+  if (!stageCosts.empty())
+    cm.useStageCosts(std::move(stageCosts));
   PlanRanking ranking = rankPlans(cm, req);
 
   // The plan to explain: a rank, or the best candidate matching the filter.

@@ -10,6 +10,7 @@
 //===----------------------------------------------------------------------===//
 #include "Args.h"
 #include "PipelinePlan.h"
+#include "loom/runtime/PipelineProfile.h"
 #include "loom/runtime/PipelineSchedule.h"
 
 #include <cstdio>
@@ -28,6 +29,9 @@ int runSchedule(int argc, char **argv) {
   args.flag("svg", "write the timeline (unit costs: F 1, B 2, I 1, W 1) to this .svg");
   args.flag("csv", "write the schedule's actions to this .csv");
   args.flag("actions", "also list every rank's actions in order, transfers included", true);
+  args.flag("serial", "its unpipelined counterpart: one microbatch at a time through every stage "
+                      "(the same placement and backward; for loom train --stage-costs-out)",
+            true);
   if (!args.parse(argc, argv, 2))
     return args.wantsHelp() ? 0 : 1;
   rt::PipelineSchedule s;
@@ -46,6 +50,8 @@ int runSchedule(int argc, char **argv) {
                            int(args.getInt("microbatches")), s, err))
       return fail("schedule", err);
   }
+  if (args.has("serial"))
+    s = rt::serialSchedule(s);
   rt::ScheduleTimeline t;
   if (!rt::simulateSchedule(s, {}, t, err))
     return fail("schedule", s.name + ": " + err);

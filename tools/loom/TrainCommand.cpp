@@ -15,6 +15,7 @@
 #include "Npy.h"
 #include "PipelineProgram.h"
 #include "PipelineRunner.h"
+#include "PipelineStageCosts.h"
 #include "RecomputeFlags.h"
 #include "SequencePlan.h"
 #include "SpmdPlan.h"
@@ -195,6 +196,8 @@ int runTrain(int argc, char **argv) {
             true);
   args.flag("pp-split", "pipeline plans: the first layer of each stage after the first (e.g. 2,4,6)");
   args.flag("trace", "pipeline plans: write every rank's actions as chrome-tracing JSON to this file");
+  args.flag("stage-costs-out", "pipeline plans: write the measured per-stage action and transfer "
+                               "times (medians after step 0) for loom plan --stage-costs");
   args.flag("die-after-step", "testing: exit abruptly (code 86) after this step completes");
   args.flag("fail-rank", "testing: this simulated rank gets invalid token ids at --fail-step");
   args.flag("fail-step", "testing: the step at which --fail-rank fails", false, "0");
@@ -265,6 +268,9 @@ int runTrain(int argc, char **argv) {
     return fail("train", err);
   if (!checkPipelineOptions(opts, err)) // before any rank is launched
     return fail("train", err);
+  if (args.has("stage-costs-out") && plan.pp <= 1)
+    return fail("train", "--stage-costs-out needs a pipeline plan (pp > 1), not '" +
+                             args.get("plan") + "'");
 
   // One process per rank: either this process launches them (--nproc), or
   // a launcher started this process as one of them (its variables).
@@ -535,6 +541,11 @@ int runTrain(int argc, char **argv) {
   if (log)
     std::fclose(log);
   if (lead && tp.pipeline && !reportPipelineRun(tp, *runner, args.get("trace"), err))
+    return die(err);
+  if (lead && args.has("stage-costs-out") &&
+      !writeStageCosts(tp, *runner, args.get("backend"), env.multiProcess ? "socket" : "in-process",
+                       stageThreadsPerRank(int(args.getInt("threads")), tp.worldSize()),
+                       args.get("stage-costs-out"), err))
     return die(err);
   // Every rank takes part in the last gather; then the ranks leave
   // together (finish), and rank 0 alone writes the exports.

@@ -82,6 +82,10 @@ struct PipelineProgram {
 struct ActionTiming {
   int action = 0; // index into the rank's schedule actions (-1: the optimizer)
   double start = 0, end = 0;
+  // CPU seconds the rank's own thread spent in a compute action (with one
+  // thread per rank, the action's work): far below end - start, the rank
+  // was descheduled, a contended machine rather than the schedule.
+  double cpu = 0;
 };
 
 /// What one step gives back on a rank.
