@@ -5,6 +5,7 @@
 //===----------------------------------------------------------------------===//
 #include "planner/ir/IrCost.h"
 #include "planner/ir/RankStep.h"
+#include "compiler/CompileTrainStep.h"
 #include "codegen/LowerToProgram.h"
 #include "frontends/onnx/OnnxImporter.h"
 #include "ir/LoomOps.h"
@@ -1052,57 +1053,16 @@ bool rankBufferPlan(const std::string &path, int64_t microbatch, int64_t seq, in
   return rankBufferPlan(path, microbatch, seq, plan, out, err);
 }
 
-OwningOpRef<ModuleOp> buildRankStep(MLIRContext &ctx, const std::string &path, int64_t microbatch,
-                                    int64_t seq, const Plan &plan, std::string &err) {
-  double scale = 1;
-  std::vector<std::string> notes;
-  OwningOpRef<ModuleOp> module = loadForward(ctx, path, microbatch, seq, scale, notes, err);
-  if (!module)
-    return nullptr;
-  if (scale != 1) {
-    err = path + ": the model's batch is fixed; it cannot be compiled at " +
-          std::to_string(microbatch) + " rows per rank";
-    return nullptr;
-  }
-  FirstDiagnostic diag(ctx);
-  PassManager pm(&ctx);
-  // As compileTrainStep (tools/loom/TrainProgram.cpp) with --precision bf16.
-  buildFusionPipeline(pm, /*autocastBf16=*/true);
-  pm.addPass(createCSEPass());
-  SpmdStepOptions o;
-  o.tp = plan.tp;
-  o.dpReplicate = plan.dpReplicate;
-  o.dpShard = plan.dpShard;
-  o.bf16 = true;
-  o.cp = plan.cp;
-  o.cpRotate = cpRotateName(plan.cpRotate);
-  o.sequenceParallel = plan.tp > 1 && plan.tpSp;
-  o.lossParallel = plan.tp > 1 && plan.lossParallel;
-  o.recompute.policy = plan.checkpoint == Checkpoint::Full        ? RecomputePolicy::full
-                       : plan.checkpoint == Checkpoint::Selective ? RecomputePolicy::selective
-                                                                  : RecomputePolicy::none;
-  buildSpmdTrainStep(pm, o);
-  if (failed(pm.run(*module))) {
-    err = path + ": building the per-rank training step failed: " + diag.text;
-    return nullptr;
-  }
-  return module;
-}
-
 bool rankBufferPlan(const std::string &path, int64_t microbatch, int64_t seq, const Plan &plan,
                     MemoryBreakdown &out, std::string &err, rt::Program *programOut,
                     const RankIrCosts &irCosts) {
-  MLIRContext ctx;
-  OwningOpRef<ModuleOp> module = buildRankStep(ctx, path, microbatch, seq, plan, err);
-  if (!module)
+  train::TrainProgram step;
+  if (!compileRankStep(path, microbatch, seq, plan, step, err, [&](ModuleOp module) {
+        if (irCosts.partitioned && irCosts.hw)
+          partitionedCostOf(module, *irCosts.hw, irCosts.gpusPerNode, *irCosts.partitioned);
+      }))
     return false;
-  if (irCosts.partitioned && irCosts.hw)
-    partitionedCostOf(*module, *irCosts.hw, irCosts.gpusPerNode, *irCosts.partitioned);
-  rt::Program program;
-  if (!lowerToProgram(module->lookupSymbol<func::FuncOp>("train_step"), program, err)) {
-    err = path + ": codegen: " + err;
-    return false;
-  }
+  rt::Program &program = *step.program;
   if (!bufferPlanMemory(program, out, err))
     return false;
   out.workspace += double(rt::backendWorkspaceBytes(program, "cuda"));
@@ -1110,6 +1070,17 @@ bool rankBufferPlan(const std::string &path, int64_t microbatch, int64_t seq, co
   if (programOut)
     *programOut = std::move(program);
   return true;
+}
+
+bool compileRankStep(const std::string &path, int64_t microbatch, int64_t seq, const Plan &plan,
+                     train::TrainProgram &out, std::string &err,
+                     const std::function<void(ModuleOp)> &inspectStep) {
+  // The compiler's own entry point, as `loom train --precision bf16 --plan`
+  // compiles the step: the plan's global batch is its microbatch on every
+  // data-parallel rank.
+  int64_t batch = microbatch * plan.dpReplicate * plan.dpShard;
+  return compiler::compileTrainStep(path, batch, seq, compiler::trainOptionsForPlan(plan), out, err,
+                                    inspectStep);
 }
 
 } // namespace loom::planner
