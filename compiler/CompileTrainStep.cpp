@@ -34,10 +34,15 @@ std::string paramNameOf(ConstantOp c) {
   return c.getName() ? c.getName()->str() : "";
 }
 
-bool floatValues(ConstantOp c, std::vector<float> &out) {
+/// The constant's f32 values into `out` (left empty with `shapesOnly`:
+/// weights imported as shapes have none worth copying, and a large model's
+/// would not fit); false when it is not an f32 tensor.
+bool floatValues(ConstantOp c, std::vector<float> &out, bool shapesOnly) {
   auto dense = llvm::dyn_cast<mlir::DenseElementsAttr>(c.getValue());
   if (!dense || !dense.getElementType().isF32())
     return false;
+  if (shapesOnly)
+    return true;
   out.resize(dense.getNumElements());
   if (dense.isSplat()) {
     std::fill(out.begin(), out.end(), dense.getSplatValue<float>());
@@ -69,9 +74,12 @@ TrainOptions trainOptionsForPlan(const planner::Plan &plan) {
   return o;
 }
 
-bool compileTrainStep(const std::string &path, int64_t batch, int64_t seq,
-                      const TrainOptions &o, TrainProgram &out, std::string &err,
-                      const std::function<void(mlir::ModuleOp)> &inspectStep) {
+namespace {
+
+/// The rows of one rank's step (a microbatch's under a pipeline plan) and
+/// the pipeline layout; false with `err` when the batch does not split.
+bool rowsPerRank(int64_t batch, const TrainOptions &o, int64_t &rows, PipelineLayout &layout,
+                 std::string &err) {
   int dp = o.dpReplicate * o.dpShard;
   if (dp < 1) {
     err = "the data-parallel degree must be positive";
@@ -86,16 +94,38 @@ bool compileTrainStep(const std::string &path, int64_t batch, int64_t seq,
   // A pipeline step runs one microbatch at a time: its programs are built
   // for a microbatch's rows (and the schedule picked first: it decides how
   // the stages are placed).
-  int64_t rows = batch / dp;
-  PipelineLayout layout;
+  rows = batch / dp;
   if (o.pipeline.pp > 1 && !planPipelineLayout(o, batch, layout, err))
     return false;
   if (o.pipeline.pp > 1)
     rows /= o.pipeline.microbatches;
+  return true;
+}
+
+} // namespace
+
+bool compileTrainStep(const std::string &path, int64_t batch, int64_t seq,
+                      const TrainOptions &o, TrainProgram &out, std::string &err,
+                      const std::function<void(mlir::ModuleOp)> &inspectStep) {
+  int64_t rows = 0;
+  PipelineLayout layout;
+  if (!rowsPerRank(batch, o, rows, layout, err))
+    return false;
   mlir::MLIRContext ctx;
   // Static shapes: each rank's step is built for its own rows.
   auto module = importModel(ctx, path, rows, seq, o.weightsAsShapes, err);
   if (!module)
+    return false;
+  return compileImportedTrainStep(*module, path, batch, seq, o, out, err, inspectStep);
+}
+
+bool compileImportedTrainStep(mlir::ModuleOp module, const std::string &path, int64_t batch,
+                              int64_t seq, const TrainOptions &o, TrainProgram &out,
+                              std::string &err,
+                              const std::function<void(mlir::ModuleOp)> &inspectStep) {
+  int64_t rows = 0;
+  PipelineLayout layout;
+  if (!rowsPerRank(batch, o, rows, layout, err) || !checkTokens(module, path, rows, seq, err))
     return false;
   BuildTrainStepOptions bt;
   bt.lr = o.lr;
@@ -120,9 +150,9 @@ bool compileTrainStep(const std::string &path, int64_t batch, int64_t seq,
       pm.addPass(mlir::createCSEPass());
     }
   };
-  if (!runPipeline(*module, path, "fusing the model", fuse, err))
+  if (!runPipeline(module, path, "fusing the model", fuse, err))
     return false;
-  if (!checkSequencePlan(*module, o, seq, err))
+  if (!checkSequencePlan(module, o, seq, err))
     return false;
   // Initial values: the fused forward's constants, by parameter name, taken
   // before tensor parallelism gives split weights their local shapes.
@@ -132,14 +162,14 @@ bool compileTrainStep(const std::string &path, int64_t batch, int64_t seq,
     bool isF32 = false;
   };
   std::map<std::string, FullValue> initial;
-  module->lookupSymbol<mlir::func::FuncOp>("forward").walk([&](ConstantOp c) {
+  module.lookupSymbol<mlir::func::FuncOp>("forward").walk([&](ConstantOp c) {
     std::string n = paramNameOf(c);
     if (n.empty() || initial.count(n))
       return;
     FullValue &f = initial[n];
     auto t = llvm::cast<mlir::RankedTensorType>(c.getType());
     f.shape.assign(t.getShape().begin(), t.getShape().end());
-    f.isF32 = floatValues(c, f.value);
+    f.isF32 = floatValues(c, f.value, o.weightsAsShapes);
   });
   SpmdStepOptions spmd;
   spmd.step = bt;
@@ -167,10 +197,10 @@ bool compileTrainStep(const std::string &path, int64_t batch, int64_t seq,
   spmd.recompute.backend = o.acBackend;
   layout.apply(spmd);
   auto addPasses = [&](mlir::PassManager &pm) { buildSpmdTrainStep(pm, spmd); };
-  if (!runPipeline(*module, path, "building the training step", addPasses, err))
+  if (!runPipeline(module, path, "building the training step", addPasses, err))
     return false;
   if (inspectStep)
-    inspectStep(*module);
+    inspectStep(module);
   if (o.pipeline.pp > 1) {
     auto initialValue = [&](const std::string &name, ParamSlot &slot) {
       auto it = initial.find(name);
@@ -180,13 +210,13 @@ bool compileTrainStep(const std::string &path, int64_t batch, int64_t seq,
       slot.value = it->second.value;
       return true;
     };
-    if (!lowerPipelineStep(*module, path, batch, seq, o, layout, initialValue, out, err))
+    if (!lowerPipelineStep(module, path, batch, seq, o, layout, initialValue, out, err))
       return false;
-    recordSequenceLayout(*module, o, out);
+    recordSequenceLayout(module, o, out);
     out.recomputedOps.clear();
     return true;
   }
-  auto step = module->lookupSymbol<mlir::func::FuncOp>("train_step");
+  auto step = module.lookupSymbol<mlir::func::FuncOp>("train_step");
   size_t numParams = (step.getNumArguments() - 3) / 3;
   out.params.clear();
   for (size_t i = 0; i < numParams; ++i) {
@@ -226,7 +256,7 @@ bool compileTrainStep(const std::string &path, int64_t batch, int64_t seq,
   out.dpReplicate = o.dpReplicate;
   out.dpShard = o.dpShard;
   out.tp = o.tp;
-  recordSequenceLayout(*module, o, out);
+  recordSequenceLayout(module, o, out);
   out.recomputedOps.clear();
   step.walk([&](mlir::Operation *op) {
     if (op->hasAttr(kRecomputedAttrName))

@@ -62,7 +62,8 @@ struct TrainOptions {
   planner::Plan pipeline; // pp, schedule, virtual stages, microbatches
   std::string ppSplit;    // --pp-split: layers that begin stages 1.. (empty: balanced)
   // The planner: weights import as zero splats of their shapes (their
-  // bytes are never read), for graph-only exports and large models.
+  // bytes are never read), for graph-only exports and large models; the
+  // parameters' initial values are then left empty.
   bool weightsAsShapes = false;
 };
 
@@ -84,6 +85,15 @@ TrainOptions trainOptionsForPlan(const planner::Plan &plan);
 bool compileTrainStep(const std::string &modelPath, int64_t batch, int64_t seq,
                       const TrainOptions &opts, TrainProgram &out, std::string &err,
                       const std::function<void(mlir::ModuleOp)> &inspectStep = nullptr);
+
+/// compileTrainStep from the model as imported (its @forward unfused, at
+/// the rank's rows, in the caller's context; it is changed in place): for
+/// a caller that imported it already (the planner, which reads the same
+/// import for its costs). `path` names the model in errors.
+bool compileImportedTrainStep(mlir::ModuleOp imported, const std::string &path, int64_t batch,
+                              int64_t seq, const TrainOptions &opts, TrainProgram &out,
+                              std::string &err,
+                              const std::function<void(mlir::ModuleOp)> &inspectStep = nullptr);
 
 } // namespace loom::compiler
 

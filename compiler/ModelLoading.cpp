@@ -30,6 +30,25 @@ bool isArtifact(const std::string &path) {
   return in && std::memcmp(magic, "LOOMPROG", 8) == 0;
 }
 
+bool checkTokens(mlir::ModuleOp module, const std::string &path, int64_t batch, int64_t seq,
+                 std::string &err) {
+  auto fwd = module.lookupSymbol<mlir::func::FuncOp>("forward");
+  auto tokens = fwd && fwd.getNumArguments() >= 1
+                    ? llvm::dyn_cast<mlir::RankedTensorType>(fwd.getArgument(0).getType())
+                    : nullptr;
+  if (!tokens || tokens.getRank() != 2 || !tokens.hasStaticShape()) {
+    err = path + ": expected func @forward with static [batch, seq] tokens";
+    return false;
+  }
+  if (tokens.getShape()[0] != batch || tokens.getShape()[1] != seq) {
+    err = path + ": the model's tokens are fixed at [" + std::to_string(tokens.getShape()[0]) +
+          ", " + std::to_string(tokens.getShape()[1]) + "]; it cannot be compiled at " +
+          std::to_string(batch) + " rows of " + std::to_string(seq) + " tokens per rank";
+    return false;
+  }
+  return true;
+}
+
 mlir::OwningOpRef<mlir::ModuleOp> importModel(mlir::MLIRContext &ctx, const std::string &path,
                                               int64_t batch, int64_t seq, bool weightsAsShapes,
                                               std::string &err) {
@@ -54,20 +73,8 @@ mlir::OwningOpRef<mlir::ModuleOp> importModel(mlir::MLIRContext &ctx, const std:
     if (!module)
       return nullptr;
   }
-  auto fwd = module->lookupSymbol<mlir::func::FuncOp>("forward");
-  auto tokens = fwd && fwd.getNumArguments() >= 1
-                    ? llvm::dyn_cast<mlir::RankedTensorType>(fwd.getArgument(0).getType())
-                    : nullptr;
-  if (!tokens || tokens.getRank() != 2 || !tokens.hasStaticShape()) {
-    err = path + ": expected func @forward with static [batch, seq] tokens";
+  if (!checkTokens(*module, path, batch, seq, err))
     return nullptr;
-  }
-  if (tokens.getShape()[0] != batch || tokens.getShape()[1] != seq) {
-    err = path + ": the model's tokens are fixed at [" + std::to_string(tokens.getShape()[0]) +
-          ", " + std::to_string(tokens.getShape()[1]) + "]; it cannot be compiled at " +
-          std::to_string(batch) + " rows of " + std::to_string(seq) + " tokens per rank";
-    return nullptr;
-  }
   return module;
 }
 

@@ -21,6 +21,11 @@ namespace loom::compiler {
 /// Whether `path` starts with the artifact magic.
 bool isArtifact(const std::string &path);
 
+/// Refuses, naming the file, a module whose @forward tokens are not a
+/// static [batch, seq] tensor.
+bool checkTokens(mlir::ModuleOp module, const std::string &path, int64_t batch, int64_t seq,
+                 std::string &err);
+
 /// The model at `path` as loom IR holding @forward: an ONNX model imported
 /// with its dynamic dims specialized to `batch` x `seq` (weights as zero
 /// splats of their shapes with `weightsAsShapes`), or a .mlir file parsed

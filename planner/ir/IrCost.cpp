@@ -941,6 +941,11 @@ bool buildModelCost(const std::string &path, const IrCostOptions &opts, ModelCos
   OwningOpRef<ModuleOp> module = loadForward(ctx, path, opts.batch, opts.seq, scale, cost.notes, err);
   if (!module)
     return false;
+  // The import as it is, for the compiler's entry point (the buffer plans
+  // below), before fusion changes it.
+  OwningOpRef<ModuleOp> imported;
+  if (opts.bufferPlan && scale == 1)
+    imported = module->clone();
   FirstDiagnostic diag(ctx);
   {
     PassManager pm(&ctx);
@@ -991,48 +996,36 @@ bool buildModelCost(const std::string &path, const IrCostOptions &opts, ModelCos
   } else if (scale != 1) {
     cost.bufferPlanNote = "the model cannot be compiled at the requested batch";
   } else {
-    OwningOpRef<ModuleOp> step = module->clone();
-    diag.text.clear();
-    PassManager pm(&ctx);
-    // Costs come from the IR without autocast (above); the buffer plan is
-    // of the step loom train compiles: autocast as its fusion pipeline
-    // places it (after fusion), one rounding per activation (CSE), bf16
-    // GEMMs where the rounded operands allow.
-    pm.nest<func::FuncOp>().addPass(createAutocastBf16());
-    pm.addPass(createCanonicalizerPass(rewriteConfig()));
-    pm.addPass(createCSEPass());
-    pm.addPass(createBuildTrainStep(BuildTrainStepOptions()));
-    buildTrainStepTail(pm, /*bf16=*/true);
-    rt::Program program;
-    std::string lowerErr;
-    if (failed(pm.run(*step))) {
-      cost.bufferPlanNote = "building the training step failed: " + diag.text;
-    } else if (!lowerToProgram(step->lookupSymbol<func::FuncOp>("train_step"), program, lowerErr)) {
-      cost.bufferPlanNote = "codegen: " + lowerErr;
-    } else if (!bufferPlanMemory(program, cost.bufferPlan, lowerErr)) {
-      cost.bufferPlanNote = lowerErr;
-    } else {
+    // The step `loom train --precision bf16` runs, through the compiler's
+    // entry point from the same import, once per checkpoint policy.
+    auto tokens = cast<RankedTensorType>(
+        imported->lookupSymbol<func::FuncOp>("forward").getArgument(0).getType());
+    for (int c = 0; c <= 2; ++c) {
+      Plan plan;
+      plan.checkpoint = c == 2 ? Checkpoint::Full : c == 1 ? Checkpoint::Selective : Checkpoint::None;
+      OwningOpRef<ModuleOp> step = imported->clone();
+      train::TrainProgram compiled;
+      MemoryBreakdown &mem = c ? cost.policyBufferPlan[c] : cost.bufferPlan;
+      std::string stepErr;
+      if (!compiler::compileImportedTrainStep(*step, path, tokens.getShape()[0],
+                                              tokens.getShape()[1],
+                                              compiler::trainOptionsForPlan(plan), compiled,
+                                              stepErr) ||
+          !bufferPlanMemory(*compiled.program, mem, stepErr)) {
+        if (c == 0) {
+          cost.bufferPlanNote = stepErr;
+          break;
+        }
+        continue;
+      }
       // The CUDA backend also allocates a scratch block (flash attention's
       // bf16 operand copies, loss rows) and the GEMM workspace.
-      cost.bufferPlan.workspace += double(rt::backendWorkspaceBytes(program, "cuda"));
-      cost.hasBufferPlan = true;
-      cost.bufferPlanNote = "codegen's arena plan of @train_step (bf16 autocast, as loom train)";
-      // Each checkpoint policy: the same step through the recompute pass,
-      // as `loom train --ac selective|full` compiles it.
-      for (int c = 1; c <= 2; ++c) {
-        OwningOpRef<ModuleOp> variant = step->clone();
-        PassManager rp(&ctx);
-        RecomputeOptions ro;
-        ro.policy = c == 1 ? RecomputePolicy::selective : RecomputePolicy::full;
-        rp.addPass(createRecompute(ro));
-        rt::Program p;
-        MemoryBreakdown &mem = cost.policyBufferPlan[c];
-        if (succeeded(rp.run(*variant)) &&
-            lowerToProgram(variant->lookupSymbol<func::FuncOp>("train_step"), p, lowerErr) &&
-            bufferPlanMemory(p, mem, lowerErr)) {
-          mem.workspace += double(rt::backendWorkspaceBytes(p, "cuda"));
-          cost.hasPolicyBufferPlan[c] = true;
-        }
+      mem.workspace += double(rt::backendWorkspaceBytes(*compiled.program, "cuda"));
+      if (c == 0) {
+        cost.hasBufferPlan = true;
+        cost.bufferPlanNote = "codegen's arena plan of @train_step (bf16 autocast, as loom train)";
+      } else {
+        cost.hasPolicyBufferPlan[c] = true;
       }
     }
   }

@@ -114,5 +114,35 @@ TEST(EntryPointControl, Fp32StepDiffersFromThePlannedBf16Step) {
                artifactBytes(withoutConstantValues(trainPath(plan, false, /*bf16=*/false))));
 }
 
+// The single-device buffer plans `loom plan` ranks every plan with
+// (planner::buildModelCost, one per checkpoint policy) are those of the
+// steps the entry point compiles for one rank under each policy.
+TEST(EntryPointModelCost, SingleDeviceBufferPlansAreTheEntryPointsPrograms) {
+  planner::IrCostOptions opts;
+  opts.batch = kMicrobatch;
+  opts.seq = kSeq;
+  planner::ModelCost cost;
+  std::string err;
+  ASSERT_TRUE(planner::buildModelCost(fixture("llama.dynamic.onnx"), opts, cost, err)) << err;
+  ASSERT_TRUE(cost.hasBufferPlan) << cost.bufferPlanNote;
+  for (int policy = 0; policy < 3; ++policy) {
+    planner::Plan plan;
+    plan.checkpoint = policy == 2   ? planner::Checkpoint::Full
+                      : policy == 1 ? planner::Checkpoint::Selective
+                                    : planner::Checkpoint::None;
+    planner::MemoryBreakdown compiled;
+    ASSERT_TRUE(planner::rankBufferPlan(fixture("llama.dynamic.onnx"), kMicrobatch, kSeq, plan,
+                                        compiled, err))
+        << err;
+    const planner::MemoryBreakdown &ranked = policy ? cost.policyBufferPlan[policy] : cost.bufferPlan;
+    ASSERT_TRUE(policy == 0 || cost.hasPolicyBufferPlan[policy]);
+    EXPECT_EQ(ranked.params, compiled.params) << "policy " << policy;
+    EXPECT_EQ(ranked.grads, compiled.grads) << "policy " << policy;
+    EXPECT_EQ(ranked.optimizer, compiled.optimizer) << "policy " << policy;
+    EXPECT_EQ(ranked.activations, compiled.activations) << "policy " << policy;
+    EXPECT_EQ(ranked.workspace, compiled.workspace) << "policy " << policy;
+  }
+}
+
 } // namespace
 } // namespace loom
