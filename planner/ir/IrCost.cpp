@@ -5,6 +5,7 @@
 //===----------------------------------------------------------------------===//
 #include "planner/ir/IrCost.h"
 #include "planner/ir/RankStep.h"
+#include "compiler/CompileTrainStep.h"
 #include "codegen/LowerToProgram.h"
 #include "frontends/onnx/OnnxImporter.h"
 #include "ir/LoomOps.h"
@@ -940,6 +941,11 @@ bool buildModelCost(const std::string &path, const IrCostOptions &opts, ModelCos
   OwningOpRef<ModuleOp> module = loadForward(ctx, path, opts.batch, opts.seq, scale, cost.notes, err);
   if (!module)
     return false;
+  // The import as it is, for the compiler's entry point (the buffer plans
+  // below), before fusion changes it.
+  OwningOpRef<ModuleOp> imported;
+  if (opts.bufferPlan && scale == 1)
+    imported = module->clone();
   FirstDiagnostic diag(ctx);
   {
     PassManager pm(&ctx);
@@ -990,48 +996,36 @@ bool buildModelCost(const std::string &path, const IrCostOptions &opts, ModelCos
   } else if (scale != 1) {
     cost.bufferPlanNote = "the model cannot be compiled at the requested batch";
   } else {
-    OwningOpRef<ModuleOp> step = module->clone();
-    diag.text.clear();
-    PassManager pm(&ctx);
-    // Costs come from the IR without autocast (above); the buffer plan is
-    // of the step loom train compiles: autocast as its fusion pipeline
-    // places it (after fusion), one rounding per activation (CSE), bf16
-    // GEMMs where the rounded operands allow.
-    pm.nest<func::FuncOp>().addPass(createAutocastBf16());
-    pm.addPass(createCanonicalizerPass(rewriteConfig()));
-    pm.addPass(createCSEPass());
-    pm.addPass(createBuildTrainStep(BuildTrainStepOptions()));
-    buildTrainStepTail(pm, /*bf16=*/true);
-    rt::Program program;
-    std::string lowerErr;
-    if (failed(pm.run(*step))) {
-      cost.bufferPlanNote = "building the training step failed: " + diag.text;
-    } else if (!lowerToProgram(step->lookupSymbol<func::FuncOp>("train_step"), program, lowerErr)) {
-      cost.bufferPlanNote = "codegen: " + lowerErr;
-    } else if (!bufferPlanMemory(program, cost.bufferPlan, lowerErr)) {
-      cost.bufferPlanNote = lowerErr;
-    } else {
+    // The step `loom train --precision bf16` runs, through the compiler's
+    // entry point from the same import, once per checkpoint policy.
+    auto tokens = cast<RankedTensorType>(
+        imported->lookupSymbol<func::FuncOp>("forward").getArgument(0).getType());
+    for (int c = 0; c <= 2; ++c) {
+      Plan plan;
+      plan.checkpoint = c == 2 ? Checkpoint::Full : c == 1 ? Checkpoint::Selective : Checkpoint::None;
+      OwningOpRef<ModuleOp> step = imported->clone();
+      train::TrainProgram compiled;
+      MemoryBreakdown &mem = c ? cost.policyBufferPlan[c] : cost.bufferPlan;
+      std::string stepErr;
+      if (!compiler::compileImportedTrainStep(*step, path, tokens.getShape()[0],
+                                              tokens.getShape()[1],
+                                              compiler::trainOptionsForPlan(plan), compiled,
+                                              stepErr) ||
+          !bufferPlanMemory(*compiled.program, mem, stepErr)) {
+        if (c == 0) {
+          cost.bufferPlanNote = stepErr;
+          break;
+        }
+        continue;
+      }
       // The CUDA backend also allocates a scratch block (flash attention's
       // bf16 operand copies, loss rows) and the GEMM workspace.
-      cost.bufferPlan.workspace += double(rt::backendWorkspaceBytes(program, "cuda"));
-      cost.hasBufferPlan = true;
-      cost.bufferPlanNote = "codegen's arena plan of @train_step (bf16 autocast, as loom train)";
-      // Each checkpoint policy: the same step through the recompute pass,
-      // as `loom train --ac selective|full` compiles it.
-      for (int c = 1; c <= 2; ++c) {
-        OwningOpRef<ModuleOp> variant = step->clone();
-        PassManager rp(&ctx);
-        RecomputeOptions ro;
-        ro.policy = c == 1 ? RecomputePolicy::selective : RecomputePolicy::full;
-        rp.addPass(createRecompute(ro));
-        rt::Program p;
-        MemoryBreakdown &mem = cost.policyBufferPlan[c];
-        if (succeeded(rp.run(*variant)) &&
-            lowerToProgram(variant->lookupSymbol<func::FuncOp>("train_step"), p, lowerErr) &&
-            bufferPlanMemory(p, mem, lowerErr)) {
-          mem.workspace += double(rt::backendWorkspaceBytes(p, "cuda"));
-          cost.hasPolicyBufferPlan[c] = true;
-        }
+      mem.workspace += double(rt::backendWorkspaceBytes(*compiled.program, "cuda"));
+      if (c == 0) {
+        cost.hasBufferPlan = true;
+        cost.bufferPlanNote = "codegen's arena plan of @train_step (bf16 autocast, as loom train)";
+      } else {
+        cost.hasPolicyBufferPlan[c] = true;
       }
     }
   }
@@ -1052,57 +1046,16 @@ bool rankBufferPlan(const std::string &path, int64_t microbatch, int64_t seq, in
   return rankBufferPlan(path, microbatch, seq, plan, out, err);
 }
 
-OwningOpRef<ModuleOp> buildRankStep(MLIRContext &ctx, const std::string &path, int64_t microbatch,
-                                    int64_t seq, const Plan &plan, std::string &err) {
-  double scale = 1;
-  std::vector<std::string> notes;
-  OwningOpRef<ModuleOp> module = loadForward(ctx, path, microbatch, seq, scale, notes, err);
-  if (!module)
-    return nullptr;
-  if (scale != 1) {
-    err = path + ": the model's batch is fixed; it cannot be compiled at " +
-          std::to_string(microbatch) + " rows per rank";
-    return nullptr;
-  }
-  FirstDiagnostic diag(ctx);
-  PassManager pm(&ctx);
-  // As compileTrainStep (tools/loom/TrainProgram.cpp) with --precision bf16.
-  buildFusionPipeline(pm, /*autocastBf16=*/true);
-  pm.addPass(createCSEPass());
-  SpmdStepOptions o;
-  o.tp = plan.tp;
-  o.dpReplicate = plan.dpReplicate;
-  o.dpShard = plan.dpShard;
-  o.bf16 = true;
-  o.cp = plan.cp;
-  o.cpRotate = cpRotateName(plan.cpRotate);
-  o.sequenceParallel = plan.tp > 1 && plan.tpSp;
-  o.lossParallel = plan.tp > 1 && plan.lossParallel;
-  o.recompute.policy = plan.checkpoint == Checkpoint::Full        ? RecomputePolicy::full
-                       : plan.checkpoint == Checkpoint::Selective ? RecomputePolicy::selective
-                                                                  : RecomputePolicy::none;
-  buildSpmdTrainStep(pm, o);
-  if (failed(pm.run(*module))) {
-    err = path + ": building the per-rank training step failed: " + diag.text;
-    return nullptr;
-  }
-  return module;
-}
-
 bool rankBufferPlan(const std::string &path, int64_t microbatch, int64_t seq, const Plan &plan,
                     MemoryBreakdown &out, std::string &err, rt::Program *programOut,
                     const RankIrCosts &irCosts) {
-  MLIRContext ctx;
-  OwningOpRef<ModuleOp> module = buildRankStep(ctx, path, microbatch, seq, plan, err);
-  if (!module)
+  train::TrainProgram step;
+  if (!compileRankStep(path, microbatch, seq, plan, step, err, [&](ModuleOp module) {
+        if (irCosts.partitioned && irCosts.hw)
+          partitionedCostOf(module, *irCosts.hw, irCosts.gpusPerNode, *irCosts.partitioned);
+      }))
     return false;
-  if (irCosts.partitioned && irCosts.hw)
-    partitionedCostOf(*module, *irCosts.hw, irCosts.gpusPerNode, *irCosts.partitioned);
-  rt::Program program;
-  if (!lowerToProgram(module->lookupSymbol<func::FuncOp>("train_step"), program, err)) {
-    err = path + ": codegen: " + err;
-    return false;
-  }
+  rt::Program &program = *step.program;
   if (!bufferPlanMemory(program, out, err))
     return false;
   out.workspace += double(rt::backendWorkspaceBytes(program, "cuda"));
@@ -1110,6 +1063,17 @@ bool rankBufferPlan(const std::string &path, int64_t microbatch, int64_t seq, co
   if (programOut)
     *programOut = std::move(program);
   return true;
+}
+
+bool compileRankStep(const std::string &path, int64_t microbatch, int64_t seq, const Plan &plan,
+                     train::TrainProgram &out, std::string &err,
+                     const std::function<void(ModuleOp)> &inspectStep) {
+  // The compiler's own entry point, as `loom train --precision bf16 --plan`
+  // compiles the step: the plan's global batch is its microbatch on every
+  // data-parallel rank.
+  int64_t batch = microbatch * plan.dpReplicate * plan.dpShard;
+  return compiler::compileTrainStep(path, batch, seq, compiler::trainOptionsForPlan(plan), out, err,
+                                    inspectStep);
 }
 
 } // namespace loom::planner

@@ -366,12 +366,10 @@ void partitionedCostOf(ModuleOp module, const HardwareProfile &hw, int gpusPerNo
 bool partitionedCost(const std::string &path, int64_t microbatch, int64_t seq, const Plan &plan,
                      const HardwareProfile &hw, int gpusPerNode, PartitionedCost &out,
                      std::string &err) {
-  MLIRContext ctx;
-  OwningOpRef<ModuleOp> module = buildRankStep(ctx, path, microbatch, seq, plan, err);
-  if (!module)
-    return false;
-  partitionedCostOf(*module, hw, gpusPerNode, out);
-  return true;
+  train::TrainProgram step;
+  return compileRankStep(path, microbatch, seq, plan, step, err, [&](ModuleOp module) {
+    partitionedCostOf(module, hw, gpusPerNode, out);
+  });
 }
 
 } // namespace loom::planner

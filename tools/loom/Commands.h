@@ -12,6 +12,9 @@ int runCompile(int argc, char **argv);
 int runEval(int argc, char **argv);
 int runTrain(int argc, char **argv);
 int runVerify(int argc, char **argv);
+int runPlan(int argc, char **argv);
+int runCalibrate(int argc, char **argv);
+int runSchedule(int argc, char **argv);
 } // namespace loom::tools
 
 #endif

@@ -5,12 +5,15 @@
 //===----------------------------------------------------------------------===//
 #include "Args.h"
 #include "Commands.h"
-#include "ModelLoading.h"
+#include "compiler/CompileTrainStep.h"
+#include "compiler/ModelLoading.h"
 #include "loom/runtime/Artifact.h"
 
 #include <cstdio>
 
 namespace loom::tools {
+using namespace compiler;
+using namespace train;
 
 int runCompile(int argc, char **argv) {
   Args args("compile", "MODEL.onnx --batch B --seq T -o ARTIFACT");

@@ -5,14 +5,9 @@
 //===----------------------------------------------------------------------===//
 #include "Args.h"
 #include "Commands.h"
-#include "frontends/onnx/OnnxImporter.h"
-#include "frontends/onnx/OpRegistry.h"
-#include "passes/Passes.h"
+#include "compiler/ModelLoading.h"
 
-#include "mlir/IR/MLIRContext.h"
-#include "mlir/IR/OperationSupport.h"
-#include "mlir/Pass/PassManager.h"
-#include "llvm/Support/raw_ostream.h"
+#include <cstdio>
 
 namespace loom::tools {
 
@@ -28,32 +23,20 @@ int runImport(int argc, char **argv) {
                         "and exit", true);
   if (!args.parse(argc, argv, 2))
     return args.wantsHelp() ? 0 : 1;
+  std::string text, err;
   if (args.has("coverage") && args.get("coverage") == "1") {
-    mlir::MLIRContext ctx;
-    if (std::string drift = checkOnnxOpRegistry(ctx); !drift.empty())
-      return fail("import", "the ONNX op registry does not match the importer: " + drift);
-    llvm::outs() << onnxCoverageMarkdown(ctx);
-    return 0;
-  }
-  if (args.positional().size() != 1)
+    if (!compiler::onnxCoverage(text, err))
+      return fail("import", err);
+  } else if (args.positional().size() != 1) {
     return fail("import", "expected one model file (see loom import --help)");
-  mlir::MLIRContext ctx;
-  OnnxImportOptions opts{args.getInt("batch"), args.getInt("seq")};
-  opts.weightsAsShapes = args.has("shapes-only") && args.get("shapes-only") == "1";
-  std::string err;
-  auto module = importOnnxModel(ctx, args.positional()[0], opts, err);
-  if (!module)
+  } else if (!compiler::printImportedModel(
+                 args.positional()[0], args.getInt("batch"), args.getInt("seq"),
+                 args.has("shapes-only") && args.get("shapes-only") == "1",
+                 args.has("fuse") && args.get("fuse") == "1",
+                 args.getInt("elide-constants-larger-than"), text, err)) {
     return fail("import", err);
-  if (args.has("fuse") && args.get("fuse") == "1") {
-    mlir::PassManager pm(&ctx);
-    buildFusionPipeline(pm);
-    if (mlir::failed(pm.run(*module)))
-      return fail("import", "fusion pipeline failed");
   }
-  mlir::OpPrintingFlags flags;
-  flags.elideLargeElementsAttrs(args.getInt("elide-constants-larger-than"));
-  module->print(llvm::outs(), flags);
-  llvm::outs() << "\n";
+  std::fwrite(text.data(), 1, text.size(), stdout);
   return 0;
 }
 

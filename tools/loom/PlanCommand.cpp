@@ -8,12 +8,14 @@
 // explanation.
 //===----------------------------------------------------------------------===//
 #include "Args.h"
-#include "AtomicFile.h"
+#include "Commands.h"
+#include "loom/train/AtomicFile.h"
+#include "planner/Explain.h"
 #include "planner/MeasuredStageCosts.h"
 #include "planner/Planner.h"
 #include "planner/Report.h"
 #include "planner/ir/IrCost.h"
-#include "planner/ir/PartitionedCost.h"
+#include "planner/ir/PartitionedReport.h"
 #include "loom/io/Json.h"
 
 #include <cstdio>
@@ -22,6 +24,7 @@
 #include <ostream>
 
 namespace loom::tools {
+using namespace train;
 
 namespace {
 
@@ -35,103 +38,6 @@ bool positiveInt(const std::string &s, int64_t &out) {
     return false;
   out = v;
   return true;
-}
-
-/// --cp-rotate, --tp-sp and --loss-parallel into the explained plan.
-bool applyExplainSwitches(const Args &args, planner::Plan &plan, std::string &err) {
-  std::string text = "cp_rotate=" + args.get("cp-rotate") + ",tp_sp=" + args.get("tp-sp") +
-                     ",loss_parallel=" + args.get("loss-parallel");
-  planner::Plan parsed;
-  if (!planner::parseMeshPlan(text, parsed, err))
-    return false;
-  plan.cpRotate = parsed.cpRotate;
-  plan.tpSp = parsed.tpSp;
-  plan.lossParallel = parsed.lossParallel;
-  return true;
-}
-
-/// The rank program's buffers as JSON (what one rank holds), written whole.
-bool writeRankBuffers(const std::string &path, const rt::Program &p, std::string &err) {
-  json::Value list = json::Value::array();
-  for (const rt::BufferDesc &b : p.buffers) {
-    json::Value shape = json::Value::array();
-    for (int64_t d : b.shape) shape.push(json::Value(double(d)));
-    json::Value o = json::Value::object();
-    o.set("name", json::Value(b.name));
-    o.set("shape", shape);
-    o.set("dtype", json::Value(std::string(rt::dtypeName(b.dtype))));
-    o.set("bytes", json::Value(double(b.bytes)));
-    o.set("kind", json::Value(b.kind == rt::BufferKind::Constant ? "constant"
-                              : b.kind == rt::BufferKind::Input ? "input"
-                              : b.kind == rt::BufferKind::Output ? "output"
-                                                                 : "temp"));
-    list.push(o);
-  }
-  return writeAtomically(path, list.dump(1) + "\n", err);
-}
-
-json::Value partitionedJson(const planner::PartitionedCost &c) {
-  json::Value o = json::Value::object(), list = json::Value::array();
-  for (const planner::IrCollective &k : c.collectives) {
-    json::Value v = json::Value::object();
-    v.set("op", json::Value(k.op));
-    v.set("axes", json::Value(k.axes));
-    v.set("ranks", json::Value(k.ranks));
-    v.set("link", json::Value(k.link));
-    v.set("bytes", json::Value(k.bytes));
-    v.set("count", json::Value(k.count));
-    v.set("seconds", json::Value(k.seconds));
-    list.push(v);
-  }
-  o.set("collectives", list);
-  o.set("comm_seconds", json::Value(c.commSeconds));
-  json::Value ranks = json::Value::array();
-  for (const planner::CpRankAttention &r : c.cpRanks) {
-    json::Value v = json::Value::object();
-    v.set("forward", json::Value(r.forward));
-    v.set("forward_visible", json::Value(r.forwardVisible));
-    v.set("backward", json::Value(r.backward));
-    v.set("backward_visible", json::Value(r.backwardVisible));
-    ranks.push(v);
-  }
-  o.set("attention_per_cp_rank", ranks);
-  return o;
-}
-
-/// The per-rank step's own collectives and, under cp, each cp rank's
-/// attention work.
-void printPartitioned(std::ostream &os, const planner::PartitionedCost &c) {
-  char line[256];
-  os << "\ncollectives of one rank's step, read off its partitioned IR (alpha-beta on the plan's "
-        "links, none overlapped):\n";
-  std::snprintf(line, sizeof line, "  %-20s %-20s %5s %-10s %12s %6s %12s\n", "op", "axes",
-                "ranks", "link", "bytes/call", "calls", "ms/step");
-  os << line;
-  for (const planner::IrCollective &k : c.collectives) {
-    std::snprintf(line, sizeof line, "  %-20s %-20s %5d %-10s %12.0f %6d %12.4f\n", k.op.c_str(),
-                  k.axes.c_str(), k.ranks, k.link.c_str(), k.bytes, k.count,
-                  k.seconds * k.count * 1e3);
-    os << line;
-  }
-  std::snprintf(line, sizeof line, "  total %.4f ms per step\n", c.commSeconds * 1e3);
-  os << line;
-  if (c.cpRanks.empty())
-    return;
-  os << "attention work per cp rank (query-key pairs x batch x query heads its attention ops "
-        "compute; visible: not masked by causality):\n";
-  double lo = 0, hi = 0;
-  for (size_t r = 0; r < c.cpRanks.size(); ++r) {
-    const planner::CpRankAttention &a = c.cpRanks[r];
-    double total = a.forward + a.backward;
-    lo = r ? std::min(lo, total) : total;
-    hi = r ? std::max(hi, total) : total;
-    std::snprintf(line, sizeof line,
-                  "  cp rank %zu: forward %.0f (visible %.0f), backward %.0f (visible %.0f)\n", r,
-                  a.forward, a.forwardVisible, a.backward, a.backwardVisible);
-    os << line;
-  }
-  std::snprintf(line, sizeof line, "  balance: max / min over cp ranks %.4f\n", lo > 0 ? hi / lo : 0.0);
-  os << line;
 }
 
 } // namespace
@@ -258,64 +164,27 @@ int runPlan(int argc, char **argv) {
   // The plan to explain: a rank, or the best candidate matching the filter.
   PlanEstimate chosen;
   size_t chosenRank = 0;
-  if (explain) {
-    if (explainRank) {
-      if (size_t(explainRank) > ranking.feasible.size())
-        return fail("plan", "--explain " + std::to_string(explainRank) + ": only " +
-                                std::to_string(ranking.feasible.size()) + " feasible plans");
-      chosenRank = size_t(explainRank);
-      chosen = cm.evaluate(ranking.feasible[chosenRank - 1].plan, true);
-    } else {
-      for (size_t i = 0; i < ranking.feasible.size() && !chosenRank; ++i)
-        if (planMatches(ranking.feasible[i].plan, filter)) {
-          chosenRank = i + 1;
-          chosen = cm.evaluate(ranking.feasible[i].plan, true);
-        }
-      if (!chosenRank) {
-        bool found = false;
-        double best = -1;
-        for (const Plan &p : enumeratePlans(req, cost.numLayers)) {
-          if (!planMatches(p, filter))
-            continue;
-          PlanEstimate e = cm.evaluate(p, true);
-          if (!found || e.tokensPerSecond > best) {
-            chosen = e;
-            best = e.tokensPerSecond;
-            found = true;
-          }
-        }
-        if (!found)
-          return fail("plan", "--explain '" + args.get("explain") + "' matches none of the " +
-                                  std::to_string(ranking.candidates) + " candidate plans for " +
-                                  std::to_string(req.gpus) +
-                                  " GPUs (dpr*dps*cp*tp*pp must equal --gpus)");
-      }
-    }
-  }
+  if (explain && !choosePlanToExplain(cm, req, ranking, cost.numLayers, explainRank, filter,
+                                      args.get("explain"), chosen, chosenRank, err))
+    return fail("plan", err);
 
   // The explained plan's memory from the compiler's own per-rank program
   // where it can build one: what each of its ranks allocates.
   PartitionedCost irCost;
   bool haveIrCost = false;
   if (explain && CostModel::compilesPerRank(chosen.plan) && args.get("rank-buffer-plan") == "1") {
-    MemoryBreakdown rankMem;
     rt::Program program;
-    if (!applyExplainSwitches(args, chosen.plan, err))
+    if (!applyPlanSwitches(args.get("cp-rotate"), args.get("tp-sp"), args.get("loss-parallel"),
+                           chosen.plan, err))
       return fail("plan", err);
-    RankIrCosts irCosts;
-    irCosts.partitioned = &irCost;
-    irCosts.hw = &hw;
-    irCosts.gpusPerNode = req.gpusPerNode;
-    if (rankBufferPlan(model, req.microbatch, req.seq, chosen.plan, rankMem, err, &program,
-                       irCosts)) {
-      haveIrCost = true;
-      cm.useRankBufferPlan(chosen, rankMem);
-      if (args.has("dump-rank-buffers") &&
-          !writeRankBuffers(args.get("dump-rank-buffers"), program, err))
-        return fail("plan", err);
-    } else
+    haveIrCost = explainWithRankProgram(model, req, hw, cm, chosen, irCost, program, err);
+    if (!haveIrCost)
       std::fprintf(stderr, "loom plan: the per-rank buffer plan is not available (%s); memory "
                            "stays %s\n", err.c_str(), chosen.memorySource.c_str());
+    else if (args.has("dump-rank-buffers") &&
+             !writeAtomically(args.get("dump-rank-buffers"),
+                              programBuffersJson(program).dump(1) + "\n", err))
+      return fail("plan", err);
   }
 
   if (args.get("json") == "1") {

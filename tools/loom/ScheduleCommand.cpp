@@ -9,14 +9,17 @@
 // schedule is the object `loom train --plan pp=...` runs.
 //===----------------------------------------------------------------------===//
 #include "Args.h"
-#include "PipelinePlan.h"
+#include "Commands.h"
+#include "compiler/PipelinePlan.h"
 #include "loom/runtime/PipelineProfile.h"
 #include "loom/runtime/PipelineSchedule.h"
+#include "loom/train/ScheduleReport.h"
 
 #include <cstdio>
 #include <fstream>
 
 namespace loom::tools {
+using namespace compiler;
 
 int runSchedule(int argc, char **argv) {
   Args args("schedule", "--pp P --microbatches M [--schedule S] [--virtual V] | --file F.csv");
@@ -55,25 +58,7 @@ int runSchedule(int argc, char **argv) {
   rt::ScheduleTimeline t;
   if (!rt::simulateSchedule(s, {}, t, err))
     return fail("schedule", s.name + ": " + err);
-  std::printf("schedule %s: pp=%d, %d stage%s (%d per rank), %d microbatches, backward %s\n",
-              s.name.c_str(), s.ranks, s.stages, s.stages == 1 ? "" : "s", s.virtualStages(),
-              s.microbatches, s.splitBackward ? "split into I and W" : "whole (B)");
-  std::string placement;
-  for (int st = 0; st < s.stages; ++st)
-    placement += (st ? " " : "") + std::to_string(st) + "->" + std::to_string(s.stageRank[st]);
-  std::printf("stage -> rank: %s\n", placement.c_str());
-  std::printf("%s", rt::scheduleTable(s).c_str());
-  for (int r = 0; r < s.ranks; ++r)
-    std::printf("rank %d: idle %.1f%%, peak %d microbatch-stage%s in flight\n", r,
-                100 * t.idleFraction[r], t.peakInFlight[r], t.peakInFlight[r] == 1 ? "" : "s");
-  std::printf("bubble (mean idle fraction, unit costs): %.4f\n", t.bubble());
-  if (args.has("actions"))
-    for (int r = 0; r < s.ranks; ++r) {
-      std::printf("rank %d:", r);
-      for (const rt::PipeAction &a : s.actions[r])
-        std::printf(" %s(s%d,m%d)", rt::pipeOpName(a.op), a.stage, a.microbatch);
-      std::printf("\n");
-    }
+  std::printf("%s", train::scheduleReport(s, t, args.has("actions")).c_str());
   auto write = [&](const std::string &path, const std::string &text) {
     std::ofstream out(path, std::ios::binary | std::ios::trunc);
     return bool(out << text);

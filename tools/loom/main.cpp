@@ -27,12 +27,6 @@ static void usage() {
       "Run 'loom COMMAND --help' for a command's options.\n");
 }
 
-namespace loom::tools {
-int runPlan(int argc, char **argv);      // PlanCommand.cpp
-int runCalibrate(int argc, char **argv); // CalibrateCommand.cpp
-int runSchedule(int argc, char **argv);  // ScheduleCommand.cpp
-} // namespace loom::tools
-
 int main(int argc, char **argv) {
   // Large temporaries (the importer folds a long sequence's causal mask
   // through several T x T tensors) come from the heap and are reused once

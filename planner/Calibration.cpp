@@ -1,0 +1,354 @@
+//===- Calibration.cpp - What `loom calibrate` measures -------------------===//
+//
+// Part of loom, under the Apache License v2.0.
+//
+// Measures what the planner's hardware profile claims, through loom's own
+// runtime (the kernels loom will actually run), and writes a profile:
+//   - GEMM efficiency by size: bf16 [n, n] x [n, n] products, FLOPs
+//     2 n^3 over the time, as a fraction of the base profile's bf16 peak;
+//   - attention efficiency by sequence length, forward and backward, with
+//     the planner's FLOP convention (CostModel.cpp): forward 4 B H T^2 D,
+//     backward 10 B H T^2 D, halved for the causal mask;
+//   - HBM: a device-to-device copy, bytes read + written over the time, as
+//     a fraction of the base profile's bandwidth;
+//   - kernel overhead: the time per instruction of a program of tiny adds
+//     (with the CUDA backend's graph replay, what one launch costs).
+// Each figure is timed as a program of several identical instructions, run
+// once to warm up (and, on the GPU, to capture the graph) and then `reps`
+// times; run() waits for the device, so wall-clock time is device time.
+// Collectives need several GPUs; with one, the links (and memory capacity,
+// spec peaks) stay as in the base profile, and the output says so.
+//===----------------------------------------------------------------------===//
+#include "planner/Calibration.h"
+#include "loom/io/Json.h"
+#include "loom/runtime/Executor.h"
+#include "loom/runtime/Fp8.h"
+#include "planner/HardwareProfile.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <ctime>
+#include <fstream>
+#include <iterator>
+#include <random>
+
+namespace loom::planner {
+namespace {
+
+using rt::BufferKind;
+using rt::DType;
+using rt::OpCode;
+
+/// Buffers laid out one after another in the arena (no reuse): calibration
+/// programs are a handful of instructions.
+struct CalibrationProgram {
+  rt::Program p;
+  uint32_t add(DType t, std::vector<int64_t> shape, BufferKind kind) {
+    rt::BufferDesc b;
+    b.dtype = t;
+    b.shape = std::move(shape);
+    b.kind = kind;
+    b.bytes = uint64_t(b.numElements()) * rt::dtypeSize(t);
+    b.offset = p.arenaBytes;
+    p.arenaBytes += (std::max<uint64_t>(b.bytes, 1) + 255) / 256 * 256;
+    p.buffers.push_back(b);
+    uint32_t id = uint32_t(p.buffers.size() - 1);
+    if (kind == BufferKind::Input) p.inputs.push_back(id);
+    if (kind == BufferKind::Output) p.outputs.push_back(id);
+    return id;
+  }
+  void instr(OpCode op, std::vector<uint32_t> in, std::vector<uint32_t> out,
+             std::vector<int64_t> ints = {}, std::vector<double> floats = {}) {
+    p.instrs.push_back(rt::Instr{op, std::move(in), std::move(out), std::move(ints), std::move(floats)});
+  }
+};
+
+struct Timer {
+  std::string backend;
+  int reps;
+  std::string device;
+
+  /// Seconds per run of `p`, inputs filled with small random values.
+  bool time(const rt::Program &p, double &seconds, std::string &err) {
+    auto exec = rt::createExecutor(std::make_shared<rt::Program>(p), backend, 0, err);
+    if (!exec)
+      return false;
+    device = exec->deviceName();
+    std::mt19937 gen(1);
+    std::uniform_real_distribution<float> dist(-1.f, 1.f);
+    for (size_t i = 0; i < p.inputs.size(); ++i) {
+      const rt::BufferDesc &b = p.buffers[p.inputs[i]];
+      std::vector<uint8_t> bytes(b.bytes, 0);
+      for (int64_t k = 0; k < b.numElements(); ++k) {
+        float v = dist(gen);
+        if (b.dtype == DType::F32)
+          std::memcpy(&bytes[size_t(k) * 4], &v, 4);
+        else if (b.dtype == DType::BF16) {
+          uint32_t u;
+          std::memcpy(&u, &v, 4);
+          uint16_t h = uint16_t(u >> 16); // truncation: any bf16 value will do
+          std::memcpy(&bytes[size_t(k) * 2], &h, 2);
+        } else if (rt::isFp8(b.dtype)) {
+          bytes[size_t(k)] = rt::floatToFp8(v * 100, b.dtype == DType::F8E5M2 ? rt::Fp8Format::E5M2
+                                                                              : rt::Fp8Format::E4M3);
+        }
+      }
+      if (!exec->setInput(i, bytes.data(), bytes.size(), err))
+        return false;
+    }
+    if (!exec->run(err))
+      return false;
+    auto t0 = std::chrono::steady_clock::now();
+    for (int r = 0; r < reps; ++r)
+      if (!exec->run(err))
+        return false;
+    seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / reps;
+    return true;
+  }
+};
+
+/// R bf16 products [n, n] x [n, n] in one program.
+rt::Program gemmProgram(int64_t n, int copies) {
+  CalibrationProgram c;
+  uint32_t a = c.add(DType::BF16, {n, n}, BufferKind::Input);
+  uint32_t b = c.add(DType::BF16, {n, n}, BufferKind::Input);
+  for (int r = 0; r < copies; ++r)
+    c.instr(OpCode::MatMul, {a, b},
+            {c.add(DType::BF16, {n, n}, r + 1 == copies ? BufferKind::Output : BufferKind::Temp)},
+            {0, 0});
+  return c.p;
+}
+
+/// R fp8 products as loom's fp8 training runs them: e4m3 a [n, n] times
+/// b [n, n]^T (K-major, the layout cuBLASLt takes), one scale per tensor,
+/// bf16 results.
+rt::Program fp8GemmProgram(int64_t n, int copies) {
+  CalibrationProgram c;
+  uint32_t a = c.add(DType::F8E4M3, {n, n}, BufferKind::Input);
+  uint32_t b = c.add(DType::F8E4M3, {n, n}, BufferKind::Input);
+  uint32_t da = c.add(DType::F32, {1, 1}, BufferKind::Input);
+  uint32_t db = c.add(DType::F32, {1, 1}, BufferKind::Input);
+  for (int r = 0; r < copies; ++r)
+    c.instr(OpCode::ScaledMatMul, {a, b, da, db},
+            {c.add(DType::BF16, {n, n}, r + 1 == copies ? BufferKind::Output : BufferKind::Temp)},
+            {0, 1, 0});
+  return c.p;
+}
+
+/// Causal GQA attention, forward or backward, as autocast training runs it
+/// after codegen folds its casts: q, k, v, o, dy and the gradients in bf16
+/// storage (bf16_operands = 1), lse in f32; B sequences, 32 query heads, 8
+/// kv heads, head dim 64.
+rt::Program attentionProgram(int64_t B, int64_t T, bool backward) {
+  CalibrationProgram c;
+  std::vector<int64_t> qs = {B, 32, T, 64}, ks = {B, 8, T, 64}, rows = {B, 32, T};
+  uint32_t q = c.add(DType::BF16, qs, BufferKind::Input), k = c.add(DType::BF16, ks, BufferKind::Input);
+  uint32_t v = c.add(DType::BF16, ks, BufferKind::Input);
+  if (!backward) {
+    c.instr(OpCode::Attention, {q, k, v},
+            {c.add(DType::BF16, qs, BufferKind::Output), c.add(DType::F32, rows, BufferKind::Output)},
+            {1, 1}, {0.125});
+  } else {
+    // The forward's o and lse as inputs: the backward is timed alone, and
+    // its cost does not depend on their values.
+    uint32_t o = c.add(DType::BF16, qs, BufferKind::Input);
+    uint32_t lse = c.add(DType::F32, rows, BufferKind::Input);
+    uint32_t dy = c.add(DType::BF16, qs, BufferKind::Input);
+    c.instr(OpCode::AttentionGrad, {q, k, v, o, lse, dy},
+            {c.add(DType::BF16, qs, BufferKind::Output), c.add(DType::BF16, ks, BufferKind::Output),
+             c.add(DType::BF16, ks, BufferKind::Output)},
+            {1, 1}, {0.125});
+  }
+  return c.p;
+}
+
+rt::Program copyProgram(int64_t elements) {
+  CalibrationProgram c;
+  uint32_t x = c.add(DType::F32, {elements}, BufferKind::Input);
+  c.instr(OpCode::Cast, {x}, {c.add(DType::F32, {elements}, BufferKind::Output)});
+  return c.p;
+}
+
+rt::Program tinyAddsProgram(int count) {
+  CalibrationProgram c;
+  uint32_t x = c.add(DType::F32, {1}, BufferKind::Input);
+  uint32_t prev = x;
+  for (int i = 0; i < count; ++i) {
+    uint32_t y = c.add(DType::F32, {1}, i + 1 == count ? BufferKind::Output : BufferKind::Temp);
+    c.instr(OpCode::Add, {prev, x}, {y});
+    prev = y;
+  }
+  return c.p;
+}
+
+/// A fraction of peak for the profile: four significant digits, inside the
+/// (0, 1] the profile format requires (a tiny measurement stays positive).
+double fraction(double y) {
+  y = std::clamp(y, 1e-9, 1.0);
+  double scale = std::pow(10.0, 3 - std::floor(std::log10(y)));
+  return std::round(y * scale) / scale;
+}
+
+json::Value point(double x, double y) {
+  json::Value p = json::Value::array();
+  p.push(x);
+  p.push(fraction(y));
+  return p;
+}
+
+/// Replaces member `path` ("a.b") of `v`, creating objects on the way.
+void setPath(json::Value &v, const std::string &path, json::Value x) {
+  size_t dot = path.find('.');
+  if (dot == std::string::npos) {
+    v.set(path, std::move(x));
+    return;
+  }
+  std::string head = path.substr(0, dot);
+  json::Value child = v.get(head) ? *v.get(head) : json::Value::object();
+  setPath(child, path.substr(dot + 1), std::move(x));
+  v.set(head, std::move(child));
+}
+
+double numberAt(const json::Value &v, const std::string &path) {
+  const json::Value *cur = &v;
+  size_t start = 0;
+  while (cur && start <= path.size()) {
+    size_t dot = path.find('.', start);
+    cur = cur->get(path.substr(start, dot == std::string::npos ? std::string::npos : dot - start));
+    if (dot == std::string::npos) break;
+    start = dot + 1;
+  }
+  return cur && cur->isNumber() ? cur->number() : 0;
+}
+
+} // namespace
+
+bool calibrateProfile(const CalibrationOptions &o, std::string &out, std::string &err) {
+  auto fail = [&](const std::string &msg) {
+    err = msg;
+    return false;
+  };
+  bool attentionOnly = o.attentionOnly;
+  const std::string &base = o.base;
+  std::string text = builtinProfileText(base);
+  if (text.empty()) {
+    std::ifstream in(base);
+    if (!in)
+      return fail("base profile '" + base + "' is neither h100, h200 nor a readable file");
+    text.assign(std::istreambuf_iterator<char>(in), {});
+  }
+  HardwareProfile check;
+  json::Value profile;
+  if (!parseProfile(text, base, check, err) || !json::parse(text, profile, err))
+    return false;
+  double peak = numberAt(profile, "gemm.peak_tflops.bf16") * 1e12;
+  double hbmSpec = numberAt(profile, "hbm.bandwidth_gbps") * 1e9;
+
+  bool quick = o.quick;
+  Timer timer{o.backend, std::max(1, o.reps), ""};
+  auto measure = [&](const rt::Program &p, const std::string &what, double &s) {
+    if (timer.time(p, s, err))
+      return true;
+    err = what + ": " + err;
+    return false;
+  };
+
+  json::Value attn = json::Value::array();
+  int64_t batch = quick ? 1 : 4;
+  double ratioSum = 0;
+  std::vector<int64_t> seqs = quick ? std::vector<int64_t>{16, 32}
+                                    : std::vector<int64_t>{512, 1024, 2048, 4096};
+  for (int64_t T : seqs) {
+    // Causal: half of the 4 B H T^2 D products' FLOPs; the backward does 2.5x.
+    double fwdFlops = 0.5 * 4.0 * double(batch) * 32 * double(T) * double(T) * 64, fwd = 0, bwd = 0;
+    if (!measure(attentionProgram(batch, T, false), "attention " + std::to_string(T), fwd) ||
+        !measure(attentionProgram(batch, T, true), "attention backward " + std::to_string(T), bwd))
+      return false;
+    double effF = fwdFlops / fwd / peak, effB = 2.5 * fwdFlops / bwd / peak;
+    attn.push(point(double(T), effF));
+    ratioSum += effB / effF;
+    std::printf("attention B=%lld T=%5lld: forward %.3f ms (%.4f of peak), backward %.3f ms (%.4f), "
+                "forward+backward %.3f ms, %.1f TFLOP/s\n",
+                (long long)batch, (long long)T, fwd * 1e3, effF, bwd * 1e3, effB, (fwd + bwd) * 1e3,
+                3.5 * fwdFlops / (fwd + bwd) / 1e12);
+  }
+  if (attentionOnly)
+    return true;
+  json::Value measured = json::Value::array();
+  std::vector<int64_t> sizes = quick ? std::vector<int64_t>{16, 32}
+                                     : std::vector<int64_t>{64, 128, 256, 512, 1024, 2048, 4096, 8192};
+  // n^3 products of one kind, as fractions of `peakFlops`; about `work`
+  // FLOPs per run (~ms of work).
+  auto gemmCurve = [&](rt::Program (*program)(int64_t, int), const char *label, double peakFlops,
+                       double work, json::Value &curve) {
+    curve = json::Value::array();
+    for (int64_t n : sizes) {
+      double flops = 2.0 * double(n) * double(n) * double(n), s = 0;
+      int copies = int(std::clamp(work / flops, 1.0, 64.0));
+      if (!measure(program(n, copies), std::string(label) + " gemm " + std::to_string(n), s))
+        return false;
+      double eff = flops * copies / s / peakFlops;
+      curve.push(point(double(n), eff));
+      std::printf("gemm %-4s %5lld^3: %8.1f TFLOP/s  (%.3f of %.0f)\n", label, (long long)n,
+                  flops * copies / s / 1e12, eff, peakFlops / 1e12);
+    }
+    return true;
+  };
+  // fp8 GEMMs (issue 17): what the planner costs fp8 plans with, in place
+  // of the assumed ratio to bf16.
+  double peakFp8 = numberAt(profile, "gemm.peak_tflops.fp8") * 1e12;
+  json::Value gemm, gemmFp8;
+  if (!gemmCurve(gemmProgram, "bf16", peak, 4e9, gemm) ||
+      !gemmCurve(fp8GemmProgram, "fp8", peakFp8, 8e9, gemmFp8))
+    return false;
+  double copyS = 0, addS = 0;
+  int64_t copyElems = quick ? (1 << 16) : (int64_t(1) << 28);
+  int adds = 256;
+  if (!measure(copyProgram(copyElems), "copy", copyS) || !measure(tinyAddsProgram(adds), "adds", addS))
+    return false;
+  double bw = 2.0 * 4.0 * double(copyElems) / copyS;
+  std::printf("hbm copy: %.0f GB/s (%.3f of %.0f)\nkernel overhead: %.2f us per instruction\n",
+              bw / 1e9, bw / hbmSpec, hbmSpec / 1e9, addS / adds * 1e6);
+
+  char date[32];
+  std::time_t now = std::time(nullptr);
+  std::strftime(date, sizeof date, "%Y-%m-%d", std::gmtime(&now));
+  const json::Value *baseName = profile.get("name");
+  std::string name = !o.name.empty() ? o.name : (baseName ? baseName->str() : base) + "+calibrated";
+  profile.set("name", name);
+  profile.set("source", "loom calibrate on " + timer.device + " (" + date + ", backend " +
+                            timer.backend + (quick ? ", --quick: not a measurement" : "") +
+                            "): GEMM, attention, HBM copy and launch overhead measured through "
+                            "loom's runtime; links, memory and spec peaks from base profile '" +
+                            base + "' (one GPU: no collective measured)");
+  setPath(profile, "gemm.efficiency_by_min_dim", gemm);
+  setPath(profile, "gemm.fp8_efficiency_by_min_dim", gemmFp8);
+  setPath(profile, "attention.efficiency_by_seq", attn);
+  setPath(profile, "attention.backward_factor",
+          json::Value(std::round(ratioSum / double(seqs.size()) * 1e4) / 1e4));
+  setPath(profile, "hbm.achieved_fraction", json::Value(fraction(bw / hbmSpec)));
+  setPath(profile, "kernel_overhead_us", json::Value(std::round(addS / adds * 1e8) / 100));
+  for (const char *m : {"gemm.efficiency_by_min_dim: bf16 n^3 products through loom's GEMMs (cuBLASLt)",
+                        "gemm.fp8_efficiency_by_min_dim: e4m3 n^3 products (tensorwise scales, bf16 out) through loom's scaled GEMMs (cuBLASLt), of the fp8 peak; the planner uses it instead of gemm.fp8_efficiency_ratio",
+                        "attention.efficiency_by_seq, attention.backward_factor: loom's attention kernels under autocast (bf16 operands), causal, B=4, 32/8 heads of 64",
+                        "hbm.achieved_fraction: a device-to-device copy through loom's runtime",
+                        "kernel_overhead_us: per instruction, 256 tiny adds in one program"})
+    measured.push(json::Value(std::string(m)));
+  json::Value prov = json::Value::object();
+  prov.set("measured_by_loom_calibrate", measured);
+  if (const json::Value *old = profile.get("provenance"))
+    prov.set("base_profile_provenance", *old);
+  profile.set("provenance", prov);
+
+  // The result must load as a profile before it replaces anything.
+  out = profile.dump(2) + "\n";
+  HardwareProfile parsed;
+  if (!parseProfile(out, o.outputName, parsed, err))
+    return fail("the calibrated profile does not parse: " + err);
+  return true;
+}
+
+} // namespace loom::planner

@@ -1,0 +1,35 @@
+//===- Launcher.h - loom train --nproc N: one process per local rank -*- C++ -*-===//
+//
+// Part of loom, under the Apache License v2.0.
+//
+// The launcher re-runs this loom binary N times with the launch variables
+// of LaunchEnv.h set (MASTER_ADDR 127.0.0.1 and a free MASTER_PORT), and
+// watches the children. When one fails (non-zero exit or a signal) it
+// stops the others (SIGTERM, then SIGKILL after a grace period) and exits
+// non-zero with one line naming the rank and how it ended. Children die
+// with the launcher (PR_SET_PDEATHSIG), so no rank outlives the job.
+//===----------------------------------------------------------------------===//
+#ifndef LOOM_TRAIN_LAUNCHER_H
+#define LOOM_TRAIN_LAUNCHER_H
+
+#include <string>
+#include <vector>
+
+namespace loom::train {
+
+/// Exit status of a rank that stopped because another rank failed (its
+/// peer died, hung or left): the launcher reports the other rank as the
+/// cause.
+constexpr int kExitPeerFailed = 3;
+
+/// Runs `args` (argv without the program name and without --nproc) as
+/// `nproc` local ranks; returns the launcher's exit status. `command` is
+/// for messages ("train").
+int launchLocalRanks(const std::string &command, int nproc, const std::vector<std::string> &args);
+
+/// argv[first..] without `--name VALUE` / `--name=VALUE`.
+std::vector<std::string> argsWithout(int argc, char **argv, int first, const std::string &name);
+
+} // namespace loom::train
+
+#endif
