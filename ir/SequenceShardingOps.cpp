@@ -118,7 +118,7 @@ LogicalResult VocabShardEmbeddingGradOp::inferReturnTypes(MLIRContext *,
       tensorOf(adaptor.getFirst()).getNumElements() != 1)
     return emitOptionalError(loc, "loom.vocab_shard_embedding_grad: the gradient must be "
                                   "[ids..., D] and first a one-element offset");
-  types.push_back(RankedTensorType::get({adaptor.getNumRows(), dy.getShape().back()},
+  types.push_back(RankedTensorType::get({int64_t(adaptor.getNumRows()), dy.getShape().back()},
                                         dy.getElementType()));
   return success();
 }

@@ -12,6 +12,10 @@
 // Without a GPU every test reports SKIPPED.
 //===----------------------------------------------------------------------===//
 #include "GpuTestUtil.h"
+
+#include <cmath>
+#include <cstdio>
+#include <cstring>
 #include "RuntimeTestUtil.h"
 
 #include "loom/runtime/Fp8.h"
@@ -138,7 +142,18 @@ TEST(CudaFp8, ScaleOfANaNTensorIsNaNOnBoth) {
   b.instr(OpCode::Fp8Scale, {x}, {b.output(DType::F32, {1, 1}), b.output(DType::F32, {1, 1})}, {0, 0});
   F xv(64 * 64, 1.0f);
   xv[777] = NAN;
-  expectIdenticalOnGpu(b.p, {toBytes(xv)});
+  // NaN payloads are not values: the CPU keeps the input's quiet NaN, the
+  // GPU's arithmetic writes its canonical one (0x7fffffff); both must be NaN.
+  RunResult cpu = runProgram(b.p, {toBytes(xv)}, 2, "cpu");
+  ASSERT_TRUE(cpu.ok) << cpu.err;
+  RunResult gpu = runProgram(b.p, {toBytes(xv)}, 0, "cuda");
+  ASSERT_TRUE(gpu.ok) << gpu.err;
+  for (size_t k = 0; k < 2; ++k) {
+    float c, g;
+    std::memcpy(&c, cpu.outputs[k].data(), 4);
+    std::memcpy(&g, gpu.outputs[k].data(), 4);
+    EXPECT_TRUE(std::isnan(c) && std::isnan(g)) << "output " << k << ": cpu " << c << ", gpu " << g;
+  }
 }
 
 struct GemmCase {
@@ -151,6 +166,14 @@ struct GemmCase {
 /// accumulation's noise, 2^-20 (f32 accumulation in another order) or,
 /// with fast accumulation, 2^-11 of sum |a b| (Hopper keeps fewer bits
 /// between promotions), plus one rounding of a bf16 result.
+/// On the H100 (2026-11-25) this failed: without fast accumulation loom's
+/// f32 results were off by up to 2^-10.3 of sum |a b| (K = 64 and 128),
+/// and rowwise bf16 results at K = 4096 by about 57 times the bound.
+/// Whether that is Hopper's fp8 accumulation (the DeepSeek-V3 report
+/// measured about 14 bits) or loom's rowwise path is open:
+/// bench/gpu/fp8_accumulation.py measures torch._scaled_mm's own error on
+/// the same shapes, the anchor to set this bound from. The test prints the
+/// worst error per case.
 TEST(CudaFp8, ScaledMatMulWithinAccumulationNoise) {
   REQUIRE_GPU();
   Rng rng;
@@ -199,7 +222,7 @@ TEST(CudaFp8, ScaledMatMulWithinAccumulationNoise) {
     F mag = mags.out<float>();
     double accNoise = g.fast ? std::ldexp(1.0, -11) : std::ldexp(1.0, -20);
     size_t bad = 0;
-    double worst = 0;
+    double worst = 0, worstOfMag = 0;
     for (int64_t i = 0; i < g.m; ++i)
       for (int64_t j = 0; j < g.n; ++j) {
         size_t o = size_t(i * g.n + j);
@@ -210,7 +233,13 @@ TEST(CudaFp8, ScaledMatMulWithinAccumulationNoise) {
         double err = std::fabs(got - want);
         if (!(err <= tol)) ++bad;
         worst = std::max(worst, err / tol);
+        if (g.out == DType::F32)
+          worstOfMag = std::max(worstOfMag, err / (mag[o] * scale + 1e-30));
       }
+    std::printf("scaled GEMM %lldx%lldx%lld %s%s: worst |gpu - cpu| / tolerance %.3f; f32 results: "
+                "worst |gpu - cpu| / sum|ab| = 2^%.2f\n",
+                (long long)g.m, (long long)g.n, (long long)g.k, g.rowwise ? "rowwise" : "tensorwise",
+                g.fast ? " fast" : "", worst, worstOfMag > 0 ? std::log2(worstOfMag) : -999.0);
     EXPECT_EQ(bad, 0u) << "worst error / tolerance " << worst;
   }
 }
