@@ -175,16 +175,27 @@ const fp8gemm::GemmCase kGemmCases[] = {
     {4096, 1024, 4096, true, false, DType::BF16},
 };
 
-/// Runs case `g` on both backends; false (with a failure) when either
-/// cannot.
-bool runGemmBoth(const fp8gemm::GemmCase &g, const fp8gemm::GemmOperands &o, RunResult &cpu,
-                 RunResult &gpu) {
-  Program p = fp8gemm::scaledGemmProgram(g);
-  cpu = runProgram(p, fp8gemm::gemmInputs(o), 8, "cpu");
-  EXPECT_TRUE(cpu.ok) << "cpu: " << cpu.err;
-  gpu = runProgram(p, fp8gemm::gemmInputs(o), 0, "cuda");
-  EXPECT_TRUE(gpu.ok) << "cuda: " << gpu.err;
-  return cpu.ok && gpu.ok;
+/// Runs every case of kGemmCases on both backends, on operands from
+/// `make(case, rng)`, and hands the results (as doubles) to
+/// `check(case, operands, cpu, gpu)`.
+template <typename Make, typename Check> void onEveryGemmCase(Make make, Check check) {
+  Rng rng;
+  for (const fp8gemm::GemmCase &g : kGemmCases) {
+    SCOPED_TRACE(fp8gemm::caseName(g));
+    fp8gemm::GemmOperands o = make(g, rng);
+    Program p = fp8gemm::scaledGemmProgram(g);
+    RunResult cpu = runProgram(p, fp8gemm::gemmInputs(o), 8, "cpu");
+    EXPECT_TRUE(cpu.ok) << "cpu: " << cpu.err;
+    RunResult gpu = runProgram(p, fp8gemm::gemmInputs(o), 0, "cuda");
+    EXPECT_TRUE(gpu.ok) << "cuda: " << gpu.err;
+    if (!cpu.ok || !gpu.ok)
+      continue;
+    fp8gemm::D want = fp8gemm::values(cpu.outputs[0], g.out);
+    fp8gemm::D got = fp8gemm::values(gpu.outputs[0], g.out);
+    EXPECT_EQ(got.size(), want.size());
+    if (got.size() == want.size())
+      check(g, o, want, got);
+  }
 }
 
 /// On operands whose every partial sum is exact in any accumulator (f32,
@@ -195,29 +206,22 @@ bool runGemmBoth(const fp8gemm::GemmCase &g, const fp8gemm::GemmOperands &o, Run
 /// the GPU's result is from each wrong reading of the operands.
 TEST(CudaFp8, ScaledMatMulExactOnExactlySummableOperands) {
   REQUIRE_GPU();
-  Rng rng;
-  for (const fp8gemm::GemmCase &g : kGemmCases) {
-    SCOPED_TRACE(fp8gemm::caseName(g));
-    fp8gemm::GemmOperands o = fp8gemm::exactOperands(g, rng);
-    RunResult cpu, gpu;
-    if (!runGemmBoth(g, o, cpu, gpu))
-      continue;
-    const Bytes &want = cpu.outputs[0], &got = gpu.outputs[0];
-    ASSERT_EQ(got.size(), want.size());
-    fp8gemm::D w = fp8gemm::values(want, g.out), d = fp8gemm::values(got, g.out);
+  onEveryGemmCase(fp8gemm::exactOperands, [](const fp8gemm::GemmCase &g,
+                                             const fp8gemm::GemmOperands &o,
+                                             const fp8gemm::D &want, const fp8gemm::D &got) {
     size_t bad = 0, first = 0;
-    for (size_t e = 0; e < w.size(); ++e)
-      if (!(w[e] == d[e]) && bad++ == 0) first = e;
+    for (size_t e = 0; e < want.size(); ++e)
+      if (!(want[e] == got[e]) && bad++ == 0) first = e;
     std::printf("exact operands, %s: %zu of %zu elements differ\n", fp8gemm::caseName(g).c_str(),
-                bad, w.size());
+                bad, want.size());
     if (bad) {
       std::printf("  first at (%lld, %lld): gpu %.9g, cpu %.9g\n", (long long)(first / g.n),
-                  (long long)(first % g.n), d[first], w[first]);
-      fp8gemm::printDiagnosis("exact operands", fp8gemm::diagnose(g, o, d));
+                  (long long)(first % g.n), got[first], want[first]);
+      fp8gemm::printDiagnosis("exact operands", fp8gemm::diagnose(g, o, got));
     }
-    EXPECT_EQ(bad, 0u) << "first at element " << first << ": gpu " << d[first] << ", cpu "
-                       << w[first];
-  }
+    EXPECT_EQ(bad, 0u) << "first at element " << first << ": gpu " << got[first] << ", cpu "
+                       << want[first];
+  });
 }
 
 /// On random operands (every finite fp8 magnitude), |gpu - cpu| within
@@ -233,15 +237,9 @@ TEST(CudaFp8, ScaledMatMulExactOnExactlySummableOperands) {
 /// wrong reading of the operands.
 TEST(CudaFp8, ScaledMatMulWithinAccumulationBound) {
   REQUIRE_GPU();
-  Rng rng;
-  for (const fp8gemm::GemmCase &g : kGemmCases) {
-    SCOPED_TRACE(fp8gemm::caseName(g));
-    fp8gemm::GemmOperands o = fp8gemm::randomOperands(g, rng);
-    RunResult cpu, gpu;
-    if (!runGemmBoth(g, o, cpu, gpu))
-      continue;
-    fp8gemm::D want = fp8gemm::values(cpu.outputs[0], g.out);
-    fp8gemm::D got = fp8gemm::values(gpu.outputs[0], g.out);
+  onEveryGemmCase(fp8gemm::randomOperands, [](const fp8gemm::GemmCase &g,
+                                              const fp8gemm::GemmOperands &o,
+                                              const fp8gemm::D &want, const fp8gemm::D &got) {
     fp8gemm::Verdict v = fp8gemm::judge(g, o, got, want, fp8gemm::magnitudes(g, o));
     std::printf("random operands, %s: worst |gpu - cpu| / bound %.3f (bound 2^%.2f of sum|ab|), "
                 "worst |gpu - cpu| / sum|ab| 2^%.2f, %zu elements outside\n",
@@ -250,7 +248,7 @@ TEST(CudaFp8, ScaledMatMulWithinAccumulationBound) {
                 v.worstOverMag > 0 ? std::log2(v.worstOverMag) : -999.0, v.outside);
     fp8gemm::printDiagnosis("random operands", fp8gemm::diagnose(g, o, got));
     EXPECT_EQ(v.outside, 0u) << "worst error / bound " << v.worstOverTol;
-  }
+  });
 }
 
 TEST(CudaFp8, RefusesLayoutsCublasLtCannotRun) {

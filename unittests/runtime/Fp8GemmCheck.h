@@ -170,10 +170,11 @@ inline F decode(const Bytes &codes, DType t) {
   return v;
 }
 
-/// x [rows, cols] -> [cols, rows]: what reading x's bytes with the other
-/// leading dimension gives.
-inline F reinterpretTransposed(const F &x, int64_t rows, int64_t cols) {
-  F t(x.size());
+/// x [rows, cols] (values or fp8 codes) re-read with the other leading
+/// dimension: what a GEMM that takes the wrong layout sees.
+template <typename T>
+std::vector<T> reinterpretTransposed(const std::vector<T> &x, int64_t rows, int64_t cols) {
+  std::vector<T> t(x.size());
   for (int64_t r = 0; r < rows; ++r)
     for (int64_t c = 0; c < cols; ++c) t[size_t(r * cols + c)] = x[size_t(c * rows + r)];
   return t;

@@ -52,27 +52,26 @@ TEST(Fp8GemmCheck, ExactOperandsAreExactUnderTheAccumulatorModel) {
   }
 }
 
-TEST(Fp8GemmCheck, BoundAdmitsTheAccumulatorModel) {
+/// Every case of kCases on random operands: `check(case, operands, sum
+/// |a b|, the CPU's result)`.
+template <typename Check> void onRandomOperands(Check check) {
   Rng rng;
   for (const GemmCase &g : kCases) {
     SCOPED_TRACE(caseName(g));
     GemmOperands o = randomOperands(g, rng);
-    F mag = magnitudes(g, o);
-    D want = values(cpuScaledGemm(g, o), g.out), got = values(emulateHopper(g, o), g.out);
+    check(g, o, magnitudes(g, o), values(cpuScaledGemm(g, o), g.out));
+  }
+}
+
+TEST(Fp8GemmCheck, BoundAdmitsTheAccumulatorModel) {
+  onRandomOperands([](const GemmCase &g, const GemmOperands &o, const F &mag, const D &want) {
+    D got = values(emulateHopper(g, o), g.out);
     Verdict v = judge(g, o, got, want, mag);
     std::printf("model %s: worst error / bound %.3f, worst error / sum|ab| 2^%.2f\n",
                 caseName(g).c_str(), v.worstOverTol,
                 v.worstOverMag > 0 ? std::log2(v.worstOverMag) : -999.0);
     EXPECT_EQ(v.outside, 0u) << "worst error / bound " << v.worstOverTol;
-  }
-}
-
-/// `x` [rows, cols] re-read with the other leading dimension, as codes.
-Bytes transposedCodes(const Bytes &x, int64_t rows, int64_t cols) {
-  Bytes t(x.size());
-  for (int64_t r = 0; r < rows; ++r)
-    for (int64_t c = 0; c < cols; ++c) t[size_t(r * cols + c)] = x[size_t(c * rows + r)];
-  return t;
+  });
 }
 
 /// The reading of the operands that diagnose() finds nearest to `got`.
@@ -84,12 +83,7 @@ std::string nearestReading(const GemmCase &g, const GemmOperands &o, const D &go
 }
 
 TEST(Fp8GemmCheck, BoundRejectsLayoutAndScaleBugs) {
-  Rng rng;
-  for (const GemmCase &g : kCases) {
-    SCOPED_TRACE(caseName(g));
-    GemmOperands o = randomOperands(g, rng);
-    F mag = magnitudes(g, o);
-    D want = values(cpuScaledGemm(g, o), g.out);
+  onRandomOperands([](const GemmCase &g, const GemmOperands &o, const F &mag, const D &want) {
     EXPECT_EQ(nearestReading(g, o, want), "as specified: acc da db");
     struct Bug {
       const char *name;
@@ -98,10 +92,10 @@ TEST(Fp8GemmCheck, BoundRejectsLayoutAndScaleBugs) {
     };
     std::vector<Bug> bugs;
     GemmOperands b = o;
-    b.b = transposedCodes(o.b, g.n, g.k);
+    b.b = reinterpretTransposed(o.b, g.n, g.k);
     bugs.push_back({"b read as [K, N]", b, "b read as [K, N]"});
     b = o;
-    b.a = transposedCodes(o.a, g.m, g.k);
+    b.a = reinterpretTransposed(o.a, g.m, g.k);
     bugs.push_back({"a read as [K, M]", b, "a read as [K, M]"});
     b = o;
     for (float &s : b.da) s *= 2;
@@ -133,7 +127,7 @@ TEST(Fp8GemmCheck, BoundRejectsLayoutAndScaleBugs) {
       if (bug.reading) // and the diagnosis names it: its reading is the nearest
         EXPECT_EQ(nearestReading(g, o, got), bug.reading);
     }
-  }
+  });
 }
 
 } // namespace
