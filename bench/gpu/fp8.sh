@@ -22,7 +22,8 @@
 #      (export_llama.py --shape 8b, cached in $LOOM_BENCH_DIR);
 #   3. loom train --precision bf16, then --fp8 tensorwise, then --fp8
 #      rowwise, STEPS steps each (10): tokens/s is the median over the steps
-#      after the first two; device memory as loom allocates it;
+#      after the first two; device memory as loom allocates it; the bytes
+#      each opcode of the step moves (--print-program-stats);
 #   4. LOOM_FP8_PROFILE=1: two more fp8 tensorwise steps with
 #      LOOM_CUDA_PROFILE=1 (time per opcode, GEMM TFLOP/s);
 #   5. torch_fp8_bench.py fp8 LAYERS 2 4096 (torchao's tensorwise recipe on
@@ -108,8 +109,12 @@ if [ "$MODE" = perf ] || [ "$MODE" = all ]; then
     rm -f "$WORK/$tag.jsonl"
     timeout "${LOOM_TIMEOUT:-150}" "$LOOM" train "$MODEL" --backend cuda \
       --data test/fixtures/corpus.u16.bin --batch 2 --seq 4096 --steps "$STEPS" --precision bf16 \
-      --lr 1e-4 --warmup 0 --print-every 1 --log "$WORK/$tag.jsonl" "$@" > "$WORK/$tag.txt" 2>&1
-    grep -E "^loom train:|device memory|^done|error" "$WORK/$tag.txt"
+      --lr 1e-4 --warmup 0 --print-every 1 --log "$WORK/$tag.jsonl" --print-program-stats "$@" \
+      > "$WORK/$tag.txt" 2>&1
+    grep -E "^loom train:|device memory|^done|error|refused" "$WORK/$tag.txt"
+    # The bytes each opcode moves at this shape (the fp8 step's extra
+    # passes against the bf16 step's), largest first.
+    grep -A10 "^bytes moved per opcode" "$WORK/$tag.txt"
   }
   run bf16
   run fp8-tensorwise --fp8 tensorwise
