@@ -111,7 +111,7 @@ if [ "$MODE" = perf ] || [ "$MODE" = all ]; then
       --data test/fixtures/corpus.u16.bin --batch 2 --seq 4096 --steps "$STEPS" --precision bf16 \
       --lr 1e-4 --warmup 0 --print-every 1 --log "$WORK/$tag.jsonl" --print-program-stats "$@" \
       > "$WORK/$tag.txt" 2>&1
-    grep -E "^loom train:|device memory|^done|error|refused" "$WORK/$tag.txt"
+    grep -E "^loom train:|device memory|^done|error|outer-vector" "$WORK/$tag.txt"
     # The bytes each opcode moves at this shape (the fp8 step's extra
     # passes against the bf16 step's), largest first.
     grep -A10 "^bytes moved per opcode" "$WORK/$tag.txt"

@@ -96,7 +96,7 @@ public:
     if (int n = separatelyScaled())
       std::fprintf(stderr,
                    "loom: %d rowwise fp8 GEMMs scale their results in a kernel of their own: "
-                   "cuBLASLt %zu refused outer-vector scales (first refusal: %s)\n",
+                   "no outer-vector scales in cuBLASLt %zu (first: %s)\n",
                    n, cublasLtGetVersion(), vectorRefusal_.c_str());
     return true;
   }
@@ -219,6 +219,9 @@ private:
         return true;
       if (vectorRefusal_.empty())
         vectorRefusal_ = cat("instr ", c.index, ": ", refused);
+    } else if (p.vector && vectorRefusal_.empty()) {
+      vectorRefusal_ = cat("instr ", c.index, ": ", daN, " and ", dbN, " scales for ", m, " x ",
+                           n, " (the outer-vector mode scales every row of both)");
     }
     // Vector scales refused (or one per tensor on one side only): an
     // unscaled product, then the scaling kernel.
