@@ -33,6 +33,11 @@
 //    alike: no promotion happens within 128) needs at least one
 //    truncation per 10 products under this per-truncation bound; one per 4
 //    leaves it a factor of 2.5 (the hardware's grouping is not published).
+//    torch._scaled_mm on the same H100 (bench/gpu/fp8-accumulation-h100-
+//    2026-11-25.txt) erred by as much: 2^-10.5 and 2^-10.6 at K = 64 and
+//    128, bit-identical with and without fast accumulation, and 2^-13.2 /
+//    2^-9.5 at K = 4096 without / with it; loom's cuBLASLt products err
+//    like cuBLASLt's, not like a bug.
 //    A wrong scale, a missing or doubled one, or an operand read
 //    transposed errs by about |result|, which for these operands is far
 //    above the bound: Fp8GemmCheckTest.cpp shows each is caught, and
