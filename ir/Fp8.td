@@ -58,7 +58,11 @@ def Loom_Fp8MatmulOp : Loom_Op<"fp8_matmul", [Pure, InferTypeOpAdaptor,
     (scaled along the backward products' own contracting dims under
     rowwise, as their layout needs). `fast_accum` lets a GPU accumulate
     the forward product the fast way (torchao does so for the output GEMM
-    only); the gradient's products never set it.
+    only); the gradient's products never set it. `bf16_weight_grad` rounds
+    drhs to bf16 (a cast pair after its product): set where autocast had
+    rounded the weight, whose gradient the bf16 step rounds so, as
+    torchao's weight-gradient GEMM writes the autocast dtype; a GPU then
+    writes it, and the optimizer reads it, in 2 bytes rather than 4.
   }];
   let arguments = (ins Loom_FloatTensor:$lhs, Loom_FloatTensor:$rhs,
                        Loom_Fp8ScalingAttr:$scaling,
@@ -66,7 +70,8 @@ def Loom_Fp8MatmulOp : Loom_Op<"fp8_matmul", [Pure, InferTypeOpAdaptor,
                        Loom_Fp8FormatAttr:$grad_format,
                        DefaultValuedAttr<BoolAttr, "false">:$transpose_lhs,
                        DefaultValuedAttr<BoolAttr, "false">:$transpose_rhs,
-                       DefaultValuedAttr<BoolAttr, "false">:$fast_accum);
+                       DefaultValuedAttr<BoolAttr, "false">:$fast_accum,
+                       DefaultValuedAttr<BoolAttr, "false">:$bf16_weight_grad);
   let results = (outs Loom_FloatTensor:$result);
   let assemblyFormat = [{
     $scaling $lhs `,` $rhs attr-dict `:` type($lhs) `,` type($rhs)

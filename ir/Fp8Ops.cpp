@@ -91,7 +91,8 @@ LogicalResult Fp8MatmulOp::buildGradients(OpBuilder &b, ArrayRef<Value> dys,
   Fp8Format fa = getLhsFormat(), fw = getRhsFormat(), fg = getGradFormat();
   Fp8Scaling sc = getScaling();
   auto product = [&](Value l, Value r, Fp8Format lf, Fp8Format rf, bool tl, bool tr) -> Value {
-    return b.create<Fp8MatmulOp>(loc, l, r, sc, lf, rf, fg, tl, tr, /*fast_accum=*/false);
+    return b.create<Fp8MatmulOp>(loc, l, r, sc, lf, rf, fg, tl, tr, /*fast_accum=*/false,
+                                 /*bf16_weight_grad=*/false);
   };
   auto flatten = [&](Value v) -> Value {
     ArrayRef<int64_t> s = tensorOf(v).getShape();
@@ -104,6 +105,11 @@ LogicalResult Fp8MatmulOp::buildGradients(OpBuilder &b, ArrayRef<Value> dys,
   Value da = product(dy, w, fg, fw, false, !tb);
   Value a2 = flatten(a), dy2 = flatten(dy);
   Value dw = !tb ? product(a2, dy2, fa, fg, true, false) : product(dy2, a2, fg, fa, true, false);
+  if (getBf16WeightGrad()) { // the bf16 step's rounding of the weight's gradient
+    auto t = tensorOf(dw);
+    Value low = b.create<CastOp>(loc, RankedTensorType::get(t.getShape(), b.getBF16Type()), dw);
+    dw = b.create<CastOp>(loc, t, low);
+  }
   dx.assign({da, dw});
   return success();
 }

@@ -16,7 +16,10 @@
 // Under bf16 autocast the weight operand arrives rounded to bf16 (a cast
 // pair on the f32 parameter); the fp8 product reads the f32 master weight
 // instead, as Float8Linear quantizes the parameter itself: one rounding,
-// not two, and on the GPU one pass over the weight fewer. The activation
+// not two, and on the GPU one pass over the weight fewer. The rounding's
+// other effect, a bf16 weight gradient, is kept (`bf16_weight_grad`):
+// torchao's weight-gradient GEMM writes the autocast dtype too, and the
+// GEMM's result and the optimizer's read of it are half the bytes. The activation
 // keeps autocast's rounding (torchao casts the input to the autocast dtype
 // first), which is also the cheaper tensor to read.
 //
@@ -104,10 +107,11 @@ struct Fp8LinearsPass : impl::Fp8LinearsBase<Fp8LinearsPass> {
     OpBuilder b(&getContext());
     for (MatmulOp m : linears) {
       b.setInsertionPoint(m);
-      auto f = b.create<Fp8MatmulOp>(m.getLoc(), m.getLhs(), unrounded(m.getRhs()), *sc,
-                                     Fp8Format::e4m3, Fp8Format::e4m3, *grad,
-                                     /*transpose_lhs=*/false, m.getTransposeRhs(),
-                                     /*fast_accum=*/true);
+      Value weight = unrounded(m.getRhs());
+      auto f = b.create<Fp8MatmulOp>(m.getLoc(), m.getLhs(), weight, *sc, Fp8Format::e4m3,
+                                     Fp8Format::e4m3, *grad, /*transpose_lhs=*/false,
+                                     m.getTransposeRhs(), /*fast_accum=*/true,
+                                     /*bf16_weight_grad=*/weight != m.getRhs());
       m.getResult().replaceAllUsesWith(f.getResult());
       m.erase(); // the weight's rounding casts die with it (canonicalize)
     }

@@ -15,12 +15,18 @@
 // db and B's our da (the dequantization factors Fp8Scale wrote). One per
 // tensor, they are the default scalar mode; one per row of a and per row
 // of b (rowwise) they are CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F
-// vectors of length cuBLASLt's M (= our N) and N (= our M). Whether a
-// cuBLASLt accepts vector scales for a shape on this GPU shows only when
-// it runs, so each such product is run once while the executor is being
-// created (on its own, still unused memory); if it is refused, the
-// product runs unscaled and scaleRowsAndColumns multiplies in place
-// (exact for the power-of-two scales of the rowwise recipe).
+// vectors of length cuBLASLt's M (= our N) and N (= our M). The scale
+// pointers are set before the heuristic is asked: for any mode other than
+// a scalar one cuBLASLt's heuristic refuses a descriptor without them
+// (CUBLAS_STATUS_INVALID_VALUE, "the scaling mode ... requires a custom
+// pointer"), which is why loom's first H100 run (2026-11-25) fell back on
+// every rowwise product. They are the executor's fixed buffer addresses,
+// so they are set once here. Whether a cuBLASLt accepts vector scales for
+// a shape on this GPU shows only when it runs, so each such product is
+// run once while the executor is being created (on its own, still unused
+// memory); if it is refused, the product runs unscaled and
+// scaleRowsAndColumns multiplies in place (exact for the power-of-two
+// scales of the rowwise recipe), and the message says why it was refused.
 //===----------------------------------------------------------------------===//
 #include "cuda/Fp8Cuda.h"
 #include "lib/Diagnostics.h"
@@ -90,8 +96,8 @@ public:
     if (int n = separatelyScaled())
       std::fprintf(stderr,
                    "loom: %d rowwise fp8 GEMMs scale their results in a kernel of their own: "
-                   "this cuBLASLt refused outer-vector scales\n",
-                   n);
+                   "no outer-vector scales in cuBLASLt %zu (first: %s)\n",
+                   n, cublasLtGetVersion(), vectorRefusal_.c_str());
     return true;
   }
 
@@ -122,13 +128,6 @@ private:
   }
 
   cublasStatus_t run(const Fp8Plan &p, const CudaCall &c, CudaContext &ctx) {
-    if (!p.separate) { // the scale pointers name this instruction's buffers
-      const void *aScale = c.in[3].data, *bScale = c.in[2].data; // cuBLASLt's A is our b
-      cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &aScale,
-                                     sizeof aScale);
-      cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &bScale,
-                                     sizeof bScale);
-    }
     const float one = 1.f, zero = 0.f;
     return cublasLtMatmul(handle_, p.desc, &one, c.in[1].data, p.la, c.in[0].data, p.lb, &zero,
                           c.out[0].data, p.lc, c.out[0].data, p.lc, &p.algo, ctx.workspace,
@@ -146,9 +145,16 @@ private:
     int8_t fast = fastAccum ? 1 : 0;
     cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_FAST_ACCUM, &fast, sizeof fast);
     if (p.vector) {
-      cublasLtMatmulMatrixScale_t mode = CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F;
+      int32_t mode = CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F; // the attribute is an int32_t
       cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_A_SCALE_MODE, &mode, sizeof mode);
       cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_B_SCALE_MODE, &mode, sizeof mode);
+    }
+    if (!p.separate) { // before the heuristic: see the file comment
+      const void *aScale = c.in[3].data, *bScale = c.in[2].data; // cuBLASLt's A is our b
+      cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &aScale,
+                                     sizeof aScale);
+      cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &bScale,
+                                     sizeof bScale);
     }
     cublasLtMatrixLayoutCreate(&p.la, ltType(c.in[1].dtype()), uint64_t(k), uint64_t(n), k);
     cublasLtMatrixLayoutCreate(&p.lb, ltType(c.in[0].dtype()), uint64_t(k), uint64_t(m), k);
@@ -173,7 +179,7 @@ private:
       why = cat("cuBLASLt has no fp8 algorithm for ", m, "x", k, " times (", n, "x", k, ")^T ",
                 dtypeName(c.in[0].dtype()), " x ", dtypeName(c.in[1].dtype()), " -> ",
                 dtypeName(c.out[0].dtype()), p.vector ? " with outer-vector scales" : "",
-                " (status ", int(st), ")");
+                " (heuristic: ", cublasLtGetStatusName(st), ", ", found, " algorithms)");
       return false;
     }
     p.algo = result.algo;
@@ -207,9 +213,16 @@ private:
     p.daPerRow = daN > 1;
     p.dbPerCol = dbN > 1;
     p.vector = daN > 1 || dbN > 1;
-    if (p.vector && daN == m && dbN == n && describe(p, c, m, n, k, fast, why) &&
-        probe(p, c, ctx))
-      return true;
+    if (p.vector && daN == m && dbN == n) {
+      std::string refused;
+      if (describe(p, c, m, n, k, fast, refused) && probe(p, c, ctx, refused))
+        return true;
+      if (vectorRefusal_.empty())
+        vectorRefusal_ = cat("instr ", c.index, ": ", refused);
+    } else if (p.vector && vectorRefusal_.empty()) {
+      vectorRefusal_ = cat("instr ", c.index, ": ", daN, " and ", dbN, " scales for ", m, " x ",
+                           n, " (the outer-vector mode scales every row of both)");
+    }
     // Vector scales refused (or one per tensor on one side only): an
     // unscaled product, then the scaling kernel.
     if (p.vector) {
@@ -223,16 +236,21 @@ private:
 
   /// Runs the vector-scaled product once on the executor's memory (arena
   /// contents are still unused) and says whether cuBLASLt accepted it.
-  bool probe(const Fp8Plan &p, const CudaCall &c, CudaContext &ctx) {
+  bool probe(const Fp8Plan &p, const CudaCall &c, CudaContext &ctx, std::string &why) {
     cublasStatus_t st = run(p, c, ctx);
     cudaError_t e = cudaStreamSynchronize(ctx.stream);
     cudaGetLastError();
+    if (st != CUBLAS_STATUS_SUCCESS)
+      why = cat("cublasLtMatmul returned ", cublasLtGetStatusName(st));
+    else if (e != cudaSuccess)
+      why = cat("the product failed on the GPU: ", cudaGetErrorString(e));
     return st == CUBLAS_STATUS_SUCCESS && e == cudaSuccess;
   }
 
   cublasLtHandle_t handle_ = nullptr;
   size_t workspaceBytes_ = 0;
   std::map<int, Fp8Plan> plans_;
+  std::string vectorRefusal_; // why cuBLASLt refused the first vector-scaled product
 };
 
 } // namespace

@@ -7,6 +7,7 @@
 #include "lib/Diagnostics.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <set>
 #include <vector>
 
@@ -24,6 +25,16 @@ ProgramStats programStats(const Program &p) {
   }
   for (const Instr &I : p.instrs) {
     ++s.perOpcode[opcodeName(I.op)];
+    int64_t &bytes = s.bytesPerOpcode[opcodeName(I.op)];
+    for (uint32_t id : I.in) bytes += int64_t(p.buffers[id].bytes);
+    for (uint32_t id : I.out) bytes += int64_t(p.buffers[id].bytes);
+    if (I.op == OpCode::MatMul || I.op == OpCode::ScaledMatMul) {
+      // ints[0] transposes a: its contracted dim is then the next-to-last.
+      const std::vector<int64_t> &a = p.buffers[I.in[0]].shape;
+      int64_t k = a.empty() ? 1 : !I.ints.empty() && I.ints[0] && a.size() >= 2 ? a[a.size() - 2]
+                                                                                 : a.back();
+      s.gemmFlops += 2.0 * double(k) * double(p.buffers[I.out[0]].numElements());
+    }
     if (I.op == OpCode::MatMul) {
       DType a = p.buffers[I.in[0]].dtype, b = p.buffers[I.in[1]].dtype;
       ++s.gemmKinds[cat(dtypeName(a), " x ", dtypeName(b), " -> ",
@@ -57,6 +68,14 @@ ProgramStats programStats(const Program &p) {
 
 namespace {
 
+/// Bytes as MiB with three decimals (never a bare integer, so a count
+/// and a size never read alike).
+std::string mib(int64_t bytes) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.3f", double(bytes) / (1 << 20));
+  return buf;
+}
+
 void appendSorted(std::string &out, const std::map<std::string, int64_t> &m, const char *indent) {
   std::vector<std::pair<std::string, int64_t>> v(m.begin(), m.end());
   std::stable_sort(v.begin(), v.end(), [](auto &a, auto &b) { return a.second > b.second; });
@@ -78,6 +97,13 @@ std::string formatProgramStats(const ProgramStats &s) {
   appendSorted(out, s.castKinds, "  ");
   out += "converting casts by producer -> consumers:\n";
   appendSorted(out, s.castSites, "  ");
+  int64_t total = 0;
+  for (auto &[k, n] : s.bytesPerOpcode) total += n;
+  out += cat("bytes moved per opcode (operands read once, results written once): ",
+             mib(total), " MiB in all; GEMMs ", s.gemmFlops / 1e9, " GFLOP\n");
+  std::vector<std::pair<std::string, int64_t>> v(s.bytesPerOpcode.begin(), s.bytesPerOpcode.end());
+  std::stable_sort(v.begin(), v.end(), [](auto &a, auto &b) { return a.second > b.second; });
+  for (auto &[k, n] : v) out += cat("  ", mib(n), " MiB  ", k, "\n");
   return out;
 }
 

@@ -7,20 +7,21 @@
 // weight's rounding casts are left for canonicalize) and the activation as
 // autocast rounded it; attention's product of two activations and the
 // output head (its result is the function's result) stay matmuls unless
-// lm-head is set.
+// lm-head is set. A weight autocast had rounded keeps the rounding of its
+// gradient (bf16_weight_grad); the head, read unrounded, does not.
 // CHECK-LABEL: func.func @forward
 // CHECK: %[[WQ:.*]] = loom.constant {param = #loom.param<"layers.0.q_proj.weight", transposed>}
 // CHECK: %[[WH:.*]] = loom.constant {param = #loom.param<"lm_head.weight">}
 // CHECK: %[[XR:.*]] = loom.cast %{{.*}} : tensor<2x4x16xbf16> -> tensor<2x4x16xf32>
 // CHECK: %[[Q:.*]] = loom.fp8_matmul tensorwise %[[XR]], %[[WQ]]
-// CHECK-SAME: fast_accum = true, grad_format = #loom<fp8_format e4m3>, lhs_format = #loom<fp8_format e4m3>, rhs_format = #loom<fp8_format e4m3>
+// CHECK-SAME: {bf16_weight_grad = true, fast_accum = true, grad_format = #loom<fp8_format e4m3>, lhs_format = #loom<fp8_format e4m3>, rhs_format = #loom<fp8_format e4m3>
 // CHECK-SAME: : tensor<2x4x16xf32>, tensor<16x16xf32>
 // CHECK: loom.matmul %{{.*}}, %{{.*}} {transpose_rhs = true} : tensor<2x4x16xf32>, tensor<2x4x16xf32>
 // CHECK: %[[LOGITS:.*]] = loom.matmul %{{.*}}, %{{.*}} {transpose_rhs = true} : tensor<2x4x16xf32>, tensor<32x16xf32>
 // CHECK-NOT: fp8_matmul
 // CHECK: return %[[LOGITS]]
 // ROW-LABEL: func.func @forward
-// ROW: loom.fp8_matmul rowwise %{{.*}}, %{{.*}} {fast_accum = true, grad_format = #loom<fp8_format e5m2>
+// ROW: loom.fp8_matmul rowwise %{{.*}}, %{{.*}} {bf16_weight_grad = true, fast_accum = true, grad_format = #loom<fp8_format e5m2>
 // ROW-SAME: : tensor<2x4x16xf32>, tensor<16x16xf32>
 // ROW: loom.matmul %{{.*}}, %{{.*}} {transpose_rhs = true} : tensor<2x4x16xf32>, tensor<2x4x16xf32>
 // ROW: loom.fp8_matmul rowwise %{{.*}}, %{{.*}} {fast_accum = true, grad_format = #loom<fp8_format e5m2>, lhs_format = #loom<fp8_format e4m3>, rhs_format = #loom<fp8_format e4m3>, transpose_rhs = true}

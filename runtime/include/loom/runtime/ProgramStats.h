@@ -32,6 +32,12 @@ struct ProgramStats {
   // GEMMs whose operands are both f32: under --precision bf16, what
   // autocast would have run on bf16 tensor cores but loom does not.
   int64_t f32Gemms = 0;
+  // Bytes each opcode moves at the least: every operand read once and
+  // every result written once (what fusing instructions saves shows as the
+  // difference between two programs' totals).
+  std::map<std::string, int64_t> bytesPerOpcode;
+  // 2 M N K summed over MatMul and ScaledMatMul instructions.
+  double gemmFlops = 0;
   int64_t instrs = 0;
   int64_t converting = 0; // casts whose dtypes differ
   int64_t views = 0;      // reshapes that name their source's bytes (no copy)
