@@ -32,6 +32,11 @@ struct ProgramStats {
   // GEMMs whose operands are both f32: under --precision bf16, what
   // autocast would have run on bf16 tensor cores but loom does not.
   int64_t f32Gemms = 0;
+  // Attention and AttentionGrad instructions, those that fused bf16
+  // flash-attention engines may run (FusedAttentionEligibility.h), and the
+  // others by reason.
+  int64_t attention = 0, fusedAttention = 0;
+  std::map<std::string, int64_t> attentionRefusals;
   int64_t instrs = 0;
   int64_t converting = 0; // casts whose dtypes differ
   int64_t views = 0;      // reshapes that name their source's bytes (no copy)
