@@ -38,6 +38,7 @@ void buildTrainStepTail(mlir::OpPassManager &pm, bool bf16, bool fuseGradientCli
   pm.addPass(mlir::createCSEPass());
   if (bf16) { // autocast's rounded matmuls become bf16 GEMMs
     pm.nest<mlir::func::FuncOp>().addPass(createSinkWideningCasts());
+    pm.nest<mlir::func::FuncOp>().addPass(createHoistNarrowingCasts());
     pm.nest<mlir::func::FuncOp>().addPass(createUseBf16Matmuls());
     pm.addPass(mlir::createCanonicalizerPass(rewriteConfig()));
   }

@@ -122,6 +122,19 @@ def SinkWideningCasts : Pass<"loom-sink-widening-casts", "mlir::func::FuncOp"> {
   let dependentDialects = ["loom::LoomDialect"];
 }
 
+def HoistNarrowingCasts : Pass<"loom-hoist-narrowing-casts", "mlir::func::FuncOp"> {
+  let summary = "Move f32 -> bf16 casts above the reshapes, transposes and concats they read";
+  let description = [{
+    cast_bf16(layout(x0, x1, ...)) becomes layout(cast_bf16(x0), ...), which
+    is the same value, when the rounding is the layout result's only reader:
+    the layout ops then move bf16, a matmul rounded this way becomes a bf16
+    GEMM (`loom-use-bf16-matmuls`) and a producer that may write bf16
+    storage (attention_grad's dq, dk, dv) writes it directly. Run on the
+    finished training step, before `loom-use-bf16-matmuls`.
+  }];
+  let dependentDialects = ["loom::LoomDialect"];
+}
+
 def UseBf16Matmuls : Pass<"loom-use-bf16-matmuls", "mlir::func::FuncOp"> {
   let summary = "Run matmuls whose operands and result are bf16-rounded on bf16 tensors";
   let description = [{

@@ -13,6 +13,11 @@
 // attention ops (their bf16_operands flag) recognize bf16 values only by a
 // widening cast on the operand itself.
 //
+// A split is such a layout op too (each piece is a conversion of the
+// matching piece): GPT-2's fused c_attn projection is split into q, k and
+// v, and without sinking below the split attention would see f32 values
+// and lose its bf16_operands flag (and with it the bf16 fused engines).
+//
 // Only layout chains whose every reader is a matmul, an attention op or
 // another such layout op are rewritten: a widening cast in front of any
 // other reader would become a real conversion pass of its own.
@@ -29,7 +34,7 @@ namespace loom {
 
 namespace {
 
-bool isLayout(Operation *op) { return isa<ReshapeOp, TransposeOp>(op); }
+bool isLayout(Operation *op) { return isa<ReshapeOp, TransposeOp, SplitOp>(op); }
 
 /// The bf16 tensor `v` is a widening of, or null.
 Value widenedFrom(Value v) {
@@ -45,7 +50,7 @@ Value widenedFrom(Value v) {
 bool readByBf16Consumers(Value v) {
   return llvm::all_of(v.getUsers(), [](Operation *user) {
     if (isLayout(user))
-      return readByBf16Consumers(user->getResult(0));
+      return llvm::all_of(user->getResults(), readByBf16Consumers);
     return isa<MatmulOp, Fp8MatmulOp, AttentionOp, AttentionGradOp>(user);
   });
 }
@@ -62,15 +67,17 @@ struct SinkWideningCastsPass : impl::SinkWideningCastsBase<SinkWideningCastsPass
     // each rewrite handing the next op a widening cast to look at.
     for (Operation *op : layouts) {
       Value narrow = widenedFrom(op->getOperand(0));
-      if (!narrow || !readByBf16Consumers(op->getResult(0)))
+      if (!narrow || !llvm::all_of(op->getResults(), readByBf16Consumers))
         continue;
       b.setInsertionPoint(op);
       Operation *moved = b.clone(*op);
       moved->setOperand(0, narrow);
-      auto wide = cast<RankedTensorType>(op->getResult(0).getType());
-      moved->getResult(0).setType(wide.clone(b.getBF16Type()));
-      auto widen = b.create<CastOp>(op->getLoc(), wide, moved->getResult(0));
-      op->getResult(0).replaceAllUsesWith(widen.getResult());
+      for (auto [wideResult, narrowResult] : llvm::zip(op->getResults(), moved->getResults())) {
+        auto wide = cast<RankedTensorType>(wideResult.getType());
+        narrowResult.setType(wide.clone(b.getBF16Type()));
+        auto widen = b.create<CastOp>(op->getLoc(), wide, narrowResult);
+        wideResult.replaceAllUsesWith(widen.getResult());
+      }
       op->erase();
     }
   }

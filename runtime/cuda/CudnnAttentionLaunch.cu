@@ -3,12 +3,10 @@
 // Part of loom, under the Apache License v2.0.
 //
 // Which attention instructions run on cuDNN's fused engines
-// (CudnnAttention.h), and their launches. cuDNN computes in bf16 with f32
-// accumulation, so an instruction qualifies when its operands are bf16
-// values whose products may run in bf16 (the bf16_operands flag autocast
-// sets; their storage may be bf16 or f32),
-// the mask is causal with as many keys as queries, and the engines accept
-// the shape. Operands in f32 storage are staged: inputs are rounded into
+// (CudnnAttention.h), and their launches. An instruction qualifies when
+// checkFusedAttention says so (FusedAttentionEligibility.h: bf16 values,
+// plain causal, as many keys as queries) and the engines accept the shape;
+// a refusal in a program with bf16 values is said once per reason. Operands in f32 storage are staged: inputs are rounded into
 // bf16 scratch copies (exact: they hold bf16 values), outputs come back as
 // bf16 and are widened into the f32 buffers; bf16 ones off a 16-byte
 // boundary are copied. lse is f32 either way.
@@ -17,6 +15,7 @@
 #include "cuda/CudaCommon.cuh"
 #include "cuda/CudaKernels.h"
 #include "cuda/CudnnAttention.h"
+#include "loom/runtime/FusedAttentionEligibility.h"
 
 #include <cstdio>
 #include <cstdlib>
@@ -42,31 +41,25 @@ Operands bf16Operands(const Instr &I) {
 }
 
 /// The cuDNN shape of attention instruction `I`, or false when it does not
-/// qualify (see the file comment).
-bool cudnnShape(const Program &p, const Instr &I, SdpaShape &s) {
-  // The signatures that carry the forward's lse: Attention -> (o, lse),
-  // AttentionGrad (q, k, v, o, lse, dy) -> (dq, dk, dv).
-  if (I.op == OpCode::Attention ? I.out.size() != 2
-                                : I.op != OpCode::AttentionGrad || I.in.size() != 6)
-    return false;
+/// qualify (checkFusedAttention, FusedAttentionEligibility.h), with `why`
+/// set when the refusal is worth saying: not when the user picked loom's
+/// kernels (LOOM_CUDA_ATTENTION) or the whole program computes in f32.
+bool cudnnShape(const Program &p, const Instr &I, SdpaShape &s, std::string *why = nullptr) {
+  if (I.op != OpCode::Attention && I.op != OpCode::AttentionGrad)
+    return false; // the executor asks about every instruction
   // LOOM_CUDA_ATTENTION=flash|gemm|chunked|plain picks one of loom's own
   // kernels (AttentionKernels.cu); unset or "cudnn" lets cuDNN run it.
   if (const char *force = std::getenv("LOOM_CUDA_ATTENTION");
       force && *force && std::string(force) != "cudnn")
     return false;
-  const Shape &qs = p.buffers[I.in[0]].shape, &ks = p.buffers[I.in[1]].shape,
-              &vs = p.buffers[I.in[2]].shape;
-  bool causal = !I.ints.empty() && I.ints[0] != 0;
-  // bf16_operands: the products may run on bf16 (P rounded to bf16 for P V,
-  // as FlashAttention does); without it they must be exact f32 products.
-  bool bf16Values = I.ints.size() > 1 && I.ints[1] != 0;
-  // The graph written in CudnnAttention.cpp is plain causal: a sliding
-  // window or a softcap (Program.h) takes loom's kernels.
-  bool windowOrCap = (I.ints.size() > 2 && I.ints[2] != 0) || I.floats.size() > 1;
-  if (!causal || !bf16Values || windowOrCap || qs.size() != 4 || ks.size() != 4 ||
-      vs != ks || ks[2] != qs[2] || ks[3] != qs[3] || ks[1] == 0 || qs[1] % ks[1] != 0)
+  FusedAttentionCheck c = checkFusedAttention(p, I);
+  if (!c.eligible) {
+    if (why && !c.f32Program)
+      *why = c.why;
     return false;
-  s = {qs[0], qs[1], ks[1], qs[2], qs[3], float(I.floats[0])};
+  }
+  const FusedAttentionShape &f = c.shape;
+  s = {f.B, f.Hq, f.Hkv, f.T, f.D, f.scale};
   return true;
 }
 
@@ -100,7 +93,7 @@ int planCudnnAttention(const Program &p, int index, CudnnAttention &cudnn, size_
                        std::string &refused) {
   const Instr &I = p.instrs[size_t(index)];
   SdpaShape s;
-  if (!cudnnShape(p, I, s))
+  if (!cudnnShape(p, I, s, &refused))
     return -1;
   size_t workspace = 0;
   int id = cudnn.plan(s, I.op == OpCode::AttentionGrad, workspace, refused);

@@ -56,19 +56,20 @@ __global__ void rmsNormKernel(FloatIn x, const float *w, FloatOut y, int64_t D, 
   }
 }
 
-// y = (x - mean) / sqrt(var + eps) * w + b, var = mean((x - mean)^2)
-__global__ void layerNormKernel(const float *x, const float *w, const float *b, float *y,
-                                int64_t D, double eps) {
+// y = (x - mean) / sqrt(var + eps) * w + b, var = mean((x - mean)^2); x
+// and y may be bf16 storage (GPT-2's normed input to a bf16 GEMM).
+__global__ void layerNormKernel(FloatIn x, const float *w, const float *b, FloatOut y, int64_t D,
+                                double eps) {
   __shared__ double red[32];
-  const float *xr = x + blockIdx.x * D;
-  float *yr = y + blockIdx.x * D;
+  int64_t row = int64_t(blockIdx.x) * D;
   double sum = 0;
-  for (int64_t i = threadIdx.x; i < D; i += blockDim.x) sum += xr[i];
+  for (int64_t i = threadIdx.x; i < D; i += blockDim.x) sum += x[row + i];
   double mean = blockSum(sum, red) / double(D), sq = 0;
-  for (int64_t i = threadIdx.x; i < D; i += blockDim.x) sq += (xr[i] - mean) * (xr[i] - mean);
+  for (int64_t i = threadIdx.x; i < D; i += blockDim.x)
+    sq += (x[row + i] - mean) * (x[row + i] - mean);
   double inv = 1.0 / sqrt(blockSum(sq, red) / double(D) + eps);
   for (int64_t i = threadIdx.x; i < D; i += blockDim.x)
-    yr[i] = float((xr[i] - mean) * inv * w[i] + (b ? b[i] : 0.0));
+    y.store(row + i, float((x[row + i] - mean) * inv * w[i] + (b ? b[i] : 0.0)));
 }
 
 // RmsNormGrad, per row, r = 1/sqrt(mean(x^2) + eps), n = x r, g = dy w:
@@ -117,12 +118,13 @@ __global__ void rmsNormGradRowKernel(const float *x, const float *w, FloatIn dy,
 }
 
 // LayerNormGrad, per row, xhat = (x - mean) r, g = dy w:
-//   dx = r (g - mean(g) - xhat mean(g xhat)); keeps mean and r.
-__global__ void layerNormGradRowKernel(const float *x, const float *w, const float *dy,
-                                       float *dx, double *stats, int64_t D, double eps) {
+//   dx = r (g - mean(g) - xhat mean(g xhat)); keeps mean and r. dy and dx
+//   may be bf16 storage.
+__global__ void layerNormGradRowKernel(const float *x, const float *w, FloatIn dy, FloatOut dx,
+                                       double *stats, int64_t D, double eps) {
   __shared__ double red[32];
   int64_t row = blockIdx.x;
-  const float *xr = x + row * D, *gr = dy + row * D;
+  const float *xr = x + row * D;
   double sum = 0;
   for (int64_t i = threadIdx.x; i < D; i += blockDim.x) sum += xr[i];
   double mu = blockSum(sum, red) / double(D), sq = 0;
@@ -130,14 +132,15 @@ __global__ void layerNormGradRowKernel(const float *x, const float *w, const flo
   double r = 1.0 / sqrt(blockSum(sq, red) / double(D) + eps);
   double g = 0, gx = 0;
   for (int64_t i = threadIdx.x; i < D; i += blockDim.x) {
-    double gi = double(gr[i]) * w[i];
+    double gi = double(dy[row * D + i]) * w[i];
     g += gi;
     gx += gi * (xr[i] - mu) * r;
   }
   double meanG = blockSum(g, red) / double(D);
   double meanGx = blockSum(gx, red) / double(D);
   for (int64_t i = threadIdx.x; i < D; i += blockDim.x)
-    dx[row * D + i] = float(r * (double(gr[i]) * w[i] - meanG - (xr[i] - mu) * r * meanGx));
+    dx.store(row * D + i,
+             float(r * (double(dy[row * D + i]) * w[i] - meanG - (xr[i] - mu) * r * meanGx)));
   if (threadIdx.x == 0) {
     stats[2 * row] = mu;
     stats[2 * row + 1] = r;
@@ -240,7 +243,7 @@ __global__ void softmaxGradKernel(const float *y, const float *dy, float *dx, in
 // cut into gridDim.y slices of `slice` elements whose partial results go to
 // scratch; reduceFinishKernel combines the slices in order. kind 0 sum,
 // 1 mean, 2 max. Either way the combination order is fixed.
-__global__ void reduceKernel(const float *x, float *y, double *partial, StridedMap<1> kept,
+__global__ void reduceKernel(FloatIn x, float *y, double *partial, StridedMap<1> kept,
                              StridedMap<1> red, int64_t count, int64_t slice, int kind) {
   __shared__ double sh[32];
   int64_t out = blockIdx.x, base[1];
@@ -314,6 +317,27 @@ __global__ void sumSquaresKernel(FloatIn x, float *y, double *partial, int64_t c
     y[0] = float(sum);
 }
 
+/// A Reduce sum over the leading axes of its input (a bias gradient: the
+/// rows of dy [tokens, N] summed into [N]) as `rows` x `D` column sums, or
+/// false for any other reduction. reduceKernel would give each column a
+/// block whose threads stride down the column, N words apart: uncoalesced,
+/// several times slower than columnSums (the norms' weight gradients), which
+/// reads whole rows and adds in double in a fixed order (rows within a
+/// chunk, then chunks), as reduceKernel does in its own order.
+bool leadingColumnSum(const Instr &I, const Shape &shape, int64_t &rows, int64_t &D) {
+  size_t lead = I.ints.size() - 1;
+  if (I.ints[0] != 0 || lead == 0 || lead >= shape.size())
+    return false;
+  for (size_t k = 0; k < lead; ++k)
+    if (I.ints[k + 1] != int64_t(k))
+      return false;
+  rows = 1;
+  D = 1;
+  for (size_t d = 0; d < shape.size(); ++d) (d < lead ? rows : D) *= shape[d];
+  // Few columns leave columnSums' threads idle; reduceKernel slices those.
+  return D >= 64;
+}
+
 /// Slices per output for a reduction of `count` elements into `outputs`
 /// values: 1 (no scratch) unless there are too few outputs to fill the GPU.
 int64_t reduceSlices(int64_t outputs, int64_t count) {
@@ -339,6 +363,8 @@ size_t normScratchBytes(const Program &p, const Instr &I) {
     return slices > 1 ? size_t(slices) * sizeof(double) : 0;
   }
   if (I.op == OpCode::Reduce) {
+    if (int64_t rows, D; leadingColumnSum(I, p.buffers[I.in[0]].shape, rows, D))
+      return size_t((rows + kChunkRows - 1) / kChunkRows * D) * sizeof(double);
     int64_t outputs = p.buffers[I.out[0]].numElements();
     int64_t count = outputs ? p.buffers[I.in[0]].numElements() / outputs : 0;
     int64_t slices = reduceSlices(outputs, count);
@@ -367,7 +393,7 @@ void launchLayerNorm(const CudaCall &c, CudaContext &ctx) {
   if (rows == 0) return;
   const float *b = c.in.size() > 2 ? c.in[2].as<float>() : nullptr;
   layerNormKernel<<<unsigned(rows), kRowThreads, 0, ctx.stream>>>(
-      c.in[0].as<float>(), c.in[1].as<float>(), b, c.out[0].as<float>(), D, c.instr->floats[0]);
+      floatIn(c.in[0]), c.in[1].as<float>(), b, floatOut(c.out[0]), D, c.instr->floats[0]);
 }
 
 void launchRmsNormGrad(const CudaCall &c, CudaContext &ctx) {
@@ -388,8 +414,8 @@ void launchLayerNormGrad(const CudaCall &c, CudaContext &ctx) {
   double *partial = stats + 2 * rows;
   if (rows > 0)
     layerNormGradRowKernel<<<unsigned(rows), kRowThreads, 0, ctx.stream>>>(
-        c.in[0].as<float>(), c.in[1].as<float>(), c.in[2].as<float>(), c.out[0].as<float>(), stats,
-        D, c.instr->floats[0]);
+        c.in[0].as<float>(), c.in[1].as<float>(), floatIn(c.in[2]), floatOut(c.out[0]), stats, D,
+        c.instr->floats[0]);
   columnSums(1, c.in[0].as<float>(), floatIn(c.in[2]), stats, partial, c.out[1].as<float>(),
              rows, D, ctx.stream);
   columnSums(2, c.in[0].as<float>(), floatIn(c.in[2]), stats, partial, c.out[2].as<float>(),
@@ -414,6 +440,11 @@ void launchSoftmaxGrad(const CudaCall &c, CudaContext &ctx) {
 
 void launchReduce(const CudaCall &c, CudaContext &ctx) {
   const Shape &shape = c.in[0].shape();
+  if (int64_t rows, D; leadingColumnSum(*c.instr, shape, rows, D)) {
+    columnSums(2, nullptr, floatIn(c.in[0]), nullptr, static_cast<double *>(ctx.scratch),
+               c.out[0].as<float>(), rows, D, ctx.stream);
+    return;
+  }
   std::vector<bool> reduced(shape.size(), false);
   for (size_t k = 1; k < c.instr->ints.size(); ++k) reduced[size_t(c.instr->ints[k])] = true;
   ReduceAxes ax(shape, reduced);
@@ -428,7 +459,7 @@ void launchReduce(const CudaCall &c, CudaContext &ctx) {
   int64_t slices = reduceSlices(outputs, count);
   double *partial = slices > 1 ? static_cast<double *>(ctx.scratch) : nullptr;
   dim3 grid{unsigned(outputs), unsigned(slices)};
-  reduceKernel<<<grid, kRowThreads, 0, ctx.stream>>>(c.in[0].as<float>(), c.out[0].as<float>(),
+  reduceKernel<<<grid, kRowThreads, 0, ctx.stream>>>(floatIn(c.in[0]), c.out[0].as<float>(),
                                                      partial, kept, red, count,
                                                      slices > 1 ? kReduceSlice : count, kind);
   if (partial)

@@ -805,12 +805,13 @@ bool bf16StorageAllowed(OpCode op, bool output, size_t slot) {
   case OpCode::GeluTanh: case OpCode::GeluErf: case OpCode::Cos: case OpCode::Sin:
   case OpCode::Log: case OpCode::Transpose: case OpCode::Rotary: case OpCode::RotaryGrad:
   case OpCode::Relu: case OpCode::Erf: case OpCode::Softplus:
-  case OpCode::RmsNorm:
+  case OpCode::RmsNorm: case OpCode::LayerNorm:
     return slot == 0;
   case OpCode::ActivationGrad: return output ? slot == 0 : slot < 2;
   case OpCode::SwiGlu: case OpCode::SwiGluGrad: return true;
-  case OpCode::RmsNormGrad: return output ? slot == 0 : slot == 2;
+  case OpCode::RmsNormGrad: case OpCode::LayerNormGrad: return output ? slot == 0 : slot == 2;
   case OpCode::SumSquares: return !output && slot == 0;
+  case OpCode::Reduce: return !output && slot == 0; // a bias gradient's bf16 dy
   case OpCode::AdamW: return !output && slot == 1; // the gradient
   // Never lse (output 1 of Attention, input 4 of AttentionGrad): P =
   // exp(s - lse) moves by lse's absolute error, and an lse near log S = 7

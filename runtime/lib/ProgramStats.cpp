@@ -4,6 +4,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "loom/runtime/ProgramStats.h"
+#include "loom/runtime/FusedAttentionEligibility.h"
 #include "lib/Diagnostics.h"
 
 #include <algorithm>
@@ -40,6 +41,14 @@ ProgramStats programStats(const Program &p) {
       ++s.gemmKinds[cat(dtypeName(a), " x ", dtypeName(b), " -> ",
                         dtypeName(p.buffers[I.out[0]].dtype), I.in.size() > 2 ? " (+bias)" : "")];
       s.f32Gemms += a == DType::F32 && b == DType::F32;
+    }
+    if (I.op == OpCode::Attention || I.op == OpCode::AttentionGrad) {
+      ++s.attention;
+      FusedAttentionCheck c = checkFusedAttention(p, I);
+      if (c.eligible)
+        ++s.fusedAttention;
+      else
+        ++s.attentionRefusals[c.why];
     }
     if (I.op != OpCode::Cast)
       continue;
@@ -91,6 +100,11 @@ std::string formatProgramStats(const ProgramStats &s) {
   for (auto &[k, n] : s.gemmKinds) gemms += n;
   out += cat("matmuls: ", gemms, " (", s.f32Gemms, " with f32 operands)\n");
   appendSorted(out, s.gemmKinds, "  ");
+  if (s.attention) {
+    out += cat("attention: ", s.fusedAttention, " of ", s.attention,
+               " instructions eligible for fused bf16 engines\n");
+    appendSorted(out, s.attentionRefusals, "  not eligible: ");
+  }
   out += "instructions per opcode:\n";
   appendSorted(out, s.perOpcode, "  ");
   out += "casts by dtype:\n";

@@ -74,3 +74,42 @@ func.func @saved_output(%o: tensor<2x2x4x4xbf16>, %q: tensor<2x2x4x4xbf16>, %lse
   %dq, %dk, %dv = loom.attention_grad %1, %1, %1, %0, %lse, %dy {causal = true, scale = 5.000000e-01 : f64} : tensor<2x2x4x4xf32>, tensor<2x2x4x4xf32>, tensor<2x2x4x4xf32>
   return %4, %dq : tensor<8x8xf32>, tensor<2x2x4x4xf32>
 }
+
+// GPT-2's fused qkv projection: the split of the bf16 c_attn output moves
+// onto the bf16 tensor, one widening cast per piece, so that each attention
+// operand is a widening cast (its bf16_operands flag).
+// CHECK-LABEL: func.func @split_qkv
+// CHECK-SAME: (%[[X:.*]]: tensor<2x4x24xbf16>
+// CHECK: %[[S:.*]]:3 = loom.split %[[X]] {axis = 2 : i64, sizes = array<i64: 8, 8, 8>} : tensor<2x4x24xbf16>
+// CHECK-DAG: loom.reshape %[[S]]#0 : tensor<2x4x8xbf16> -> tensor<2x4x2x4xbf16>
+// CHECK-DAG: loom.reshape %[[S]]#1 : tensor<2x4x8xbf16> -> tensor<2x4x2x4xbf16>
+// CHECK-DAG: loom.reshape %[[S]]#2 : tensor<2x4x8xbf16> -> tensor<2x4x2x4xbf16>
+// CHECK: %[[Q:.*]] = loom.cast %{{.*}} : tensor<2x2x4x4xbf16> -> tensor<2x2x4x4xf32>
+// CHECK: %[[K:.*]] = loom.cast %{{.*}} : tensor<2x2x4x4xbf16> -> tensor<2x2x4x4xf32>
+// CHECK: %[[V:.*]] = loom.cast %{{.*}} : tensor<2x2x4x4xbf16> -> tensor<2x2x4x4xf32>
+// CHECK: loom.attention %[[Q]], %[[K]], %[[V]]
+func.func @split_qkv(%x: tensor<2x4x24xbf16>) -> tensor<2x2x4x4xf32> {
+  %0 = loom.cast %x : tensor<2x4x24xbf16> -> tensor<2x4x24xf32>
+  %1:3 = loom.split %0 {axis = 2 : i64, sizes = array<i64: 8, 8, 8>} : tensor<2x4x24xf32>
+  %2 = loom.reshape %1#0 : tensor<2x4x8xf32> -> tensor<2x4x2x4xf32>
+  %3 = loom.reshape %1#1 : tensor<2x4x8xf32> -> tensor<2x4x2x4xf32>
+  %4 = loom.reshape %1#2 : tensor<2x4x8xf32> -> tensor<2x4x2x4xf32>
+  %5 = loom.transpose %2 [0, 2, 1, 3] : tensor<2x4x2x4xf32>
+  %6 = loom.transpose %3 [0, 2, 1, 3] : tensor<2x4x2x4xf32>
+  %7 = loom.transpose %4 [0, 2, 1, 3] : tensor<2x4x2x4xf32>
+  %8, %lse = loom.attention %5, %6, %7 {causal = true, scale = 5.000000e-01 : f64} : tensor<2x2x4x4xf32>, tensor<2x2x4x4xf32>, tensor<2x2x4x4xf32>
+  return %8 : tensor<2x2x4x4xf32>
+}
+
+// A piece read by something else (here an element-wise op) keeps the f32
+// split: sinking would add a conversion pass in front of that reader.
+// CHECK-LABEL: func.func @split_other_reader
+// CHECK: %[[C:.*]] = loom.cast %{{.*}} : tensor<2x4x16xbf16> -> tensor<2x4x16xf32>
+// CHECK: loom.split %[[C]] {{.*}} : tensor<2x4x16xf32>
+func.func @split_other_reader(%x: tensor<2x4x16xbf16>, %w: tensor<8x3xf32>) -> (tensor<2x4x3xf32>, tensor<2x4x8xf32>) {
+  %0 = loom.cast %x : tensor<2x4x16xbf16> -> tensor<2x4x16xf32>
+  %1:2 = loom.split %0 {axis = 2 : i64, sizes = array<i64: 8, 8>} : tensor<2x4x16xf32>
+  %2 = loom.matmul %1#0, %w : tensor<2x4x8xf32>, tensor<8x3xf32>
+  %3 = loom.neg %1#1 : tensor<2x4x8xf32>
+  return %2, %3 : tensor<2x4x3xf32>, tensor<2x4x8xf32>
+}

@@ -240,6 +240,23 @@ TEST(CudaBackend, LargeReductionsAreSliced) {
   expectSameOnGpu(t.b.p, t.inputs, 1e-5, 1e-5);
 }
 
+TEST(CudaBackend, LeadingAxisSumsAreColumnSums) {
+  // Bias gradients: sums over the leading axes of [tokens, N] (the column
+  // sums the norms' weight gradients use, 64 rows a chunk: 300 rows leave a
+  // partial chunk), against the CPU; a mean and few columns keep Reduce's
+  // own kernel.
+  REQUIRE_GPU();
+  Rng rng;
+  OneOp t;
+  uint32_t x = t.f32(rng, {300, 130}), y = t.f32(rng, {2, 150, 96}), z = t.f32(rng, {500, 5});
+  t.b.instr(OpCode::Reduce, {x}, {t.b.output(DType::F32, {130})}, {0, 0});
+  t.b.instr(OpCode::Reduce, {y}, {t.b.output(DType::F32, {1, 1, 96})}, {0, 0, 1});
+  t.b.instr(OpCode::Reduce, {y}, {t.b.output(DType::F32, {96})}, {1, 0, 1});
+  t.b.instr(OpCode::Reduce, {z}, {t.b.output(DType::F32, {5})}, {0, 0});
+  ASSERT_EQ(t.b.p.validate(), "");
+  expectSameOnGpu(t.b.p, t.inputs, 1e-6, 1e-6);
+}
+
 // The gradient norm's fused sum of squares: against the CPU, and bit for
 // bit against the Mul + Reduce program it replaces on the GPU (the kernel
 // keeps Reduce's summation order), run after run. Sizes: one slice, several

@@ -203,13 +203,35 @@ inline std::vector<MixedCase> mixedCases() {
   cases.push_back({"rms_norm_grad dy bf16, dx f32", OpCode::RmsNormGrad,
                    {{{2, 35, 33}, false}, {{33}, false, 0.5, 1.5}, {{2, 35, 33}, true}},
                    {{{2, 35, 33}, false}, {{33}, false}}, {}, {1e-5}});
+  // GPT-2's LayerNorm writing the bf16 input of a GEMM, and its gradient
+  // reading the GEMM's bf16 dx (with and without the bias).
+  cases.push_back({"layer_norm f32 -> bf16", OpCode::LayerNorm,
+                   {{{7, 33}, false}, {{33}, false, 0.5, 1.5}, {{33}, false}},
+                   {{{7, 33}, true}}, {}, {1e-5}});
+  cases.push_back({"layer_norm bf16 -> bf16, no bias", OpCode::LayerNorm,
+                   {{{2, 5, 33}, true}, {{33}, false, 0.5, 1.5}}, {{{2, 5, 33}, true}}, {}, {1e-5}});
+  cases.push_back({"layer_norm_grad dy bf16, dx f32", OpCode::LayerNormGrad,
+                   {{{70, 33}, false}, {{33}, false, 0.5, 1.5}, {{70, 33}, true}},
+                   {{{70, 33}, false}, {{33}, false}, {{33}, false}}, {}, {1e-5}});
+  cases.push_back({"layer_norm_grad dy bf16, dx bf16", OpCode::LayerNormGrad,
+                   {{{2, 35, 33}, false}, {{33}, false, 0.5, 1.5}, {{2, 35, 33}, true}},
+                   {{{2, 35, 33}, true}, {{33}, false}, {{33}, false}}, {}, {1e-5}});
   // A gradient norm's term read straight from a bf16 gradient; the larger
   // one spans several 64K-element slices on the GPU.
   cases.push_back({"sum_squares bf16 -> f32", OpCode::SumSquares, {{{7, 129}, true, -3, 3}},
                    {{{}, false}}});
   cases.push_back({"sum_squares bf16 -> f32, sliced", OpCode::SumSquares,
                    {{{2, 70001}, true, -3, 3}}, {{{}, false}}});
+  // A bias gradient read straight from a bf16 dy: sums over the leading
+  // axes (the GPU's column sums, 2-D and 3-D), and over a trailing axis.
+  cases.push_back({"reduce bf16 -> f32, bias gradient", OpCode::Reduce,
+                   {{{300, 130}, true, -3, 3}}, {{{130}, false}}, {0, 0}});
+  cases.push_back({"reduce bf16 -> f32, bias gradient of [B, T, N]", OpCode::Reduce,
+                   {{{2, 150, 96}, true, -3, 3}}, {{{1, 1, 96}, false}}, {0, 0, 1}});
+  cases.push_back({"reduce bf16 -> f32, rows", OpCode::Reduce, {{{7, 129}, true, -3, 3}},
+                   {{{7, 1}, false}}, {0, 1}});
   // AdamW reading a bf16 gradient, with and without the clip scale.
+
   Shape w = {7, 129};
   std::vector<Operand> adam = {{w, false}, {w, true, -3, 3}, {w, false, -1e-2, 1e-2},
                                {w, false, 0, 1e-3}, {{}, false, 1e-3, 3e-3}, {{}, false, 0, 9}};

@@ -73,11 +73,20 @@ TEST(MixedDtype, ValidateRefusesBf16OutsideTheAllowedSlots) {
             ""); // x
   EXPECT_NE(verdict(OpCode::RmsNormGrad, {{F, x}, {F, w}, {F, x}}, {{F, x}, {H, w}}, {}, {1e-5}),
             ""); // dw
+  EXPECT_EQ(verdict(OpCode::LayerNorm, {{F, x}, {F, w}, {F, w}}, {{H, x}}, {}, {1e-5}), "");
+  EXPECT_NE(verdict(OpCode::LayerNorm, {{F, x}, {F, w}, {H, w}}, {{F, x}}, {}, {1e-5}), ""); // b
+  EXPECT_EQ(verdict(OpCode::LayerNormGrad, {{F, x}, {F, w}, {H, x}}, {{H, x}, {F, w}, {F, w}}, {},
+                    {1e-5}),
+            "");
+  EXPECT_NE(verdict(OpCode::LayerNormGrad, {{F, x}, {F, w}, {H, x}}, {{F, x}, {F, w}, {H, w}}, {},
+                    {1e-5}),
+            ""); // db
   Shape t = {1, 8};
   EXPECT_EQ(verdict(OpCode::Rotary, {{H, x}, {F, t}, {F, t}}, {{F, x}}), "");
   EXPECT_NE(verdict(OpCode::Rotary, {{F, x}, {H, t}, {F, t}}, {{F, x}}), ""); // a table
   EXPECT_NE(verdict(OpCode::Softmax, {{H, x}}, {{F, x}}, {1}), ""); // not a folding opcode
-  EXPECT_NE(verdict(OpCode::Reduce, {{H, x}}, {{F, {4, 1}}}, {0, 1}), "");
+  EXPECT_EQ(verdict(OpCode::Reduce, {{H, x}}, {{F, {4, 1}}}, {0, 1}), ""); // a bias gradient
+  EXPECT_NE(verdict(OpCode::Reduce, {{H, x}}, {{H, {4, 1}}}, {0, 1}), ""); // the sum stays f32
   EXPECT_EQ(verdict(OpCode::SumSquares, {{H, x}}, {{F, {}}}), "");
   EXPECT_NE(verdict(OpCode::SumSquares, {{H, x}}, {{H, {}}}), ""); // the sum stays f32
   std::vector<std::pair<DType, Shape>> adam = {{F, x}, {H, x}, {F, x}, {F, x}, {F, {}}, {F, {}}};

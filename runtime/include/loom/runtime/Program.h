@@ -320,7 +320,10 @@ struct Instr;
 ///   Rotary, RotaryGrad: x (dy) and the output (the tables stay f32);
 ///   RmsNorm: x and y (the weight stays f32);
 ///   RmsNormGrad: dy (input 2) and dx (output 0); x, w and dw stay f32;
+///   LayerNorm: x and y (w and b stay f32);
+///   LayerNormGrad: dy (input 2) and dx (output 0); x, w, dw and db stay f32;
 ///   SumSquares: x (the sum stays f32);
+///   Reduce: x (the result stays f32);
 ///   AdamW: g (input 1; parameters, moments and scalars stay f32);
 ///   Attention: q, k, v and o (lse stays f32);
 ///   AttentionGrad: q, k, v, o, dy and dq, dk, dv (lse stays f32).

@@ -38,6 +38,11 @@ struct ProgramStats {
   std::map<std::string, int64_t> bytesPerOpcode;
   // 2 M N K summed over MatMul and ScaledMatMul instructions.
   double gemmFlops = 0;
+  // Attention and AttentionGrad instructions, those that fused bf16
+  // flash-attention engines may run (FusedAttentionEligibility.h), and the
+  // others by reason.
+  int64_t attention = 0, fusedAttention = 0;
+  std::map<std::string, int64_t> attentionRefusals;
   int64_t instrs = 0;
   int64_t converting = 0; // casts whose dtypes differ
   int64_t views = 0;      // reshapes that name their source's bytes (no copy)
