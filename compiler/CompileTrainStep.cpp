@@ -111,12 +111,35 @@ bool compileTrainStep(const std::string &path, int64_t batch, int64_t seq,
   PipelineLayout layout;
   if (!rowsPerRank(batch, o, rows, layout, err))
     return false;
-  mlir::MLIRContext ctx;
-  // Static shapes: each rank's step is built for its own rows.
-  auto module = importModel(ctx, path, rows, seq, o.weightsAsShapes, err);
-  if (!module)
-    return false;
-  return compileImportedTrainStep(*module, path, batch, seq, o, out, err, inspectStep);
+  // Sequence parallelism and the vocabulary-parallel loss are on by
+  // default with tp; a model whose attention or head tp does not split
+  // refuses them. Left to their defaults, the step is built again without
+  // the one refused (each at most once), and the program says so.
+  TrainOptions opts = o;
+  std::vector<std::string> notes;
+  for (;;) {
+    mlir::MLIRContext ctx;
+    // Static shapes: each rank's step is built for its own rows.
+    auto module = importModel(ctx, path, rows, seq, opts.weightsAsShapes, err);
+    if (!module)
+      return false;
+    if (compileImportedTrainStep(*module, path, batch, seq, opts, out, err, inspectStep)) {
+      out.notes.insert(out.notes.end(), notes.begin(), notes.end());
+      return true;
+    }
+    bool sp = opts.tpSpDefaulted && err.find("sequence parallelism:") != std::string::npos;
+    bool loss = opts.lossParallelDefaulted && err.find("loss parallelism:") != std::string::npos;
+    if (!sp && !loss)
+      return false;
+    std::string why = err.substr(err.find(sp ? "sequence parallelism:" : "loss parallelism:"));
+    while (!why.empty() && (why.back() == ';' || why.back() == ' ')) why.pop_back();
+    (sp ? opts.tpSp : opts.lossParallel) = false;
+    (sp ? opts.tpSpDefaulted : opts.lossParallelDefaulted) = false;
+    notes.push_back(std::string(sp ? "tp_sp" : "loss_parallel") + "=off for this model (" + why +
+                    "); the plan's default, say " + (sp ? "tp_sp" : "loss_parallel") +
+                    "=on to require it");
+    err.clear();
+  }
 }
 
 bool compileImportedTrainStep(mlir::ModuleOp module, const std::string &path, int64_t batch,

@@ -49,6 +49,9 @@ struct TrainOptions {
   int cp = 1;
   std::string cpRotate = "allgather";
   bool tpSp = false, lossParallel = false;
+  // On by default rather than asked for: compileTrainStep turns one off
+  // (with a note) when the model cannot take it, instead of failing.
+  bool tpSpDefaulted = false, lossParallelDefaulted = false;
   int64_t ddpBucketBytes = 25 << 20; // gradients per dp_replicate all_reduce (0: one each)
   bool fsdpReshardAfterForward = true; // gather again for backward
   int64_t fsdpPrefetch = 1;            // gathers issued this many parameters ahead

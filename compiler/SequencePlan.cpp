@@ -17,6 +17,8 @@ void applySequencePlan(const planner::Plan &plan, TrainOptions &o) {
   o.cpRotate = planner::cpRotateName(plan.cpRotate);
   o.tpSp = plan.tp > 1 && plan.tpSp;
   o.lossParallel = plan.tp > 1 && plan.lossParallel;
+  o.tpSpDefaulted = o.tpSp && !plan.tpSpChosen;
+  o.lossParallelDefaulted = o.lossParallel && !plan.lossParallelChosen;
 }
 
 std::string planNameOf(const TrainOptions &o) {
@@ -71,6 +73,7 @@ void recordSequenceLayout(mlir::ModuleOp module, const TrainOptions &o, TrainPro
     if (auto sh = fwd.getArgAttrOfType<ShardingAttr>(0, kShardingAttrName))
       out.tokensSplitOverTp = bool(sh.along(MeshAxis::tp));
   out.activationsSplitOverTp = o.tp > 1 && o.tpSp;
+  out.lossParallel = o.tp > 1 && o.lossParallel;
 }
 
 void printSequenceSummary(const planner::Plan &plan, const TrainProgram &tp) {
@@ -82,14 +85,18 @@ void printSequenceSummary(const planner::Plan &plan, const TrainProgram &tp) {
                 (long long)(T / plan.cp), (long long)T,
                 plan.cpRotate == planner::CpRotate::Ring ? "ring shifts (collective_permute)"
                                                          : "one all-gather");
+  // What the step was built with (the compiler may have left a defaulted
+  // switch off for this model: tp.notes says why).
   if (plan.tp > 1)
     std::printf("tp=%d: sequence parallel %s, loss parallel %s\n", plan.tp,
-                plan.tpSp ? ("on (norms and residual adds on " + std::to_string(T / plan.cp / plan.tp) +
-                             " of " + std::to_string(T / plan.cp) + " tokens)")
-                                .c_str()
-                          : "off",
-                plan.lossParallel ? "on (vocabulary-parallel embedding, head and cross-entropy)"
-                                  : "off");
+                tp.activationsSplitOverTp
+                    ? ("on (norms and residual adds on " + std::to_string(T / plan.cp / plan.tp) +
+                       " of " + std::to_string(T / plan.cp) + " tokens)")
+                          .c_str()
+                    : "off",
+                tp.lossParallel ? "on (vocabulary-parallel embedding, head and cross-entropy)"
+                                : "off");
+  for (const std::string &note : tp.notes) std::printf("note: %s\n", note.c_str());
 }
 
 } // namespace loom::compiler

@@ -254,6 +254,8 @@ bool parseMeshPlan(const std::string &text, Plan &out, std::string &err) {
     err = "plan '" + text + "': pp_schedule, pp_virtual and microbatches need pp > 1";
     return false;
   }
+  out.tpSpChosen = seen["tp_sp"];
+  out.lossParallelChosen = seen["loss_parallel"];
   if (out.pp > 1) {
     // Defaults: 1F1B (interleaved when virtual stages are asked for), one
     // microbatch per stage.

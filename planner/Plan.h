@@ -36,6 +36,11 @@ struct Plan {
   // turns them off in pipeline plans, which do not run them yet).
   CpRotate cpRotate = CpRotate::AllGather;
   bool tpSp = true, lossParallel = true;
+  // Whether the plan spelled tp_sp / loss_parallel out. Left to their
+  // defaults, a model whose structure cannot take them (attention or the
+  // head outside what tp splits) trains without them; asked for, it is an
+  // error.
+  bool tpSpChosen = false, lossParallelChosen = false;
   Schedule schedule = Schedule::None;
   int virtualStages = 1; // model chunks per GPU (interleaved 1F1B)
   int microbatches = 1;  // per optimizer step, per data-parallel rank

@@ -52,7 +52,11 @@ struct TrainProgram {
   // activations entering the norms are always split over tp with sp.
   int cp = 1;
   bool tokensSplitOverTp = false, activationsSplitOverTp = false;
+  bool lossParallel = false; // the vocabulary-parallel loss (issue 18)
   std::vector<std::string> recomputedOps; // op names the recompute pass cloned
+  // What the compiler chose differently from the plan's defaults, and why
+  // (one line each, for the run's header).
+  std::vector<std::string> notes;
   // Pipeline plans: the stage programs, optimizers and schedule (then
   // `program` is pipeline rank 0's optimizer, for what reads one program).
   int pp = 1;
