@@ -17,6 +17,15 @@
 #  3. `loom plan --stage-costs` times the same schedule object with the
 #     costs of step 1: the predicted idle fraction per rank and the
 #     activations per rank (--activation-bytes 4: the run is fp32).
+# Two diagnostic columns: "replay" is the run's own schedule timed with its
+# own mean action times (within a point or two of "measured": the schedule
+# object times a run faithfully), "run/serial" each rank's compute time in
+# the run over what the serial run's medians give for the same actions.
+# Equal ratios: loom plan's input describes the run. Ratios more than 5%
+# apart ("rank speeds drifted"): a rank computed faster or slower in one
+# run than in the other (another core, clock or memory node, or other
+# processes), and loom plan, given the serial run's speeds, predicts the
+# wrong rank idle; rerun the row, pinned or on an idle host.
 # A row PASSes when every rank's measured idle is within 5 points of
 # loom plan's and, for GPipe and 1F1B, of (P - 1) / (M + P - 1), and the
 # GPipe and 1F1B activation peaks are within 10% of loom plan's; the script
@@ -60,8 +69,9 @@ SCHEDULES=${SCHEDULES:-gpipe:1 1f1b:1 interleaved:2 zb:1 zb:2} # kind:virtual st
 MICROBATCHES=${MICROBATCHES:-4 8}
 mkdir -p "$OUT"
 echo "# bench/pp/bubble.sh on $(hostname), $(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg); model $(basename "$MODEL"), batch $BATCH x seq $SEQ, $STEPS steps (serial: $SERIAL_STEPS)"
-printf '%-16s %2s | %-15s | %-15s | %-6s | %-8s | %-31s | %s\n' schedule M "measured r0/r1" \
-  "loom plan r0/r1" theory cpu/wall "activations r0/r1 (MiB): run, plan" result
+printf '%-16s %2s | %-15s | %-15s | %-6s | %-8s | %-31s | %-15s | %-11s | %s\n' schedule M "measured r0/r1" \
+  "loom plan r0/r1" theory cpu/wall "activations r0/r1 (MiB): run, plan" "replay r0/r1" \
+  "run/serial" result
 status=0
 for sched in $SCHEDULES; do
   kind=${sched%:*}
@@ -86,6 +96,9 @@ base, kind, v, m = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
 P = 2
 text = open(base + '.train.txt').read()
 idle = [float(x) for x in re.findall(r'^  rank \d+: ([0-9.]+)% \(', text, re.M)]
+# The run's own timeline: its schedule replayed with its own mean action
+# times (loom train prints it in parentheses).
+replay = [float(x) for x in re.findall(r'^  rank \d+: [0-9.]+% \(([0-9.]+)%\)', text, re.M)]
 held = [int(x) for x in re.findall(r'^  rank \d+: (\d+) B \(', text, re.M)]
 plans = [p for p in json.load(open(base + '.plan.json'))['plans']
          if p['pp'] == P and p['schedule'] == kind and p['virtual_stages'] == v
@@ -96,11 +109,22 @@ p = plans[0]
 pidle = [100 * f for f in p['time']['idle_fraction_per_pipeline_rank']]
 pact = p['activations_per_pipeline_rank']
 # CPU time over wall time of the compute actions (steps after the first).
+# Per rank, the run's compute time over what the serial run's medians
+# (the costs loom plan was given) say the same actions take: 1.00 when the
+# machine ran both runs at one speed. Unequal ratios mean a rank computed
+# at another speed in the run than in the serial run (another core, clock
+# or memory node): loom plan's input then does not describe the run.
+costs = json.load(open(base + '.costs.json'))['stage_costs']
+field = {'F': 'forward_s', 'B': 'backward_s', 'I': 'backward_input_s', 'W': 'backward_weight_s'}
+ran, serial = [0.0] * P, [0.0] * P
 cpu = wall = 0.0
 for e in json.load(open(base + '.trace.json'))['traceEvents']:
     if e.get('cat') == 'compute' and e['args']['step'] >= 1:
         cpu += e['args']['cpu_ms'] * 1e3
         wall += e['dur']
+        ran[e['tid']] += e['dur'] / 1e6
+        serial[e['tid']] += costs[e['args']['stage']][field[e['name'].split()[0]]]
+speed = [r / s if s else 0 for r, s in zip(ran, serial)]
 ok = all(abs(a - b) <= 5 for a, b in zip(idle, pidle))
 theory = None
 if kind in ('gpipe', '1f1b'):
@@ -108,10 +132,12 @@ if kind in ('gpipe', '1f1b'):
     ok = ok and all(abs(a - theory) <= 5 for a in idle)
     ok = ok and all(abs(a - b) <= 0.1 * b for a, b in zip(held, pact))
 mib = lambda b: b / 2**20
-print('%-16s %2d | %5.1f%% / %5.1f%% | %5.1f%% / %5.1f%% | %-6s | %8.2f | %6.2f / %6.2f, %6.2f / %6.2f | %s'
+print('%-16s %2d | %5.1f%% / %5.1f%% | %5.1f%% / %5.1f%% | %-6s | %8.2f | %6.2f / %6.2f, %6.2f / %6.2f | %5.1f%% / %5.1f%% | %4.2f / %4.2f | %s'
       % ('%s v=%d' % (kind, v), m, idle[0], idle[1], pidle[0], pidle[1],
          '-' if theory is None else '%.1f%%' % theory, cpu / wall if wall else 0,
-         mib(held[0]), mib(held[1]), mib(pact[0]), mib(pact[1]), 'PASS' if ok else 'FAIL'))
+         mib(held[0]), mib(held[1]), mib(pact[0]), mib(pact[1]), replay[0], replay[1],
+         speed[0], speed[1], ('PASS' if ok else 'FAIL') + (
+             ' (rank speeds drifted)' if min(speed) > 0 and max(speed) / min(speed) > 1.05 else '')))
 sys.exit(0 if ok else 1)
 EOF
   done
