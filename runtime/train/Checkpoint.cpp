@@ -274,7 +274,6 @@ void AsyncCheckpointWriter::start(const std::string &dir, TrainState &s, int kee
   err_.clear();
   // The step is taken now: the training loop moves s.step on meanwhile.
   int64_t step = s.step;
-  snapshot_ = bool(read);
   thread_ = std::thread([this, dir, &s, keep, step, read = std::move(read)] {
     ok_ = (!read || read(s, err_)) && saveCheckpointAt(dir, s, step, keep, path_, err_);
   });

@@ -282,6 +282,7 @@ TrainLoopStatus runTrainLoop(StepRunner &runner, const TrainProgram &tp, const T
       if (!read && !runner.syncState(state, err))
         return TrainLoopStatus::Error;
       double syncS = std::chrono::duration<double>(Clock::now() - tsync).count();
+      bool setAside = bool(read); // the writer copies it to the host
       std::string at;
       if (lead && async) {
         writer.start(o.checkpointDir, state, o.keepCheckpoints, std::move(read));
@@ -295,7 +296,7 @@ TrainLoopStatus runTrainLoop(StepRunner &runner, const TrainProgram &tp, const T
           std::snprintf(waited, sizeof waited, ", waiting for the previous write %.3f s", waitS);
         std::printf("checkpoint %s: blocked training %.3f s (state %s %.3f s%s)\n",
                     async ? "writing in the background" : at.c_str(), blockedS,
-                    writer.readsSnapshot() ? "set aside" : "to host", syncS, waited);
+                    setAside ? "set aside" : "to host", syncS, waited);
       }
     }
     if (s == o.dieAfterStep) {

@@ -66,15 +66,13 @@ public:
   /// with it (a device snapshot copied to the host while training goes on).
   void start(const std::string &dir, TrainState &s, int keep, StateReader read = nullptr);
   bool busy() const { return thread_.joinable(); }
-  /// The write in flight copies a snapshot to the host itself.
-  bool readsSnapshot() const { return busy() && snapshot_; }
   /// Joins the write in flight (if any): false with its error. `path` is
   /// the checkpoint it wrote ("" when none was in flight).
   bool wait(std::string &path, std::string &err);
 
 private:
   std::thread thread_;
-  bool ok_ = true, snapshot_ = false;
+  bool ok_ = true;
   std::string path_, err_;
 };
 
