@@ -24,13 +24,15 @@
 #      rowwise, STEPS steps each (10): tokens/s is the median over the steps
 #      after the first two; device memory as loom allocates it; the bytes
 #      each opcode of the step moves (--print-program-stats);
-#   4. LOOM_FP8_PROFILE=1: two more fp8 tensorwise steps with
-#      LOOM_CUDA_PROFILE=1 (time per opcode, GEMM TFLOP/s);
+#   4. LOOM_FP8_PROFILE=1: two more fp8 tensorwise steps and two bf16 steps
+#      with LOOM_CUDA_PROFILE=1 (time per opcode, GEMM TFLOP/s);
 #   5. torch_fp8_bench.py fp8 LAYERS 2 4096 (torchao's tensorwise recipe on
 #      torch._scaled_mm, torch.compile), and its bf16 mode when
 #      LOOM_FP8_TORCH_BF16=1 (it measured fp8 at 1.10x its bf16 here);
 #   6. one JSON line: loom fp8 tensorwise / loom bf16 (criterion: >= 1.25)
 #      and / PyTorch fp8 (criterion: >= 1.1), and the same for rowwise.
+# LOOM_FP8_SKIP_CHECKS=1 skips step 1 and 1b (the numerics checks) and only
+#   times.
 # export: only step 2's export (a slow machine can export in one call and
 #   time in the next while it is still warm: the model stays in
 #   $LOOM_BENCH_DIR).
@@ -73,7 +75,7 @@ if [ "$MODE" = export ]; then
   exit 0
 fi
 
-if [ "$MODE" = perf ] || [ "$MODE" = all ]; then
+if { [ "$MODE" = perf ] || [ "$MODE" = all ]; } && [ -z "${LOOM_FP8_SKIP_CHECKS:-}" ]; then
   stamp "unit tests: CudaFp8.*"
   if timeout 180 "$UNIT" --gtest_filter='CudaFp8.*' > "$WORK/unit.log" 2>&1; then
     echo "unit PASS: $(grep -c '^\[       OK \]' "$WORK/unit.log") CudaFp8 tests"
@@ -99,6 +101,9 @@ if [ "$MODE" = perf ] || [ "$MODE" = all ]; then
     python3 test/integration/Inputs/check_fp8_curve.py "$WORK/fixture-$fp8.jsonl" \
       "$WORK/fixture-off.jsonl" test/fixtures/reference.json llama --max-rel 0.05 --after 5
   done
+fi
+
+if [ "$MODE" = perf ] || [ "$MODE" = all ]; then
 
   MODEL=$WORK/llama-8b.onnx
   export_8b
@@ -121,11 +126,14 @@ if [ "$MODE" = perf ] || [ "$MODE" = all ]; then
   run fp8-rowwise --fp8 rowwise
   [ -n "${LOOM_FP8_HEAD:-}" ] && run fp8-tensorwise-head --fp8 tensorwise --fp8-lm-head
   if [ -n "${LOOM_FP8_PROFILE:-}" ]; then
-    stamp "profile: fp8 tensorwise"
-    LOOM_CUDA_PROFILE=1 timeout 150 "$LOOM" train "$MODEL" --backend cuda \
-      --data test/fixtures/corpus.u16.bin --batch 2 --seq 4096 --steps 2 --precision bf16 \
-      --fp8 tensorwise --lr 1e-4 --print-every 1 > "$WORK/profile.txt" 2>&1
-    grep -A40 "loom cuda profile" "$WORK/profile.txt" || tail -5 "$WORK/profile.txt"
+    # Time per opcode of fp8 tensorwise and, beside it, of bf16.
+    for fp8 in tensorwise off; do
+      stamp "profile: fp8 $fp8"
+      LOOM_CUDA_PROFILE=1 timeout 150 "$LOOM" train "$MODEL" --backend cuda \
+        --data test/fixtures/corpus.u16.bin --batch 2 --seq 4096 --steps 2 --precision bf16 \
+        --fp8 "$fp8" --lr 1e-4 --print-every 1 > "$WORK/profile-$fp8.txt" 2>&1
+      grep -A40 "loom cuda profile" "$WORK/profile-$fp8.txt" || tail -5 "$WORK/profile-$fp8.txt"
+    done
   fi
   stamp "torch_fp8_bench.py fp8 $LAYERS 2 4096"
   timeout 240 python3 "$TORCH_FP8" fp8 "$LAYERS" 2 4096 2>&1 | tee "$WORK/torch-fp8.txt" | grep '^{' \
