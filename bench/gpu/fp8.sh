@@ -208,6 +208,16 @@ if [ "$MODE" = curves ] || [ "$MODE" = all ]; then
       --log "$WORK/curve-$tag.jsonl" > "$WORK/curve-$tag.txt" 2>&1
     grep -E "^done|error" "$WORK/curve-$fp8.txt"
   done
+  # LOOM_FP8_TORCH_CURVES=1: PyTorch's own fp8 recipes on the same model,
+  # weights, batches and optimizer (torch_fp8_curve.py, eager), so the gap
+  # between fp8 and bf16 curves has an external reference.
+  if [ -n "${LOOM_FP8_TORCH_CURVES:-}" ]; then
+    for mode in bf16 tensorwise rowwise; do
+      stamp "torch curve: $mode, $CURVE_STEPS steps"
+      timeout "${LOOM_TORCH_CURVE_TIMEOUT:-150}" python3 bench/gpu/torch_fp8_curve.py "$mode" "$CURVE_STEPS" \
+        "$CURVE_DATA" "$WORK/torch-curve-$mode.jsonl" 2>&1 | tail -1
+    done
+  fi
   python3 - "$WORK" "$CURVE_STEPS" <<'EOF'
 import json, sys
 work, steps = sys.argv[1], int(sys.argv[2])
@@ -236,6 +246,33 @@ for tag in tags:
     print(("PASS" if good else "FAIL") + f" criterion 4 {tag}: max rel diff after step 20 {rel[worst]:.4f} "
           f"(step {worst}, bound 0.015); mean over the last {len(last)} steps {mean_f:.4f} vs bf16 "
           f"{mean_b:.4f}, rel {mean_rel:.4f} (bound 0.005)")
+# The same comparison inside PyTorch (if its curves ran): the reference gap.
+tb = f"{work}/torch-curve-bf16.jsonl"
+if os.path.exists(tb):
+    tload = lambda t: {r["step"]: r["loss"] for r in (json.loads(l) for l in open(f"{work}/torch-curve-{t}.jsonl") if l.strip())}
+    base = tload("bf16")
+    print(f"PyTorch bf16 vs loom bf16: step 0 {base.get(0)} vs {bf16.get(0)}")
+    for tag in ["tensorwise", "rowwise"]:
+        if not os.path.exists(f"{work}/torch-curve-{tag}.jsonl"):
+            continue
+        f = tload(tag)
+        common = [s for s in range(steps) if s in f and s in base]
+        for lo, hi in [(20, 50), (50, 100), (100, 150), (150, 200)]:
+            w = [s for s in common if lo <= s < hi]
+            if w:
+                d = [(f[s] - base[s]) / base[s] for s in w]
+                print(f"PyTorch {tag} vs PyTorch bf16, steps {lo}-{hi}: signed mean {sum(d) / len(d):+.4f}, "
+                      f"max |rel| {max(map(abs, d)):.4f}")
+for tag in ["tensorwise", "rowwise", "off-rerun"]:
+    if not os.path.exists(f"{work}/curve-{tag}.jsonl"):
+        continue
+    f = load(tag)
+    for lo, hi in [(20, 50), (50, 100), (100, 150), (150, 200)]:
+        w = [s for s in range(lo, min(hi, steps)) if s in f and s in bf16]
+        if w:
+            d = [(f[s] - bf16[s]) / bf16[s] for s in w]
+            print(f"loom {tag} vs loom bf16, steps {lo}-{hi}: signed mean {sum(d) / len(d):+.4f}, "
+                  f"max |rel| {max(map(abs, d)):.4f}")
 print(json.dumps({"curve_steps": steps, "bf16_final": bf16.get(steps - 1), "ok": ok}))
 EOF
 fi
