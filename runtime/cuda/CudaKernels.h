@@ -109,6 +109,7 @@ void launchSumSquares(const CudaCall &c, CudaContext &ctx);
 // LossKernels.cu
 void launchCrossEntropy(const CudaCall &c, CudaContext &ctx);
 void launchCrossEntropyGrad(const CudaCall &c, CudaContext &ctx);
+// EmbeddingGradKernels.cu
 void launchEmbeddingGrad(const CudaCall &c, CudaContext &ctx);
 // AttentionKernels.cu
 void launchAttention(const CudaCall &c, CudaContext &ctx);
@@ -119,11 +120,12 @@ void launchShardSlice(const CudaCall &c, CudaContext &ctx);
 void launchVocabShardEmbedding(const CudaCall &c, CudaContext &ctx);
 void launchVocabShardCrossEntropy(const CudaCall &c, CudaContext &ctx);
 void launchVocabShardCrossEntropyGrad(const CudaCall &c, CudaContext &ctx);
-// LossKernels.cu (EmbeddingGrad's sort-and-sum, for the rows of one shard)
+// EmbeddingGradKernels.cu (EmbeddingGrad's sort-and-sum, for the rows of one shard)
 void launchVocabShardEmbeddingGrad(const CudaCall &c, CudaContext &ctx);
 
 /// Scratch bytes the launcher of `I` needs (0 for most), known from shapes.
 size_t lossScratchBytes(const Program &p, const Instr &I);      // LossKernels.cu
+size_t embeddingGradScratchBytes(const Program &p, const Instr &I); // EmbeddingGradKernels.cu
 size_t attentionScratchBytes(const Program &p, const Instr &I); // AttentionKernels.cu
 /// Plans the GEMMs attention instruction `index` runs through cuBLASLt
 /// (none when it takes the fused kernels); AttentionKernels.cu.
