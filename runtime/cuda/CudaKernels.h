@@ -87,6 +87,8 @@ void launchActivationGrad(const CudaCall &c, CudaContext &ctx);
 void launchSwiGlu(const CudaCall &c, CudaContext &ctx);
 void launchSwiGluGrad(const CudaCall &c, CudaContext &ctx);
 void launchAdamW(const CudaCall &c, CudaContext &ctx);
+/// Rounds an f32 parameter into its bf16 copy before a run (RoundedCopies.h).
+void launchRoundedCopy(const DevTensor &input, const DevTensor &copy, CudaContext &ctx);
 // MovementKernels.cu
 void launchTranspose(const CudaCall &c, CudaContext &ctx);
 void launchSlice(const CudaCall &c, CudaContext &ctx);
