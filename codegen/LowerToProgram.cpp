@@ -6,6 +6,8 @@
 #include "codegen/LowerToProgram.h"
 #include "codegen/ArenaPlanner.h"
 #include "codegen/FoldCasts.h"
+#include "codegen/FoldWeightRounding.h"
+#include "loom/runtime/RoundedCopies.h"
 #include "codegen/ReshapeViews.h"
 #include "ir/LoomOps.h"
 #include "ir/Sharding.h"
@@ -488,6 +490,9 @@ bool ProgramBuilder::build(func::FuncOp func, std::string &err) {
   if (const char *fold = std::getenv("LOOM_FOLD_CASTS"); !fold || std::string(fold) != "0") {
     splitConvertingReshapes(p);
     foldBf16Casts(p);
+    // LOOM_FOLD_WEIGHT_ROUNDING=0 keeps only this fold off (its A/B test).
+    if (const char *w = std::getenv("LOOM_FOLD_WEIGHT_ROUNDING"); !w || std::string(w) != "0")
+      foldWeightRounding(p);
     makeReshapeViews(p);
   }
   // Lifetimes: inputs live from the start, outputs to the end; everything
@@ -500,6 +505,11 @@ bool ProgramBuilder::build(func::FuncOp func, std::string &err) {
   for (int64_t i = 0; i < end; ++i) {
     for (uint32_t id : p.instrs[i].out) first[id] = i;
     for (uint32_t id : p.instrs[i].in) last[id] = last[base[id]] = i;
+  }
+  // AdamW's rounded copies keep their bytes from one run to the next.
+  for (const rt::RoundedCopy &c : rt::roundedCopies(p)) {
+    first[c.copy] = -1;
+    last[c.copy] = end;
   }
   std::vector<Lifetime> lifetimes;
   std::vector<uint32_t> placed;

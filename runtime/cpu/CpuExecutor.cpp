@@ -18,6 +18,7 @@
 #include "cpu/Kernels.h"
 #include "lib/Diagnostics.h"
 #include "loom/runtime/Communicator.h"
+#include "loom/runtime/RoundedCopies.h"
 
 #include <algorithm>
 #include <cstdlib>
@@ -190,7 +191,8 @@ class CpuExecutor : public Executor {
 public:
   CpuExecutor(std::shared_ptr<const Program> p, int threads, uint8_t *arena,
               Communicator *comm, int rank)
-      : Executor(std::move(p)), pool_(threads), arena_(arena), comm_(comm), rank_(rank) {
+      : Executor(std::move(p)), pool_(threads), arena_(arena), comm_(comm), rank_(rank),
+        staleCopies_(*program_) {
     uint64_t scratchBytes = 0;
     for (const Instr &I : program_->instrs)
       scratchBytes = std::max(scratchBytes, stagingBytes(*program_, I));
@@ -213,6 +215,7 @@ public:
       return false;
     if (bytes) // an empty tensor may come with a null pointer
       std::memcpy(tensor(program_->inputs[index]).data, data, bytes);
+    staleCopies_.inputSet(index);
     return true;
   }
 
@@ -225,6 +228,13 @@ public:
   }
 
   bool run(std::string &err) override {
+    for (const RoundedCopy &r : staleCopies_.take()) {
+      KernelCall round;
+      round.in = {tensor(r.input)};
+      round.out = {tensor(r.copy)};
+      std::string why;
+      runCast(round, pool_, why);
+    }
     for (size_t i = 0; i < calls_.size(); ++i) {
       std::string why;
       const KernelCall &c = calls_[i];
@@ -303,6 +313,7 @@ private:
   Communicator *comm_;
   int rank_;
   std::vector<KernelCall> calls_;
+  StaleRoundedCopies staleCopies_; // AdamW's bf16 copies to refresh
 };
 
 } // namespace

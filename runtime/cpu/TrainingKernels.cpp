@@ -530,6 +530,9 @@ bool runAdamW(const KernelCall &c, ThreadPool &pool, std::string &) {
   double b1 = c.instr->floats[0], b2 = c.instr->floats[1];
   double eps = c.instr->floats[2], wd = c.instr->floats[3];
   float *po = c.out[0].as<float>(), *mo = c.out[1].as<float>(), *vo = c.out[2].as<float>();
+  // The rounded copy (RoundedCopies.h): staged as f32 scratch that the
+  // executor rounds to bf16 after the kernel, as a Cast would.
+  float *copy = c.out.size() > 3 ? c.out[3].as<float>() : nullptr;
   double stepSize = lr / (1.0 - std::pow(b1, t));
   double bc2Sqrt = std::sqrt(1.0 - std::pow(b2, t));
   double decay = 1.0 - lr * wd;
@@ -541,6 +544,8 @@ bool runAdamW(const KernelCall &c, ThreadPool &pool, std::string &) {
       double vi = b2 * v[i] + (1.0 - b2) * gi * gi;
       double pi = p[i] * decay - stepSize * mi / (std::sqrt(vi) / bc2Sqrt + eps);
       po[i] = float(pi);
+      if (copy)
+        copy[i] = po[i];
       mo[i] = float(mi);
       vo[i] = float(vi);
     }

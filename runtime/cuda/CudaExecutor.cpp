@@ -25,6 +25,7 @@
 #include "cuda/Fp8Cuda.h"
 #include "cuda/StreamCommunicator.h"
 #include "lib/Diagnostics.h"
+#include "loom/runtime/RoundedCopies.h"
 
 #include <cuda_runtime.h>
 
@@ -259,6 +260,7 @@ public:
     cudaError_t e = cudaMemcpyAsync(tensor(program_->inputs[index]).data, data, bytes,
                                     cudaMemcpyHostToDevice, ctx_.stream);
     if (e == cudaSuccess) e = cudaStreamSynchronize(ctx_.stream);
+    staleCopies_.inputSet(index);
     return e == cudaSuccess || fail(err, cudaErr("copying an input to the GPU", e));
   }
 
@@ -335,6 +337,9 @@ public:
 
   bool run(std::string &err) override {
     cudaError_t e = cudaSuccess;
+    // Outside the captured graph: only after the caller set a parameter.
+    for (const RoundedCopy &r : staleCopies_.take())
+      launchRoundedCopy(tensor(r.input), tensor(r.copy), ctx_);
     if (!useGraph_) {
       for (const CudaCall &c : calls_) {
         std::string why;
@@ -532,6 +537,7 @@ private:
   std::vector<std::vector<int>> subGemms_; // per instruction: GEMMs it runs inside
   std::vector<CudaCall> calls_;
   bool useGraph_ = true;
+  StaleRoundedCopies staleCopies_{*program_}; // AdamW's bf16 copies to refresh
   std::unique_ptr<CudnnAttention> cudnn_;
   std::vector<int> cudnnPlans_;
   bool profile_ = false;

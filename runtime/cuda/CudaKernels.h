@@ -87,6 +87,8 @@ void launchActivationGrad(const CudaCall &c, CudaContext &ctx);
 void launchSwiGlu(const CudaCall &c, CudaContext &ctx);
 void launchSwiGluGrad(const CudaCall &c, CudaContext &ctx);
 void launchAdamW(const CudaCall &c, CudaContext &ctx);
+/// Rounds an f32 parameter into its bf16 copy before a run (RoundedCopies.h).
+void launchRoundedCopy(const DevTensor &input, const DevTensor &copy, CudaContext &ctx);
 // MovementKernels.cu
 void launchTranspose(const CudaCall &c, CudaContext &ctx);
 void launchSlice(const CudaCall &c, CudaContext &ctx);
@@ -109,6 +111,7 @@ void launchSumSquares(const CudaCall &c, CudaContext &ctx);
 // LossKernels.cu
 void launchCrossEntropy(const CudaCall &c, CudaContext &ctx);
 void launchCrossEntropyGrad(const CudaCall &c, CudaContext &ctx);
+// EmbeddingGradKernels.cu
 void launchEmbeddingGrad(const CudaCall &c, CudaContext &ctx);
 // AttentionKernels.cu
 void launchAttention(const CudaCall &c, CudaContext &ctx);
@@ -119,11 +122,12 @@ void launchShardSlice(const CudaCall &c, CudaContext &ctx);
 void launchVocabShardEmbedding(const CudaCall &c, CudaContext &ctx);
 void launchVocabShardCrossEntropy(const CudaCall &c, CudaContext &ctx);
 void launchVocabShardCrossEntropyGrad(const CudaCall &c, CudaContext &ctx);
-// LossKernels.cu (EmbeddingGrad's sort-and-sum, for the rows of one shard)
+// EmbeddingGradKernels.cu (EmbeddingGrad's sort-and-sum, for the rows of one shard)
 void launchVocabShardEmbeddingGrad(const CudaCall &c, CudaContext &ctx);
 
 /// Scratch bytes the launcher of `I` needs (0 for most), known from shapes.
 size_t lossScratchBytes(const Program &p, const Instr &I);      // LossKernels.cu
+size_t embeddingGradScratchBytes(const Program &p, const Instr &I); // EmbeddingGradKernels.cu
 size_t attentionScratchBytes(const Program &p, const Instr &I); // AttentionKernels.cu
 /// Plans the GEMMs attention instruction `index` runs through cuBLASLt
 /// (none when it takes the fused kernels); AttentionKernels.cu.

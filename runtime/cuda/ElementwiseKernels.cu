@@ -354,8 +354,8 @@ __device__ inline void adamwUpdate(const AdamWStep &s, float gf, float &p, float
 
 __global__ void adamwKernel(const float *p, FloatIn g, const float *m, const float *v,
                             const float *lrPtr, const float *stepPtr, const float *scalePtr,
-                            float *po, float *mo, float *vo, int64_t n, double b1, double b2,
-                            double eps, double wd) {
+                            float *po, float *mo, float *vo, FloatOut copy, int64_t n,
+                            double b1, double b2, double eps, double wd) {
   AdamWStep s = adamwStep(lrPtr, stepPtr, scalePtr, b1, b2, wd);
   LOOM_GRID_STRIDE(i, n) {
     float pi = p[i], mi = m[i], vi = v[i];
@@ -363,13 +363,15 @@ __global__ void adamwKernel(const float *p, FloatIn g, const float *m, const flo
     po[i] = pi;
     mo[i] = mi;
     vo[i] = vi;
+    if (copy.p) copy.store(i, pi);
   }
 }
 
 __global__ void adamwPackedKernel(const float *p, FloatIn g, const float *m, const float *v,
                                   const float *lrPtr, const float *stepPtr,
                                   const float *scalePtr, float *po, float *mo, float *vo,
-                                  int64_t n, double b1, double b2, double eps, double wd) {
+                                  FloatOut copy, int64_t n, double b1, double b2, double eps,
+                                  double wd) {
   AdamWStep s = adamwStep(lrPtr, stepPtr, scalePtr, b1, b2, wd);
   LOOM_PACK_STRIDE(i, n) {
     Pack pp = load8({p, false}, i), gp = load8(g, i), mp = load8({m, false}, i),
@@ -378,6 +380,7 @@ __global__ void adamwPackedKernel(const float *p, FloatIn g, const float *m, con
     store8({po, false}, i, pp);
     store8({mo, false}, i, mp);
     store8({vo, false}, i, vp);
+    if (copy.p) store8(copy, i, pp);
   }
 }
 
@@ -480,12 +483,29 @@ void launchAdamW(const CudaCall &c, CudaContext &ctx) {
   const float *scale = c.in.size() > 6 ? c.in[6].as<float>() : nullptr;
   // In place (the outputs share the inputs' bytes) is fine either way: each
   // thread reads its elements before it writes them.
-  bool packed = packable(n, {&c.in[0], &c.in[1], &c.in[2], &c.in[3], &c.out[0], &c.out[1], &c.out[2]});
+  // The optional rounded copy (RoundedCopies.h): p' stored again, rounded
+  // to bf16 in the same pass, so the next step needs no Cast of p.
+  bool hasCopy = c.out.size() > 3;
+  FloatOut copy = hasCopy ? floatOut(c.out[3]) : FloatOut{};
+  bool packed = packable(n, {&c.in[0], &c.in[1], &c.in[2], &c.in[3], &c.out[0], &c.out[1],
+                             &c.out[2], hasCopy ? &c.out[3] : &c.out[2]});
   auto kernel = packed ? adamwPackedKernel : adamwKernel;
   kernel<<<packed ? packGrid(n) : gridFor(n), kThreads, 0, ctx.stream>>>(
       c.in[0].as<float>(), floatIn(c.in[1]), c.in[2].as<float>(), c.in[3].as<float>(),
       c.in[4].as<float>(), c.in[5].as<float>(), scale, c.out[0].as<float>(),
-      c.out[1].as<float>(), c.out[2].as<float>(), n, f[0], f[1], f[2], f[3]);
+      c.out[1].as<float>(), c.out[2].as<float>(), copy, n, f[0], f[1], f[2], f[3]);
+}
+
+namespace {
+__global__ void roundedCopyKernel(const float *x, FloatOut y, int64_t n) {
+  LOOM_GRID_STRIDE(i, n) y.store(i, x[i]);
+}
+} // namespace
+
+void launchRoundedCopy(const DevTensor &input, const DevTensor &copy, CudaContext &ctx) {
+  int64_t n = input.numel();
+  if (n == 0) return;
+  roundedCopyKernel<<<gridFor(n), kThreads, 0, ctx.stream>>>(input.as<float>(), floatOut(copy), n);
 }
 
 } // namespace loom::rt::cuda

@@ -1,4 +1,4 @@
-//===- LossKernels.cu - Cross-entropy forward/backward, EmbeddingGrad -----===//
+//===- LossKernels.cu - Cross-entropy forward/backward ------------------===//
 //
 // Part of loom, under the Apache License v2.0.
 //
@@ -10,18 +10,9 @@
 // gradient may be bf16 storage (autocast's bf16 lm-head output): read
 // widened, the gradient rounded once as it is stored.
 //
-// EmbeddingGrad, dtable[v, :] = sum over positions n with ids[n] == v of
-// dy[n, :], must not add rows with float atomics (their order would change
-// the bits from run to run). Instead the positions are sorted by id with
-// CUB's stable radix sort; the table is cleared, and one block per run of
-// equal ids (a block per sorted position, of which those that start a run
-// work) sums the run's rows in position order: the same order as the CPU
-// reference. Rows of ids that do not occur are the clear's zeros, so the
-// work follows the N positions, not the V rows of the table.
+// EmbeddingGrad lives in EmbeddingGradKernels.cu.
 //===----------------------------------------------------------------------===//
 #include "cuda/CudaCommon.cuh"
-
-#include <cub/device/device_radix_sort.cuh>
 
 namespace loom::rt::cuda {
 namespace {
@@ -149,71 +140,12 @@ __global__ void crossEntropyGradKernel(FloatIn x, const void *targets, bool t64,
   }
 }
 
-// Keys are ids (bad ones moved past the vocabulary, so no row reads them);
-// values are positions. With `first` (VocabShardEmbeddingGrad) the keys
-// are ids - first and ids outside the shard's rows are not errors, only
-// rows of another rank.
-__global__ void embeddingKeysKernel(const void *ids, bool ids64, const void *first, bool first64,
-                                    int32_t *keys, int32_t *pos, int64_t N, int64_t V,
-                                    DeviceError *err, int instr) {
-  int64_t offset = first ? indexAt(first, first64, 0) : 0;
-  LOOM_GRID_STRIDE(n, N) {
-    int64_t id = indexAt(ids, ids64, n) - offset;
-    if (id < 0 || id >= V) {
-      if (!first)
-        reportError(err, instr, 0, id, n, V);
-      id = V;
-    }
-    keys[n] = int32_t(id);
-    pos[n] = int32_t(n);
-  }
-}
-
-__global__ void embeddingGradRunsKernel(const float *dy, const int32_t *sortedKeys,
-                                        const int32_t *sortedPos, float *out, int64_t N,
-                                        int64_t V, int64_t D) {
-  int64_t begin = blockIdx.x;
-  int32_t v = sortedKeys[begin];
-  // Inside a run (its first position sums it), or the run of bad ids
-  // (key V, reported by embeddingKeysKernel).
-  if ((begin > 0 && sortedKeys[begin - 1] == v) || v >= V)
-    return;
-  int64_t end = begin + 1;
-  while (end < N && sortedKeys[end] == v) ++end;
-  for (int64_t col = threadIdx.x; col < D; col += blockDim.x) {
-    double acc = 0;
-    for (int64_t k = begin; k < end; ++k) acc += dy[int64_t(sortedPos[k]) * D + col];
-    out[int64_t(v) * D + col] = float(acc);
-  }
-}
-
-/// Bits the radix sort must look at to order keys in [0, V] (V marks a bad
-/// id).
-int keyBits(int64_t V) {
-  int bits = 1;
-  while ((int64_t(1) << bits) <= V) ++bits;
-  return bits;
-}
-
-size_t sortTempBytes(int64_t N, int64_t V) {
-  size_t bytes = 0;
-  cub::DeviceRadixSort::SortPairs(nullptr, bytes, static_cast<const int32_t *>(nullptr),
-                                  static_cast<int32_t *>(nullptr),
-                                  static_cast<const int32_t *>(nullptr),
-                                  static_cast<int32_t *>(nullptr), int(N), 0, keyBits(V));
-  return bytes;
-}
-
 } // namespace
 
 size_t lossScratchBytes(const Program &p, const Instr &I) {
   if (I.op == OpCode::CrossEntropy)
     return size_t(p.buffers[I.in[0]].shape[0]) * sizeof(double);
-  if (I.op == OpCode::EmbeddingGrad || I.op == OpCode::VocabShardEmbeddingGrad) {
-    int64_t N = p.buffers[I.in[1]].numElements(), V = p.buffers[I.out[0]].shape[0];
-    return 4 * align256(size_t(N) * 4) + sortTempBytes(N, V);
-  }
-  return 0;
+  return embeddingGradScratchBytes(p, I);
 }
 
 void launchCrossEntropy(const CudaCall &c, CudaContext &ctx) {
@@ -232,43 +164,6 @@ void launchCrossEntropyGrad(const CudaCall &c, CudaContext &ctx) {
   crossEntropyGradKernel<<<unsigned(N), kLossThreads, 0, ctx.stream>>>(
       floatIn(c.in[0]), c.in[1].data, c.in[1].dtype() == DType::I64, c.in[2].as<float>(),
       floatOut(c.out[0]), N, V, rowsPackable(V, {&c.in[0], &c.out[0]}), ctx.error, c.index);
-}
-
-namespace {
-
-/// EmbeddingGrad, or with `first` the rows [first, first + V) of one
-/// vocabulary shard (VocabShardEmbeddingGrad).
-void embeddingGrad(const CudaCall &c, CudaContext &ctx, const DevTensor *first) {
-  const DevTensor &dy = c.in[0], &ids = c.in[1];
-  int64_t N = ids.numel(), V = c.out[0].shape()[0], D = c.out[0].shape()[1];
-  if (V == 0 || D == 0) return;
-  if (N == 0) {
-    cudaMemsetAsync(c.out[0].data, 0, c.out[0].desc->bytes, ctx.stream);
-    return;
-  }
-  auto *base = static_cast<uint8_t *>(ctx.scratch);
-  size_t slot = align256(size_t(N) * 4);
-  auto *keys = reinterpret_cast<int32_t *>(base), *pos = reinterpret_cast<int32_t *>(base + slot);
-  auto *sortedKeys = reinterpret_cast<int32_t *>(base + 2 * slot);
-  auto *sortedPos = reinterpret_cast<int32_t *>(base + 3 * slot);
-  void *temp = base + 4 * slot;
-  size_t tempBytes = sortTempBytes(N, V);
-  embeddingKeysKernel<<<gridFor(N), kThreads, 0, ctx.stream>>>(
-      ids.data, ids.dtype() == DType::I64, first ? first->data : nullptr,
-      first && first->dtype() == DType::I64, keys, pos, N, V, ctx.error, c.index);
-  cub::DeviceRadixSort::SortPairs(temp, tempBytes, keys, sortedKeys, pos, sortedPos, int(N), 0,
-                                  keyBits(V), ctx.stream);
-  cudaMemsetAsync(c.out[0].data, 0, c.out[0].desc->bytes, ctx.stream);
-  embeddingGradRunsKernel<<<unsigned(N), 128, 0, ctx.stream>>>(
-      dy.as<float>(), sortedKeys, sortedPos, c.out[0].as<float>(), N, V, D);
-}
-
-} // namespace
-
-void launchEmbeddingGrad(const CudaCall &c, CudaContext &ctx) { embeddingGrad(c, ctx, nullptr); }
-
-void launchVocabShardEmbeddingGrad(const CudaCall &c, CudaContext &ctx) {
-  embeddingGrad(c, ctx, &c.in[2]);
 }
 
 } // namespace loom::rt::cuda

@@ -9,7 +9,7 @@
 // fixed order (one block per row), and its gradient rounds
 // dsumexp exp(x - shift) to f32 before adding the target's term, as the
 // CPU kernel does. VocabShardEmbeddingGrad shares EmbeddingGrad's
-// deterministic sort-and-sum (LossKernels.cu).
+// deterministic sort-and-sum (EmbeddingGradKernels.cu).
 //===----------------------------------------------------------------------===//
 #include "cuda/CudaCommon.cuh"
 #include "loom/runtime/Communicator.h"

@@ -58,6 +58,7 @@ public:
   const BufferDesc &in(size_t k) const { return *ins_[k]; }
   size_t numIn() const { return ins_.size(); }
   const BufferDesc &out(size_t k = 0) const { return *outs_[k]; }
+  size_t numOut() const { return outs_.size(); }
 
   /// Counts of inputs, outputs, ints and floats. kAny accepts any count.
   static constexpr size_t kAny = SIZE_MAX;
@@ -662,7 +663,8 @@ std::string checkCollective(const OpView &v, const Instr &I) {
 }
 
 std::string checkAdamW(const OpView &v) {
-  if (std::string e = v.arity(6, 7, 3, 3, 0, 4); !e.empty())
+  // A fourth output stores the new parameter again (RoundedCopies.h).
+  if (std::string e = v.arity(6, 7, 3, 4, 0, 4); !e.empty())
     return e;
   const Shape &p = v.in(0).shape;
   static const char *names[] = {"param", "grad", "exp_avg", "exp_avg_sq", "lr", "step",
@@ -673,7 +675,7 @@ std::string checkAdamW(const OpView &v) {
     if (v.in(k).dtype != DType::F32)
       return cat(names[k], " must be f32, got ", dtypeName(v.in(k).dtype));
   }
-  for (size_t k = 0; k < 3; ++k) {
+  for (size_t k = 0; k < v.numOut(); ++k) {
     if (std::string e = v.outShape(p, k); !e.empty())
       return e;
     if (v.out(k).dtype != DType::F32)
@@ -812,7 +814,8 @@ bool bf16StorageAllowed(OpCode op, bool output, size_t slot) {
   case OpCode::RmsNormGrad: case OpCode::LayerNormGrad: return output ? slot == 0 : slot == 2;
   case OpCode::SumSquares: return !output && slot == 0;
   case OpCode::Reduce: return !output && slot == 0; // a bias gradient's bf16 dy
-  case OpCode::AdamW: return !output && slot == 1; // the gradient
+  // The gradient; the rounded copy of the new parameter (RoundedCopies.h).
+  case OpCode::AdamW: return output ? slot == 3 : slot == 1;
   // Never lse (output 1 of Attention, input 4 of AttentionGrad): P =
   // exp(s - lse) moves by lse's absolute error, and an lse near log S = 7
   // rounded to bf16 is off by up to 2^-6, which is 1.6% of every P.

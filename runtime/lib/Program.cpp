@@ -15,6 +15,7 @@
 //      overwritten them (the arena planner's reuse must respect liveness).
 //===----------------------------------------------------------------------===//
 #include "loom/runtime/Program.h"
+#include "loom/runtime/RoundedCopies.h"
 #include "lib/Diagnostics.h"
 #include "lib/OpShapes.h"
 
@@ -296,6 +297,9 @@ public:
     return "";
   }
 
+  /// `id` holds its value before the run (a rounded copy, RoundedCopies.h).
+  void setBeforeRun(uint32_t id) { writer[id] = -1; }
+
   void write(uint32_t id, int64_t instr) {
     writer[id] = instr;
     clobberedBy[id] = kNever;
@@ -355,7 +359,11 @@ std::string Program::validate() const {
 
   if (std::string e = checkViews(*this); !e.empty())
     return e;
+  if (std::string e = checkRoundedCopies(*this); !e.empty())
+    return e;
   DataFlow flow(*this);
+  for (const RoundedCopy &c : roundedCopies(*this))
+    flow.setBeforeRun(c.copy);
   for (size_t i = 0; i < instrs.size(); ++i) {
     const Instr &I = instrs[i];
     std::string where = cat("instr ", i, " (", opcodeName(I.op), "): ");

@@ -1,0 +1,104 @@
+//===- RoundedCopies.cpp - Parameters' bf16 copies kept between runs ------===//
+//
+// Part of loom, under the Apache License v2.0.
+//
+//===----------------------------------------------------------------------===//
+#include "loom/runtime/RoundedCopies.h"
+#include "lib/Diagnostics.h"
+
+namespace loom::rt {
+namespace {
+
+std::string label(const Program &p, uint32_t id) {
+  return cat("buffer ", id, " '", p.buffers[id].name, "'");
+}
+
+bool hasCopy(const Instr &I) { return I.op == OpCode::AdamW && I.out.size() == 4; }
+
+/// The input that `I`'s first output updates in place, or -1.
+int64_t updatedInput(const Program &p, const Instr &I) {
+  for (const InPlaceUpdate &u : p.updates)
+    if (u.output == I.out[0])
+      return u.input;
+  return -1;
+}
+
+} // namespace
+
+std::vector<RoundedCopy> roundedCopies(const Program &p) {
+  std::vector<RoundedCopy> copies;
+  for (size_t i = 0; i < p.instrs.size(); ++i) {
+    const Instr &I = p.instrs[i];
+    if (!hasCopy(I))
+      continue;
+    int64_t input = updatedInput(p, I);
+    if (input >= 0)
+      copies.push_back({I.out[3], uint32_t(input), i});
+  }
+  return copies;
+}
+
+std::string checkRoundedCopies(const Program &p) {
+  std::vector<int64_t> writers(p.buffers.size(), 0);
+  for (const Instr &I : p.instrs)
+    for (uint32_t id : I.out)
+      if (id < writers.size())
+        ++writers[id];
+  std::vector<bool> isView(p.buffers.size(), false);
+  for (const BufferView &v : p.views)
+    if (v.view < isView.size())
+      isView[v.view] = true;
+  for (size_t i = 0; i < p.instrs.size(); ++i) {
+    const Instr &I = p.instrs[i];
+    if (!hasCopy(I) || I.in.empty() || I.out[0] >= p.buffers.size() ||
+        I.out[3] >= p.buffers.size() || I.in[0] >= p.buffers.size())
+      continue; // arity and ids are checkInstrIds/checkOpShapes' to report
+    std::string where = cat("instr ", i, " (adamw): ");
+    int64_t input = updatedInput(p, I);
+    if (input < 0 || uint32_t(input) != I.in[0])
+      return where + cat("a rounded copy ", label(p, I.out[3]),
+                         " needs the parameter updated in place, but ",
+                         label(p, I.out[0]), " is not an in-place update of ",
+                         label(p, I.in[0]));
+    const BufferDesc &copy = p.buffers[I.out[3]];
+    if (copy.kind != BufferKind::Temp || isView[I.out[3]])
+      return where + cat("the rounded copy ", label(p, I.out[3]),
+                         " must be a temporary that is no view");
+    if (writers[I.out[3]] != 1)
+      return where + cat("the rounded copy ", label(p, I.out[3]), " has ",
+                         writers[I.out[3]], " writers, not AdamW alone");
+  }
+  return "";
+}
+
+StaleRoundedCopies::StaleRoundedCopies(const Program &p)
+    : copies_(roundedCopies(p)), byInput_(p.inputs.size()), stale_(copies_.size(), true),
+      staleCount_(copies_.size()) {
+  for (size_t k = 0; k < copies_.size(); ++k)
+    for (size_t i = 0; i < p.inputs.size(); ++i)
+      if (p.inputs[i] == copies_[k].input)
+        byInput_[i].push_back(k);
+}
+
+void StaleRoundedCopies::inputSet(size_t index) {
+  if (index >= byInput_.size())
+    return;
+  for (size_t k : byInput_[index])
+    if (!stale_[k]) {
+      stale_[k] = true;
+      ++staleCount_;
+    }
+}
+
+std::vector<RoundedCopy> StaleRoundedCopies::take() {
+  std::vector<RoundedCopy> out;
+  for (size_t k = 0; k < copies_.size() && staleCount_; ++k)
+    if (stale_[k]) {
+      out.push_back(copies_[k]);
+      stale_[k] = false;
+      --staleCount_;
+    }
+  return out;
+}
+
+} // namespace loom::rt
