@@ -147,6 +147,24 @@ bool parseProfile(const std::string &text, const std::string &origin, HardwarePr
     r.fail("'gemm.fp8_efficiency_ratio' must be at most 1");
   if (r.find("gemm.fp8_efficiency_by_min_dim")) // measured by loom calibrate (optional)
     p.gemmFp8 = r.curve("gemm.fp8_efficiency_by_min_dim");
+  // Measured by a newer loom calibrate (optional, so older profiles load):
+  // bf16 products with f32 results, f32 products, and the effective
+  // bandwidth of each memory-bound opcode class.
+  if (r.find("gemm.f32_out_efficiency_by_min_dim"))
+    p.gemmF32Out = r.curve("gemm.f32_out_efficiency_by_min_dim");
+  if (r.find("gemm.f32_efficiency_by_min_dim"))
+    p.gemmF32 = r.curve("gemm.f32_efficiency_by_min_dim");
+  if (const json::Value *classes = r.find("hbm.bandwidth_gbps_by_class")) {
+    if (!classes->isObject())
+      r.fail("'hbm.bandwidth_gbps_by_class' must be an object {\"opcode class\": GB/s, ...}");
+    else
+      for (const auto &[cls, v] : classes->fields()) {
+        if (!v.isNumber() || !(v.number() > 0))
+          r.fail("'hbm.bandwidth_gbps_by_class." + cls + "' must be a positive number");
+        else
+          p.classBandwidth[cls] = v.number() * 1e9;
+      }
+  }
   p.gemmWorkspace = r.number("gemm.workspace_mib") * 1024.0 * 1024.0;
   p.attention = r.curve("attention.efficiency_by_seq");
   p.attentionBackwardFactor = r.number("attention.backward_factor");

@@ -11,6 +11,7 @@
 #ifndef LOOM_PLANNER_HARDWAREPROFILE_H
 #define LOOM_PLANNER_HARDWAREPROFILE_H
 
+#include <map>
 #include <string>
 #include <utility>
 #include <vector>
@@ -46,6 +47,16 @@ struct HardwareProfile {
   double fp8GemmEfficiency(double size) const {
     return gemmFp8.points.empty() ? fp8Efficiency * gemm.at(size) : gemmFp8.at(size);
   }
+  // bf16 products with f32 results (weight gradients accumulated in f32)
+  // and f32 products, each as a fraction of the bf16 peak, as `loom
+  // calibrate` measured them; empty in older profiles (the bf16 curve
+  // stands in, with a note).
+  EfficiencyCurve gemmF32Out, gemmF32;
+  // Effective bytes/s of each memory-bound opcode class ("adamw",
+  // "embedding_grad", ...: planner/ProgramCost.h's class names), each
+  // timed on one representative instruction by `loom calibrate`; a class
+  // missing here is priced at hbmBandwidth (the copy's).
+  std::map<std::string, double> classBandwidth;
   EfficiencyCurve attention;   // fraction of bf16 peak vs sequence length (forward)
   double attentionBackwardFactor = 1; // backward efficiency relative to forward
   double hbmBandwidth = 0;     // achieved bytes/s
