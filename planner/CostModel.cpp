@@ -426,8 +426,8 @@ const ProgramTime *CostModel::programTime(const Plan &plan) const {
   const std::vector<InstrWork> *work = nullptr;
   if (!plan.fp8 && m.hasProgramWork[policy])
     work = &m.programWork[policy];
-  else if (plan.fp8 && policy == 0 && m.hasFp8ProgramWork)
-    work = &m.fp8ProgramWork;
+  else if (plan.fp8 && m.hasFp8ProgramWork[policy])
+    work = &m.fp8ProgramWork[policy];
   if (!work)
     return nullptr;
   auto key = std::make_pair(policy, plan.fp8);
