@@ -282,6 +282,13 @@ bool memoryClassProgram(const std::string &cls, bool quick, int copies, Calibrat
   } else if (cls == "transpose") {
     // [B, T, H, Dh] -> [B, H, T, Dh]: the head split before attention.
     emit(OpCode::Transpose, {in(B, {Bt, T, H, Dh})}, {{B, rope}}, {0, 2, 1, 3});
+  } else if (cls == "split" || cls == "concat") {
+    // A fused qkv projection's output into q, k, v and back (GPT-2's c_attn).
+    Shape whole = {R, 3 * D};
+    if (cls == "split")
+      emit(OpCode::Split, {in(B, whole)}, {{B, rd}, {B, rd}, {B, rd}}, {1});
+    else
+      emit(OpCode::Concat, {in(B, rd), in(B, rd), in(B, rd)}, {{B, whole}}, {1});
   } else if (cls == "reduce") {
     emit(OpCode::Reduce, {in(B, rd)}, {{F, {1, D}}}, {0, 0}); // a bias gradient
   } else if (cls == "fp8_scale") {
@@ -437,8 +444,13 @@ bool calibrateProfile(const CalibrationOptions &o, std::string &out, std::string
     if (!memoryClassProgram(cls, quick, copies, c))
       return fail("no representative program for opcode class '" + cls + "'");
     double t = 0;
-    if (!measure(c.p, cls, t, c.idBound))
-      return false;
+    if (!timer.time(c.p, t, err, c.idBound)) {
+      // A kernel the backend lacks in this form: the class keeps the copy
+      // bandwidth (the planner notes it), the rest of the profile stands.
+      std::printf("memory-bound %-20s not measured: %s\n", cls.c_str(), err.c_str());
+      err.clear();
+      continue;
+    }
     double per = t / copies, bytes = instrBytes(c.p, c.p.instrs[0]);
     // A launch longer than the whole instruction is a noisy overhead
     // figure: keep at least a tenth of the time for the bytes.

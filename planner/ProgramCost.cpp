@@ -54,7 +54,8 @@ const std::vector<std::string> &calibratedMemoryClasses() {
       "layer_norm",    "layer_norm_grad",    "rotary",         "rotary_grad",
       "swiglu",        "swiglu_grad",        "gelu_tanh",      "gelu_erf",
       "activation_grad", "add",              "mul",            "cast",
-      "transpose",     "reduce",             "fp8_scale",      "fp8_cast"};
+      "transpose",     "split",              "concat",         "reduce",
+      "fp8_scale",     "fp8_cast"};
   return classes;
 }
 
