@@ -173,10 +173,10 @@ rt::Program fp8GemmProgram(int64_t n, int copies) {
 /// Causal GQA attention, forward or backward, as autocast training runs it
 /// after codegen folds its casts: q, k, v, o, dy and the gradients in bf16
 /// storage (bf16_operands = 1), lse in f32; B sequences, 32 query heads, 8
-/// kv heads, head dim 64.
-rt::Program attentionProgram(int64_t B, int64_t T, bool backward) {
+/// kv heads of `headDim`.
+rt::Program attentionProgram(int64_t B, int64_t T, bool backward, int64_t headDim = 64) {
   CalibrationProgram c;
-  std::vector<int64_t> qs = {B, 32, T, 64}, ks = {B, 8, T, 64}, rows = {B, 32, T};
+  std::vector<int64_t> qs = {B, 32, T, headDim}, ks = {B, 8, T, headDim}, rows = {B, 32, T};
   uint32_t q = c.add(DType::BF16, qs, BufferKind::Input), k = c.add(DType::BF16, ks, BufferKind::Input);
   uint32_t v = c.add(DType::BF16, ks, BufferKind::Input);
   if (!backward) {
@@ -374,24 +374,41 @@ bool calibrateProfile(const CalibrationOptions &o, std::string &out, std::string
     return false;
   };
 
-  json::Value attn = json::Value::array();
   int64_t batch = quick ? 1 : 4;
-  double ratioSum = 0;
   std::vector<int64_t> seqs = quick ? std::vector<int64_t>{16, 32}
                                     : std::vector<int64_t>{512, 1024, 2048, 4096};
-  for (int64_t T : seqs) {
-    // Causal: half of the 4 B H T^2 D products' FLOPs; the backward does 2.5x.
-    double fwdFlops = 0.5 * 4.0 * double(batch) * 32 * double(T) * double(T) * 64, fwd = 0, bwd = 0;
-    if (!measure(attentionProgram(batch, T, false), "attention " + std::to_string(T), fwd) ||
-        !measure(attentionProgram(batch, T, true), "attention backward " + std::to_string(T), bwd))
-      return false;
-    double effF = fwdFlops / fwd / peak, effB = 2.5 * fwdFlops / bwd / peak;
-    attn.push(point(double(T), effF));
-    ratioSum += effB / effF;
-    std::printf("attention B=%lld T=%5lld: forward %.3f ms (%.4f of peak), backward %.3f ms (%.4f), "
-                "forward+backward %.3f ms, %.1f TFLOP/s\n",
-                (long long)batch, (long long)T, fwd * 1e3, effF, bwd * 1e3, effB, (fwd + bwd) * 1e3,
-                3.5 * fwdFlops / (fwd + bwd) / 1e12);
+  // Head dims 64 (Llama-3.2-1B, GPT-2) and 128 (Qwen, Llama-3-8B): the
+  // kernels reach different fractions of peak at each.
+  json::Value byHeadDim = json::Value::object(), attn;
+  double backwardFactor = 0;
+  for (int64_t headDim : {int64_t(64), int64_t(128)}) {
+    json::Value curve = json::Value::array();
+    double ratioSum = 0;
+    for (int64_t T : seqs) {
+      // Causal: half of the 4 B H T^2 D products' FLOPs; the backward does 2.5x.
+      double fwdFlops = 0.5 * 4.0 * double(batch) * 32 * double(T) * double(T) * double(headDim);
+      double fwd = 0, bwd = 0;
+      std::string what = "attention d=" + std::to_string(headDim) + " T=" + std::to_string(T);
+      if (!measure(attentionProgram(batch, T, false, headDim), what, fwd) ||
+          !measure(attentionProgram(batch, T, true, headDim), what + " backward", bwd))
+        return false;
+      double effF = fwdFlops / fwd / peak, effB = 2.5 * fwdFlops / bwd / peak;
+      curve.push(point(double(T), effF));
+      ratioSum += effB / effF;
+      std::printf("attention B=%lld T=%5lld d=%lld: forward %.3f ms (%.4f of peak), backward %.3f ms "
+                  "(%.4f), forward+backward %.3f ms, %.1f TFLOP/s\n",
+                  (long long)batch, (long long)T, (long long)headDim, fwd * 1e3, effF, bwd * 1e3, effB,
+                  (fwd + bwd) * 1e3, 3.5 * fwdFlops / (fwd + bwd) / 1e12);
+    }
+    double factor = std::round(ratioSum / double(seqs.size()) * 1e4) / 1e4;
+    json::Value entry = json::Value::object();
+    entry.set("efficiency_by_seq", curve);
+    entry.set("backward_factor", json::Value(factor));
+    byHeadDim.set(std::to_string(headDim), entry);
+    if (headDim == 64) { // the default tables, as before (the IR cost model reads them)
+      attn = curve;
+      backwardFactor = factor;
+    }
   }
   if (attentionOnly)
     return true;
@@ -479,13 +496,14 @@ bool calibrateProfile(const CalibrationOptions &o, std::string &out, std::string
   setPath(profile, "gemm.f32_efficiency_by_min_dim", gemmF32);
   setPath(profile, "hbm.bandwidth_gbps_by_class", classBw);
   setPath(profile, "attention.efficiency_by_seq", attn);
-  setPath(profile, "attention.backward_factor",
-          json::Value(std::round(ratioSum / double(seqs.size()) * 1e4) / 1e4));
+  setPath(profile, "attention.backward_factor", json::Value(backwardFactor));
+  setPath(profile, "attention.by_head_dim", byHeadDim);
   setPath(profile, "hbm.achieved_fraction", json::Value(fraction(bw / hbmSpec)));
   setPath(profile, "kernel_overhead_us", json::Value(std::round(addS / adds * 1e8) / 100));
   for (const char *m : {"gemm.efficiency_by_min_dim: bf16 n^3 products through loom's GEMMs (cuBLASLt)",
                         "gemm.fp8_efficiency_by_min_dim: e4m3 n^3 products (tensorwise scales, bf16 out) through loom's scaled GEMMs (cuBLASLt), of the fp8 peak; the planner uses it instead of gemm.fp8_efficiency_ratio",
                         "attention.efficiency_by_seq, attention.backward_factor: loom's attention kernels under autocast (bf16 operands), causal, B=4, 32/8 heads of 64",
+                        "attention.by_head_dim: the same with heads of 64 and of 128 (the planner's program pricing takes the entry of the nearest head dim)",
                         "gemm.f32_out_efficiency_by_min_dim, gemm.f32_efficiency_by_min_dim: bf16 x bf16 -> f32 and f32 x f32 -> f32 n^3 products through loom's GEMMs, of the bf16 peak",
                         "hbm.achieved_fraction: a device-to-device copy through loom's runtime",
                         "hbm.bandwidth_gbps_by_class: per memory-bound opcode class, one representative instruction (8192 x 4096 activations, bf16 where autocast stores bf16; AdamW of 64M parameters; a 128256-row embedding gradient; a 32768-column loss), bytes moved (operands read once, results written once; an embedding only its gathered rows) over its time less one launch",

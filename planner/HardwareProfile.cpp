@@ -7,6 +7,7 @@
 #include "loom/io/Json.h"
 
 #include <cmath>
+#include <cstdlib>
 #include <fstream>
 #include <sstream>
 
@@ -168,6 +169,20 @@ bool parseProfile(const std::string &text, const std::string &origin, HardwarePr
   p.gemmWorkspace = r.number("gemm.workspace_mib") * 1024.0 * 1024.0;
   p.attention = r.curve("attention.efficiency_by_seq");
   p.attentionBackwardFactor = r.number("attention.backward_factor");
+  if (const json::Value *dims = r.find("attention.by_head_dim")) {
+    if (!dims->isObject())
+      r.fail("'attention.by_head_dim' must be an object {\"head dim\": {...}, ...}");
+    else
+      for (const auto &[key, v] : dims->fields()) {
+        int d = std::atoi(key.c_str());
+        if (d <= 0 || std::to_string(d) != key) {
+          r.fail("'attention.by_head_dim' keys must be head dims, not '" + key + "'");
+          break;
+        }
+        std::string at = "attention.by_head_dim." + key;
+        p.attentionByHeadDim[d] = {r.curve(at + ".efficiency_by_seq"), r.number(at + ".backward_factor")};
+      }
+  }
   double hbmFraction = r.number("hbm.achieved_fraction");
   if (hbmFraction > 1)
     r.fail("'hbm.achieved_fraction' must be at most 1");

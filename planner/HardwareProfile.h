@@ -59,6 +59,14 @@ struct HardwareProfile {
   std::map<std::string, double> classBandwidth;
   EfficiencyCurve attention;   // fraction of bf16 peak vs sequence length (forward)
   double attentionBackwardFactor = 1; // backward efficiency relative to forward
+  // The same per head dim, as `loom calibrate` measured them (optional;
+  // empty in older profiles, which then price every head dim at the
+  // tables above).
+  struct AttentionTables {
+    EfficiencyCurve efficiency;
+    double backwardFactor = 1;
+  };
+  std::map<int, AttentionTables> attentionByHeadDim;
   double hbmBandwidth = 0;     // achieved bytes/s
   double kernelOverhead = 0;   // seconds per kernel launch
   double gemmWorkspace = 0;    // bytes of GEMM library workspace

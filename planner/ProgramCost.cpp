@@ -93,6 +93,7 @@ InstrWork describeInstr(const rt::Program &p, const rt::Instr &I) {
       w.kind = InstrKind::Attention;
       w.flops = fwd * (causal ? 0.5 : 1.0) * (w.backward ? 2.5 : 1.0);
       w.seq = double(q[2]);
+      w.headDim = double(q[3]);
     }
   }
   return w;
@@ -142,10 +143,23 @@ double instrSeconds(const InstrWork &w, const HardwareProfile &hw, std::string *
     return std::max(w.flops / (peak * eff), w.bytes / hw.hbmBandwidth);
   }
   case InstrKind::Attention: {
-    double eff = hw.attention.at(std::max(1.0, w.seq));
+    // The table of the nearest calibrated head dim, else the default one.
+    const EfficiencyCurve *curve = &hw.attention;
+    double factor = hw.attentionBackwardFactor;
+    int nearest = 0;
+    for (const auto &[d, tables] : hw.attentionByHeadDim)
+      if (!nearest || std::abs(d - w.headDim) < std::abs(nearest - w.headDim)) {
+        nearest = d;
+        curve = &tables.efficiency;
+        factor = tables.backwardFactor;
+      }
+    double eff = curve->at(std::max(1.0, w.seq));
     if (w.backward)
-      eff *= hw.attentionBackwardFactor;
-    say("calibrated attention curve", false);
+      eff *= factor;
+    if (nearest)
+      say("calibrated attention curve, head dim " + std::to_string(nearest), false);
+    else
+      say("calibrated attention curve (no per-head-dim tables)", w.headDim != 64);
     return std::max(w.flops / (hw.peakBf16 * eff), w.bytes / hw.hbmBandwidth);
   }
   case InstrKind::MemoryBound:

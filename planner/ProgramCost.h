@@ -46,6 +46,7 @@ struct InstrWork {
   double cube = 0;  // GEMM: cbrt(M N K), the calibrated curves' size
   GemmRate rate = GemmRate::Bf16;
   double seq = 0;        // attention: query length (the efficiency lookup)
+  double headDim = 0;    // attention: the head dim (which calibrated table)
   bool backward = false; // attention_grad
 };
 

@@ -144,6 +144,14 @@ TEST(PlannerProgramCost, AttentionAndEmbedding) {
   ProgramTime t = priceProgram(work, hw);
   EXPECT_NEAR(t.classes.at("attention").seconds, fwd / (1000e12 * 0.1), 1e-12);
   EXPECT_NEAR(t.classes.at("embedding").seconds, work[1].bytes / 2000e9 + 2e-6, 1e-12);
+  // With per-head-dim tables, a head dim of 64 takes the nearest one (here 128's).
+  hw.attentionByHeadDim[128] = {EfficiencyCurve{{{1024, 0.2}}}, 0.5};
+  ProgramTime byDim = priceProgram(work, hw);
+  EXPECT_NEAR(byDim.classes.at("attention").seconds, fwd / (1000e12 * 0.2), 1e-12);
+  EXPECT_NE(byDim.classes.at("attention").rate.find("head dim 128"), std::string::npos);
+  hw.attentionByHeadDim[64] = {EfficiencyCurve{{{1024, 0.4}}}, 0.5};
+  byDim = priceProgram(work, hw);
+  EXPECT_NEAR(byDim.classes.at("attention").seconds, fwd / (1000e12 * 0.4), 1e-12);
 }
 
 std::string shippedProfile(const std::string &name) {
