@@ -154,6 +154,23 @@ rt::Program f32GemmProgram(int64_t n, int copies) {
   return typedGemmProgram(n, copies, DType::F32, DType::F32);
 }
 
+/// A training step's products, which are not cubes: `rows` token rows
+/// times a weight, a [rows, k] x [k, n] -> bf16 (forward and input
+/// gradients), or the weight gradient, a [rows, m]^T x [rows, n] (the
+/// tokens contracted) -> `out`.
+rt::Program tokenGemmProgram(bool reduceRows, int64_t rows, int64_t d0, int64_t d1, DType out,
+                             int copies) {
+  CalibrationProgram c;
+  uint32_t a = c.add(DType::BF16, {rows, d0}, BufferKind::Input);
+  uint32_t b = c.add(DType::BF16, reduceRows ? std::vector<int64_t>{rows, d1} : std::vector<int64_t>{d0, d1},
+                     BufferKind::Input);
+  std::vector<int64_t> shape = reduceRows ? std::vector<int64_t>{d0, d1} : std::vector<int64_t>{rows, d1};
+  for (int r = 0; r < copies; ++r)
+    c.instr(OpCode::MatMul, {a, b}, {c.add(out, shape, r + 1 == copies ? BufferKind::Output : BufferKind::Temp)},
+            {reduceRows ? 1 : 0, 0});
+  return c.p;
+}
+
 /// R fp8 products as loom's fp8 training runs them: e4m3 a [n, n] times
 /// b [n, n]^T (K-major, the layout cuBLASLt takes), one scale per tensor,
 /// bf16 results.
@@ -441,6 +458,42 @@ bool calibrateProfile(const CalibrationOptions &o, std::string &out, std::string
       !gemmCurve(f32GemmProgram, "f32", peak, 1e9, gemmF32) ||
       !gemmCurve(fp8GemmProgram, "fp8", peakFp8, 8e9, gemmFp8))
     return false;
+  // The products of training at their own shapes, T token rows against
+  // weights of every pair of widths in `dims`: the cube curve missed the
+  // 8B layer's GEMMs by 13% (docs/planner.md).
+  const int64_t tokens = quick ? 64 : 8192;
+  std::vector<int64_t> dims = quick ? std::vector<int64_t>{16, 32}
+                                    : std::vector<int64_t>{1024, 2048, 4096, 8192, 16384};
+  json::Value grid = json::Value::object();
+  struct Family { const char *key, *label; bool reduceRows; DType out; };
+  for (Family f : {Family{"rows_bf16", "[T, k] x [k, n] -> bf16", false, DType::BF16},
+                   Family{"reduce_bf16", "[T, m]^T x [T, n] -> bf16", true, DType::BF16},
+                   Family{"reduce_f32", "[T, m]^T x [T, n] -> f32", true, DType::F32}}) {
+    json::Value table = json::Value::array();
+    for (int64_t d0 : dims) {
+      json::Value row = json::Value::array();
+      std::printf("gemm %-26s T=%lld %6lld x n:", f.label, (long long)tokens, (long long)d0);
+      for (int64_t d1 : dims) {
+        double flops = 2.0 * double(tokens) * double(d0) * double(d1), t = 0;
+        int copies = int(std::clamp(4e9 / flops, 1.0, 64.0));
+        if (!measure(tokenGemmProgram(f.reduceRows, tokens, d0, d1, f.out, copies),
+                     std::string("gemm ") + f.key + " " + std::to_string(d0) + "x" + std::to_string(d1), t))
+          return false;
+        double eff = flops * copies / t / peak;
+        row.push(json::Value(fraction(eff)));
+        std::printf(" %.3f", eff);
+      }
+      std::printf("\n");
+      table.push(row);
+    }
+    grid.set(f.key, table);
+  }
+  {
+    json::Value d = json::Value::array();
+    for (int64_t x : dims) d.push(x);
+    grid.set("tokens", tokens);
+    grid.set("dims", d);
+  }
   double copyS = 0, addS = 0;
   int64_t copyElems = quick ? (1 << 16) : (int64_t(1) << 28);
   int adds = 256;
@@ -494,6 +547,7 @@ bool calibrateProfile(const CalibrationOptions &o, std::string &out, std::string
   setPath(profile, "gemm.fp8_efficiency_by_min_dim", gemmFp8);
   setPath(profile, "gemm.f32_out_efficiency_by_min_dim", gemmF32Out);
   setPath(profile, "gemm.f32_efficiency_by_min_dim", gemmF32);
+  setPath(profile, "gemm.token_grid", grid);
   setPath(profile, "hbm.bandwidth_gbps_by_class", classBw);
   setPath(profile, "attention.efficiency_by_seq", attn);
   setPath(profile, "attention.backward_factor", json::Value(backwardFactor));
@@ -505,6 +559,7 @@ bool calibrateProfile(const CalibrationOptions &o, std::string &out, std::string
                         "attention.efficiency_by_seq, attention.backward_factor: loom's attention kernels under autocast (bf16 operands), causal, B=4, 32/8 heads of 64",
                         "attention.by_head_dim: the same with heads of 64 and of 128 (the planner's program pricing takes the entry of the nearest head dim)",
                         "gemm.f32_out_efficiency_by_min_dim, gemm.f32_efficiency_by_min_dim: bf16 x bf16 -> f32 and f32 x f32 -> f32 n^3 products through loom's GEMMs, of the bf16 peak",
+                        "gemm.token_grid: bf16 products of T token rows as training runs them, fractions of the bf16 peak: rows_bf16[i][j] = [T, dims[i]] x [dims[i], dims[j]] -> bf16; reduce_bf16/reduce_f32[i][j] = [T, dims[i]]^T x [T, dims[j]] (weight gradients) -> bf16/f32",
                         "hbm.achieved_fraction: a device-to-device copy through loom's runtime",
                         "hbm.bandwidth_gbps_by_class: per memory-bound opcode class, one representative instruction (8192 x 4096 activations, bf16 where autocast stores bf16; AdamW of 64M parameters; a 128256-row embedding gradient; a 32768-column loss), bytes moved (operands read once, results written once; an embedding only its gathered rows) over its time less one launch",
                         "kernel_overhead_us: per instruction, 256 tiny adds in one program"})

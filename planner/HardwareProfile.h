@@ -52,6 +52,20 @@ struct HardwareProfile {
   // calibrate` measured them; empty in older profiles (the bf16 curve
   // stands in, with a note).
   EfficiencyCurve gemmF32Out, gemmF32;
+  // GEMMs of training at their own shapes (`loom calibrate`'s
+  // gemm.token_grid; empty in older profiles): fractions of the bf16
+  // peak for `tokens` rows against weights of widths `dims` x `dims`.
+  struct TokenGrid {
+    double tokens = 0;
+    std::vector<double> dims;
+    // [i][j]: [T, dims[i]] x [dims[i], dims[j]] -> bf16 (rowsBf16), and
+    // [T, dims[i]]^T x [T, dims[j]] -> bf16 / f32 (weight gradients).
+    std::vector<std::vector<double>> rowsBf16, reduceBf16, reduceF32;
+    bool empty() const { return dims.empty(); }
+    /// `table` at (d0, d1), interpolated in log2 of both, clamped.
+    double at(const std::vector<std::vector<double>> &table, double d0, double d1) const;
+  };
+  TokenGrid gemmTokens;
   // Effective bytes/s of each memory-bound opcode class ("adamw",
   // "embedding_grad", ...: planner/ProgramCost.h's class names), each
   // timed on one representative instruction by `loom calibrate`; a class

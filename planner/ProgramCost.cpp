@@ -24,6 +24,24 @@ std::string gbps(double bytesPerSecond) {
   return buf;
 }
 
+/// A bf16 product of training from the profile's token grid: token rows
+/// times a weight (M >= K: the grid's rows table at K, N) or a weight
+/// gradient contracting the tokens (K > M: its reduce tables at M, N),
+/// when the token dim is within 4x of the grid's; false otherwise (the
+/// cube curve then prices it).
+bool tokenGrid(const InstrWork &w, const HardwareProfile &hw, double &eff) {
+  const HardwareProfile::TokenGrid &g = hw.gemmTokens;
+  if (g.empty())
+    return false;
+  bool rows = w.m >= w.k;
+  double tokens = rows ? w.m : w.k;
+  if (tokens < g.tokens / 4 || tokens > g.tokens * 4)
+    return false;
+  eff = rows ? g.at(g.rowsBf16, w.k, w.n)
+             : g.at(w.rate == GemmRate::Bf16F32Out ? g.reduceF32 : g.reduceBf16, w.m, w.n);
+  return true;
+}
+
 } // namespace
 
 std::string instrClass(const rt::Program &p, const rt::Instr &I) {
@@ -74,6 +92,9 @@ InstrWork describeInstr(const rt::Program &p, const rt::Instr &I) {
     w.kind = InstrKind::Gemm;
     w.flops = 2 * mn * k;
     w.cube = std::max(1.0, std::cbrt(mn * k));
+    w.n = out.shape.empty() ? 1 : double(out.shape.back());
+    w.m = mn / std::max(1.0, w.n);
+    w.k = k;
     DType at = a.dtype, bt = p.buffers[I.in[1]].dtype;
     w.rate = I.op == OpCode::ScaledMatMul                ? GemmRate::Fp8
              : at == DType::F32 && bt == DType::F32      ? GemmRate::F32
@@ -129,12 +150,20 @@ double instrSeconds(const InstrWork &w, const HardwareProfile &hw, std::string *
           hw.gemmF32.points.empty());
       break;
     case GemmRate::Bf16F32Out:
+      if (tokenGrid(w, hw, eff)) {
+        say("calibrated token-row GEMM grid", false);
+        break;
+      }
       eff = hw.gemmF32Out.points.empty() ? hw.gemm.at(w.cube) : hw.gemmF32Out.at(w.cube);
       say(hw.gemmF32Out.points.empty() ? "bf16 GEMM curve (no f32-output GEMM timing)"
                                        : "calibrated bf16 -> f32 GEMM curve",
           hw.gemmF32Out.points.empty());
       break;
     case GemmRate::Bf16:
+      if (tokenGrid(w, hw, eff)) {
+        say("calibrated token-row GEMM grid", false);
+        break;
+      }
       eff = hw.gemm.at(w.cube);
       say("calibrated bf16 GEMM curve", false);
       break;
@@ -177,8 +206,14 @@ ProgramTime priceProgram(const std::vector<InstrWork> &work, const HardwareProfi
   for (const InstrWork &w : work) {
     ClassTime &c = t.classes[w.cls];
     bool fallback = false;
-    double s = instrSeconds(w, hw, c.instrs ? nullptr : &c.rate, &fallback);
+    std::string rate;
+    double s = instrSeconds(w, hw, &rate, &fallback);
     c.fallback = c.fallback || fallback;
+    // A class priced at more than one rate (GEMMs on and off the grid) says so.
+    if (c.rate.empty())
+      c.rate = rate;
+    else if (c.rate.find(rate) == std::string::npos)
+      c.rate += "; " + rate;
     ++c.instrs;
     c.seconds += s;
     c.bytes += w.bytes;

@@ -44,6 +44,7 @@ struct InstrWork {
   double bytes = 0; // bytes moved (operands read once, results written once)
   double flops = 0; // GEMM: 2 M N K; attention: the planner's convention, causal halved
   double cube = 0;  // GEMM: cbrt(M N K), the calibrated curves' size
+  double m = 0, n = 0, k = 0; // GEMM: rows (batch folded in), columns, contracted dim
   GemmRate rate = GemmRate::Bf16;
   double seq = 0;        // attention: query length (the efficiency lookup)
   double headDim = 0;    // attention: the head dim (which calibrated table)

@@ -124,6 +124,40 @@ TEST(PlannerProgramCost, GemmsByResultDtype) {
   EXPECT_TRUE(t.fallbacks().empty());
 }
 
+TEST(PlannerProgramCost, TokenGridPricesTrainingShapes) {
+  using rt::DType;
+  Builder b;
+  // Token rows times a weight: [1024, 1024] x [1024, 512] -> bf16.
+  uint32_t x = b.buf(DType::BF16, {1024, 1024}), w = b.buf(DType::BF16, {1024, 512});
+  b.instr(rt::OpCode::MatMul, {x, w}, {b.buf(DType::BF16, {1024, 512})}, {0, 0});
+  // A weight gradient contracting the tokens: [1024, 512]^T x [1024, 2048] -> f32.
+  uint32_t a = b.buf(DType::BF16, {1024, 512}), dy = b.buf(DType::BF16, {1024, 2048});
+  b.instr(rt::OpCode::MatMul, {a, dy}, {b.buf(DType::F32, {512, 2048})}, {1, 0});
+  // Too few token rows for the grid: [64, 64] x [64, 64].
+  uint32_t s = b.buf(DType::BF16, {64, 64});
+  b.instr(rt::OpCode::MatMul, {s, s}, {b.buf(DType::BF16, {64, 64})}, {0, 0});
+  std::vector<InstrWork> work = describeProgram(b.p);
+  EXPECT_EQ(work[1].m, 512);
+  EXPECT_EQ(work[1].n, 2048);
+  EXPECT_EQ(work[1].k, 1024);
+
+  HardwareProfile hw = roundProfile();
+  hw.gemmTokens.tokens = 1024;
+  hw.gemmTokens.dims = {512, 2048};
+  hw.gemmTokens.rowsBf16 = {{0.2, 0.4}, {0.6, 0.8}};
+  hw.gemmTokens.reduceBf16 = {{0.3, 0.3}, {0.3, 0.3}};
+  hw.gemmTokens.reduceF32 = {{0.1, 0.15}, {0.25, 0.35}};
+  // k = 1024 is half-way between 512 and 2048 in log2, n = 512 the first column.
+  EXPECT_NEAR(hw.gemmTokens.at(hw.gemmTokens.rowsBf16, 1024, 512), 0.4, 1e-12);
+  std::string rate;
+  EXPECT_NEAR(instrSeconds(work[0], hw, &rate), work[0].flops / (1000e12 * 0.4), 1e-15);
+  EXPECT_EQ(rate, "calibrated token-row GEMM grid");
+  EXPECT_NEAR(instrSeconds(work[1], hw), work[1].flops / (1000e12 * 0.15), 1e-15);
+  EXPECT_NEAR(instrSeconds(work[2], hw, &rate), std::max(work[2].flops / (1000e12 * 0.5), work[2].bytes / 2000e9),
+              1e-15);
+  EXPECT_EQ(rate, "calibrated bf16 GEMM curve");
+}
+
 TEST(PlannerProgramCost, AttentionAndEmbedding) {
   using rt::DType;
   Builder b;
