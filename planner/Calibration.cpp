@@ -12,7 +12,13 @@
 //   - HBM: a device-to-device copy, bytes read + written over the time, as
 //     a fraction of the base profile's bandwidth;
 //   - kernel overhead: the time per instruction of a program of tiny adds
-//     (with the CUDA backend's graph replay, what one launch costs).
+//     (with the CUDA backend's graph replay, what one launch costs);
+//   - bf16 -> f32 and f32 GEMM curves, as the bf16 one;
+//   - per memory-bound opcode class (adamw, embedding_grad, norms, ...;
+//     ProgramCost.h), one representative instruction large enough to be
+//     bound by memory: its effective bandwidth, the bytes the planner
+//     charges it over its time less one launch. No figure is fitted to a
+//     training step: the planner prices steps from these kernel timings.
 // Each figure is timed as a program of several identical instructions, run
 // once to warm up (and, on the GPU, to capture the graph) and then `reps`
 // times; run() waits for the device, so wall-clock time is device time.
@@ -24,6 +30,7 @@
 #include "loom/runtime/Executor.h"
 #include "loom/runtime/Fp8.h"
 #include "planner/HardwareProfile.h"
+#include "planner/ProgramCost.h"
 
 #include <algorithm>
 #include <chrono>
@@ -33,6 +40,7 @@
 #include <ctime>
 #include <fstream>
 #include <iterator>
+#include <map>
 #include <random>
 
 namespace loom::planner {
@@ -46,6 +54,14 @@ using rt::OpCode;
 /// programs are a handful of instructions.
 struct CalibrationProgram {
   rt::Program p;
+  // Integer inputs (token ids, targets) draw uniformly from [0, bound):
+  // all-zero ids would gather one row and pile every gradient onto it.
+  std::map<uint32_t, int64_t> idBound;
+  uint32_t ids(std::vector<int64_t> shape, int64_t bound) {
+    uint32_t id = add(DType::I64, std::move(shape), BufferKind::Input);
+    idBound[id] = bound;
+    return id;
+  }
   uint32_t add(DType t, std::vector<int64_t> shape, BufferKind kind) {
     rt::BufferDesc b;
     b.dtype = t;
@@ -71,8 +87,10 @@ struct Timer {
   int reps;
   std::string device;
 
-  /// Seconds per run of `p`, inputs filled with small random values.
-  bool time(const rt::Program &p, double &seconds, std::string &err) {
+  /// Seconds per run of `p`, inputs filled with small random values
+  /// (integer inputs below their bound in `idBound`).
+  bool time(const rt::Program &p, double &seconds, std::string &err,
+            const std::map<uint32_t, int64_t> &idBound = {}) {
     auto exec = rt::createExecutor(std::make_shared<rt::Program>(p), backend, 0, err);
     if (!exec)
       return false;
@@ -91,6 +109,9 @@ struct Timer {
           std::memcpy(&u, &v, 4);
           uint16_t h = uint16_t(u >> 16); // truncation: any bf16 value will do
           std::memcpy(&bytes[size_t(k) * 2], &h, 2);
+        } else if (b.dtype == DType::I64 && idBound.count(p.inputs[i])) {
+          int64_t id = int64_t(gen() % uint64_t(idBound.at(p.inputs[i])));
+          std::memcpy(&bytes[size_t(k) * 8], &id, 8);
         } else if (rt::isFp8(b.dtype)) {
           bytes[size_t(k)] = rt::floatToFp8(v * 100, b.dtype == DType::F8E5M2 ? rt::Fp8Format::E5M2
                                                                               : rt::Fp8Format::E4M3);
@@ -110,15 +131,43 @@ struct Timer {
   }
 };
 
-/// R bf16 products [n, n] x [n, n] in one program.
-rt::Program gemmProgram(int64_t n, int copies) {
+/// R products [n, n] x [n, n] in one program, operands of dtype `in`,
+/// results of dtype `out`.
+rt::Program typedGemmProgram(int64_t n, int copies, DType in, DType out) {
   CalibrationProgram c;
-  uint32_t a = c.add(DType::BF16, {n, n}, BufferKind::Input);
-  uint32_t b = c.add(DType::BF16, {n, n}, BufferKind::Input);
+  uint32_t a = c.add(in, {n, n}, BufferKind::Input);
+  uint32_t b = c.add(in, {n, n}, BufferKind::Input);
   for (int r = 0; r < copies; ++r)
     c.instr(OpCode::MatMul, {a, b},
-            {c.add(DType::BF16, {n, n}, r + 1 == copies ? BufferKind::Output : BufferKind::Temp)},
-            {0, 0});
+            {c.add(out, {n, n}, r + 1 == copies ? BufferKind::Output : BufferKind::Temp)}, {0, 0});
+  return c.p;
+}
+rt::Program gemmProgram(int64_t n, int copies) {
+  return typedGemmProgram(n, copies, DType::BF16, DType::BF16);
+}
+/// bf16 operands, f32 results: the weight gradients autocast accumulates
+/// in f32 (LOOM_CUDA_PROFILE's "matmul f32").
+rt::Program f32OutGemmProgram(int64_t n, int copies) {
+  return typedGemmProgram(n, copies, DType::BF16, DType::F32);
+}
+rt::Program f32GemmProgram(int64_t n, int copies) {
+  return typedGemmProgram(n, copies, DType::F32, DType::F32);
+}
+
+/// A training step's products, which are not cubes: `rows` token rows
+/// times a weight, a [rows, k] x [k, n] -> bf16 (forward and input
+/// gradients), or the weight gradient, a [rows, m]^T x [rows, n] (the
+/// tokens contracted) -> `out`.
+rt::Program tokenGemmProgram(bool reduceRows, int64_t rows, int64_t d0, int64_t d1, DType out,
+                             int copies) {
+  CalibrationProgram c;
+  uint32_t a = c.add(DType::BF16, {rows, d0}, BufferKind::Input);
+  uint32_t b = c.add(DType::BF16, reduceRows ? std::vector<int64_t>{rows, d1} : std::vector<int64_t>{d0, d1},
+                     BufferKind::Input);
+  std::vector<int64_t> shape = reduceRows ? std::vector<int64_t>{d0, d1} : std::vector<int64_t>{rows, d1};
+  for (int r = 0; r < copies; ++r)
+    c.instr(OpCode::MatMul, {a, b}, {c.add(out, shape, r + 1 == copies ? BufferKind::Output : BufferKind::Temp)},
+            {reduceRows ? 1 : 0, 0});
   return c.p;
 }
 
@@ -141,10 +190,10 @@ rt::Program fp8GemmProgram(int64_t n, int copies) {
 /// Causal GQA attention, forward or backward, as autocast training runs it
 /// after codegen folds its casts: q, k, v, o, dy and the gradients in bf16
 /// storage (bf16_operands = 1), lse in f32; B sequences, 32 query heads, 8
-/// kv heads, head dim 64.
-rt::Program attentionProgram(int64_t B, int64_t T, bool backward) {
+/// kv heads of `headDim`.
+rt::Program attentionProgram(int64_t B, int64_t T, bool backward, int64_t headDim = 64) {
   CalibrationProgram c;
-  std::vector<int64_t> qs = {B, 32, T, 64}, ks = {B, 8, T, 64}, rows = {B, 32, T};
+  std::vector<int64_t> qs = {B, 32, T, headDim}, ks = {B, 8, T, headDim}, rows = {B, 32, T};
   uint32_t q = c.add(DType::BF16, qs, BufferKind::Input), k = c.add(DType::BF16, ks, BufferKind::Input);
   uint32_t v = c.add(DType::BF16, ks, BufferKind::Input);
   if (!backward) {
@@ -182,6 +231,91 @@ rt::Program tinyAddsProgram(int count) {
     prev = y;
   }
   return c.p;
+}
+
+/// One representative instruction of a memory-bound opcode class,
+/// `copies` times (each writing its own results), at a size where it is
+/// bound by memory: R = 8192 token rows of width D = 4096 (the 8B layer's
+/// activations, 32M elements), a 128256-row vocabulary for the embedding
+/// gradient (whose cost is its zeroed [V, D] result), 32768 for the
+/// loss. Each operand takes the dtype the bf16 training step gives it:
+/// bf16 storage in the slots rt::bf16StorageAllowed opens to it, f32 in
+/// the others (parameters, moments, gradients, norm statistics).
+bool memoryClassProgram(const std::string &cls, bool quick, int copies, CalibrationProgram &c) {
+  const int64_t R = quick ? 32 : 8192, D = quick ? 64 : 4096, N = quick ? 2048 : (int64_t(1) << 26);
+  const int64_t V = quick ? 96 : 128256, VLoss = quick ? 96 : 32768;
+  const int64_t H = quick ? 2 : 16, T = quick ? 16 : 2048, Dh = quick ? 16 : 128, Bt = quick ? 1 : 4;
+  auto in = [&](DType t, std::vector<int64_t> shape) { return c.add(t, std::move(shape), BufferKind::Input); };
+  using Shape = std::vector<int64_t>;
+  auto emit = [&](OpCode op, std::vector<uint32_t> ins, std::vector<std::pair<DType, Shape>> outs,
+                  std::vector<int64_t> ints = {}, std::vector<double> floats = {}) {
+    for (int r = 0; r < copies; ++r) {
+      std::vector<uint32_t> o;
+      for (auto &[t, shape] : outs)
+        o.push_back(c.add(t, shape, r + 1 == copies ? BufferKind::Output : BufferKind::Temp));
+      c.instr(op, ins, o, ints, floats);
+    }
+  };
+  const DType F = DType::F32, B = DType::BF16;
+  const Shape rd = {R, D}, rope = {Bt, H, T, Dh};
+  if (cls == "adamw") {
+    uint32_t p = in(F, {N}), g = in(F, {N}), m = in(F, {N}), v = in(F, {N});
+    emit(OpCode::AdamW, {p, g, m, v, in(F, {}), in(F, {})}, {{F, {N}}, {F, {N}}, {F, {N}}}, {},
+         {0.9, 0.95, 1e-8, 0.1});
+  } else if (cls == "sum_squares") {
+    emit(OpCode::SumSquares, {in(F, {N})}, {{F, {}}});
+  } else if (cls == "embedding") {
+    emit(OpCode::Embedding, {in(F, {V, D}), c.ids({R}, V)}, {{F, rd}});
+  } else if (cls == "embedding_grad") {
+    emit(OpCode::EmbeddingGrad, {in(F, rd), c.ids({R}, V)}, {{F, {V, D}}});
+  } else if (cls == "cross_entropy") {
+    emit(OpCode::CrossEntropy, {in(F, {R, VLoss}), c.ids({R}, VLoss)}, {{F, {}}});
+  } else if (cls == "cross_entropy_grad") {
+    emit(OpCode::CrossEntropyGrad, {in(F, {R, VLoss}), c.ids({R}, VLoss), in(F, {})}, {{F, {R, VLoss}}});
+  } else if (cls == "rms_norm") {
+    emit(OpCode::RmsNorm, {in(B, rd), in(F, {D})}, {{B, rd}}, {}, {1e-5});
+  } else if (cls == "rms_norm_grad") {
+    emit(OpCode::RmsNormGrad, {in(F, rd), in(F, {D}), in(B, rd)}, {{B, rd}, {F, {D}}}, {}, {1e-5});
+  } else if (cls == "layer_norm") {
+    emit(OpCode::LayerNorm, {in(B, rd), in(F, {D}), in(F, {D})}, {{B, rd}}, {}, {1e-5});
+  } else if (cls == "layer_norm_grad") {
+    emit(OpCode::LayerNormGrad, {in(F, rd), in(F, {D}), in(B, rd)}, {{B, rd}, {F, {D}}, {F, {D}}}, {},
+         {1e-5});
+  } else if (cls == "rotary" || cls == "rotary_grad") {
+    emit(cls == "rotary" ? OpCode::Rotary : OpCode::RotaryGrad, {in(B, rope), in(F, {T, Dh}), in(F, {T, Dh})},
+         {{B, rope}});
+  } else if (cls == "swiglu") {
+    emit(OpCode::SwiGlu, {in(B, rd), in(B, rd)}, {{B, rd}});
+  } else if (cls == "swiglu_grad") {
+    emit(OpCode::SwiGluGrad, {in(B, rd), in(B, rd), in(B, rd)}, {{B, rd}, {B, rd}});
+  } else if (cls == "gelu_tanh" || cls == "gelu_erf") {
+    emit(cls == "gelu_tanh" ? OpCode::GeluTanh : OpCode::GeluErf, {in(B, rd)}, {{B, rd}});
+  } else if (cls == "activation_grad") {
+    emit(OpCode::ActivationGrad, {in(B, rd), in(B, rd)}, {{B, rd}}, {2}); // gelu (tanh)
+  } else if (cls == "add" || cls == "mul") {
+    emit(cls == "add" ? OpCode::Add : OpCode::Mul, {in(B, rd), in(B, rd)}, {{B, rd}});
+  } else if (cls == "cast") {
+    emit(OpCode::Cast, {in(F, rd)}, {{B, rd}}); // autocast's f32 -> bf16
+  } else if (cls == "transpose") {
+    // [B, T, H, Dh] -> [B, H, T, Dh]: the head split before attention.
+    emit(OpCode::Transpose, {in(B, {Bt, T, H, Dh})}, {{B, rope}}, {0, 2, 1, 3});
+  } else if (cls == "split" || cls == "concat") {
+    // A fused qkv projection's output into q, k, v and back (GPT-2's c_attn).
+    Shape whole = {R, 3 * D};
+    if (cls == "split")
+      emit(OpCode::Split, {in(B, whole)}, {{B, rd}, {B, rd}, {B, rd}}, {1});
+    else
+      emit(OpCode::Concat, {in(B, rd), in(B, rd), in(B, rd)}, {{B, whole}}, {1});
+  } else if (cls == "reduce") {
+    emit(OpCode::Reduce, {in(B, rd)}, {{F, {1, D}}}, {0, 0}); // a bias gradient
+  } else if (cls == "fp8_scale") {
+    emit(OpCode::Fp8Scale, {in(B, rd)}, {{F, {1, 1}}, {F, {1, 1}}}, {0, 0});
+  } else if (cls == "fp8_cast") {
+    emit(OpCode::Fp8Cast, {in(B, rd), in(F, {1, 1})}, {{DType::F8E4M3, rd}, {DType::F8E4M3, {D, R}}}, {2});
+  } else {
+    return false;
+  }
+  return true;
 }
 
 /// A fraction of peak for the profile: four significant digits, inside the
@@ -249,31 +383,49 @@ bool calibrateProfile(const CalibrationOptions &o, std::string &out, std::string
 
   bool quick = o.quick;
   Timer timer{o.backend, std::max(1, o.reps), ""};
-  auto measure = [&](const rt::Program &p, const std::string &what, double &s) {
-    if (timer.time(p, s, err))
+  auto measure = [&](const rt::Program &p, const std::string &what, double &s,
+                     const std::map<uint32_t, int64_t> &idBound = {}) {
+    if (timer.time(p, s, err, idBound))
       return true;
     err = what + ": " + err;
     return false;
   };
 
-  json::Value attn = json::Value::array();
   int64_t batch = quick ? 1 : 4;
-  double ratioSum = 0;
   std::vector<int64_t> seqs = quick ? std::vector<int64_t>{16, 32}
                                     : std::vector<int64_t>{512, 1024, 2048, 4096};
-  for (int64_t T : seqs) {
-    // Causal: half of the 4 B H T^2 D products' FLOPs; the backward does 2.5x.
-    double fwdFlops = 0.5 * 4.0 * double(batch) * 32 * double(T) * double(T) * 64, fwd = 0, bwd = 0;
-    if (!measure(attentionProgram(batch, T, false), "attention " + std::to_string(T), fwd) ||
-        !measure(attentionProgram(batch, T, true), "attention backward " + std::to_string(T), bwd))
-      return false;
-    double effF = fwdFlops / fwd / peak, effB = 2.5 * fwdFlops / bwd / peak;
-    attn.push(point(double(T), effF));
-    ratioSum += effB / effF;
-    std::printf("attention B=%lld T=%5lld: forward %.3f ms (%.4f of peak), backward %.3f ms (%.4f), "
-                "forward+backward %.3f ms, %.1f TFLOP/s\n",
-                (long long)batch, (long long)T, fwd * 1e3, effF, bwd * 1e3, effB, (fwd + bwd) * 1e3,
-                3.5 * fwdFlops / (fwd + bwd) / 1e12);
+  // Head dims 64 (Llama-3.2-1B, GPT-2) and 128 (Qwen, Llama-3-8B): the
+  // kernels reach different fractions of peak at each.
+  json::Value byHeadDim = json::Value::object(), attn;
+  double backwardFactor = 0;
+  for (int64_t headDim : {int64_t(64), int64_t(128)}) {
+    json::Value curve = json::Value::array();
+    double ratioSum = 0;
+    for (int64_t T : seqs) {
+      // Causal: half of the 4 B H T^2 D products' FLOPs; the backward does 2.5x.
+      double fwdFlops = 0.5 * 4.0 * double(batch) * 32 * double(T) * double(T) * double(headDim);
+      double fwd = 0, bwd = 0;
+      std::string what = "attention d=" + std::to_string(headDim) + " T=" + std::to_string(T);
+      if (!measure(attentionProgram(batch, T, false, headDim), what, fwd) ||
+          !measure(attentionProgram(batch, T, true, headDim), what + " backward", bwd))
+        return false;
+      double effF = fwdFlops / fwd / peak, effB = 2.5 * fwdFlops / bwd / peak;
+      curve.push(point(double(T), effF));
+      ratioSum += effB / effF;
+      std::printf("attention B=%lld T=%5lld d=%lld: forward %.3f ms (%.4f of peak), backward %.3f ms "
+                  "(%.4f), forward+backward %.3f ms, %.1f TFLOP/s\n",
+                  (long long)batch, (long long)T, (long long)headDim, fwd * 1e3, effF, bwd * 1e3, effB,
+                  (fwd + bwd) * 1e3, 3.5 * fwdFlops / (fwd + bwd) / 1e12);
+    }
+    double factor = std::round(ratioSum / double(seqs.size()) * 1e4) / 1e4;
+    json::Value entry = json::Value::object();
+    entry.set("efficiency_by_seq", curve);
+    entry.set("backward_factor", json::Value(factor));
+    byHeadDim.set(std::to_string(headDim), entry);
+    if (headDim == 64) { // the default tables, as before (the IR cost model reads them)
+      attn = curve;
+      backwardFactor = factor;
+    }
   }
   if (attentionOnly)
     return true;
@@ -300,10 +452,48 @@ bool calibrateProfile(const CalibrationOptions &o, std::string &out, std::string
   // fp8 GEMMs (issue 17): what the planner costs fp8 plans with, in place
   // of the assumed ratio to bf16.
   double peakFp8 = numberAt(profile, "gemm.peak_tflops.fp8") * 1e12;
-  json::Value gemm, gemmFp8;
+  json::Value gemm, gemmFp8, gemmF32Out, gemmF32;
   if (!gemmCurve(gemmProgram, "bf16", peak, 4e9, gemm) ||
+      !gemmCurve(f32OutGemmProgram, "bf16->f32", peak, 4e9, gemmF32Out) ||
+      !gemmCurve(f32GemmProgram, "f32", peak, 1e9, gemmF32) ||
       !gemmCurve(fp8GemmProgram, "fp8", peakFp8, 8e9, gemmFp8))
     return false;
+  // The products of training at their own shapes, T token rows against
+  // weights of every pair of widths in `dims`: the cube curve missed the
+  // 8B layer's GEMMs by 13% (docs/planner.md).
+  const int64_t tokens = quick ? 64 : 8192;
+  std::vector<int64_t> dims = quick ? std::vector<int64_t>{16, 32}
+                                    : std::vector<int64_t>{1024, 2048, 4096, 8192, 16384};
+  json::Value grid = json::Value::object();
+  struct Family { const char *key, *label; bool reduceRows; DType out; };
+  for (Family f : {Family{"rows_bf16", "[T, k] x [k, n] -> bf16", false, DType::BF16},
+                   Family{"reduce_bf16", "[T, m]^T x [T, n] -> bf16", true, DType::BF16},
+                   Family{"reduce_f32", "[T, m]^T x [T, n] -> f32", true, DType::F32}}) {
+    json::Value table = json::Value::array();
+    for (int64_t d0 : dims) {
+      json::Value row = json::Value::array();
+      std::printf("gemm %-26s T=%lld %6lld x n:", f.label, (long long)tokens, (long long)d0);
+      for (int64_t d1 : dims) {
+        double flops = 2.0 * double(tokens) * double(d0) * double(d1), t = 0;
+        int copies = int(std::clamp(4e9 / flops, 1.0, 64.0));
+        if (!measure(tokenGemmProgram(f.reduceRows, tokens, d0, d1, f.out, copies),
+                     std::string("gemm ") + f.key + " " + std::to_string(d0) + "x" + std::to_string(d1), t))
+          return false;
+        double eff = flops * copies / t / peak;
+        row.push(json::Value(fraction(eff)));
+        std::printf(" %.3f", eff);
+      }
+      std::printf("\n");
+      table.push(row);
+    }
+    grid.set(f.key, table);
+  }
+  {
+    json::Value d = json::Value::array();
+    for (int64_t x : dims) d.push(x);
+    grid.set("tokens", tokens);
+    grid.set("dims", d);
+  }
   double copyS = 0, addS = 0;
   int64_t copyElems = quick ? (1 << 16) : (int64_t(1) << 28);
   int adds = 256;
@@ -312,6 +502,35 @@ bool calibrateProfile(const CalibrationOptions &o, std::string &out, std::string
   double bw = 2.0 * 4.0 * double(copyElems) / copyS;
   std::printf("hbm copy: %.0f GB/s (%.3f of %.0f)\nkernel overhead: %.2f us per instruction\n",
               bw / 1e9, bw / hbmSpec, hbmSpec / 1e9, addS / adds * 1e6);
+  // Each memory-bound class at its own effective bandwidth: the bytes
+  // ProgramCost charges its instruction over the time of one instruction
+  // less one launch, so that the planner's bytes / bandwidth + launch
+  // gives back the measured time of this instance.
+  double overhead = addS / adds;
+  json::Value classBw = json::Value::object();
+  for (const std::string &cls : calibratedMemoryClasses()) {
+    CalibrationProgram c;
+    int copies = quick ? 2 : 4;
+    if (!memoryClassProgram(cls, quick, copies, c))
+      return fail("no representative program for opcode class '" + cls + "'");
+    double t = 0;
+    if (!timer.time(c.p, t, err, c.idBound)) {
+      // A kernel the backend lacks in this form: the class keeps the copy
+      // bandwidth (the planner notes it), the rest of the profile stands.
+      std::printf("memory-bound %-20s not measured: %s\n", cls.c_str(), err.c_str());
+      err.clear();
+      continue;
+    }
+    double per = t / copies, bytes = instrBytes(c.p, c.p.instrs[0]);
+    // A launch longer than the whole instruction is a noisy overhead
+    // figure: keep at least a tenth of the time for the bytes.
+    double busy = std::max(per - overhead, 0.1 * per);
+    double classGbps = bytes / busy / 1e9;
+    double scale = std::pow(10.0, 3 - std::floor(std::log10(classGbps))); // four digits, never 0
+    classBw.set(cls, json::Value(std::round(classGbps * scale) / scale));
+    std::printf("memory-bound %-20s %8.0f GB/s  (%.3f ms per instruction, %.1f MiB)\n", cls.c_str(),
+                classGbps, per * 1e3, bytes / (1 << 20));
+  }
 
   char date[32];
   std::time_t now = std::time(nullptr);
@@ -321,20 +540,28 @@ bool calibrateProfile(const CalibrationOptions &o, std::string &out, std::string
   profile.set("name", name);
   profile.set("source", "loom calibrate on " + timer.device + " (" + date + ", backend " +
                             timer.backend + (quick ? ", --quick: not a measurement" : "") +
-                            "): GEMM, attention, HBM copy and launch overhead measured through "
+                            "): GEMMs, attention, HBM copy, each memory-bound opcode class and launch overhead measured through "
                             "loom's runtime; links, memory and spec peaks from base profile '" +
                             base + "' (one GPU: no collective measured)");
   setPath(profile, "gemm.efficiency_by_min_dim", gemm);
   setPath(profile, "gemm.fp8_efficiency_by_min_dim", gemmFp8);
+  setPath(profile, "gemm.f32_out_efficiency_by_min_dim", gemmF32Out);
+  setPath(profile, "gemm.f32_efficiency_by_min_dim", gemmF32);
+  setPath(profile, "gemm.token_grid", grid);
+  setPath(profile, "hbm.bandwidth_gbps_by_class", classBw);
   setPath(profile, "attention.efficiency_by_seq", attn);
-  setPath(profile, "attention.backward_factor",
-          json::Value(std::round(ratioSum / double(seqs.size()) * 1e4) / 1e4));
+  setPath(profile, "attention.backward_factor", json::Value(backwardFactor));
+  setPath(profile, "attention.by_head_dim", byHeadDim);
   setPath(profile, "hbm.achieved_fraction", json::Value(fraction(bw / hbmSpec)));
   setPath(profile, "kernel_overhead_us", json::Value(std::round(addS / adds * 1e8) / 100));
   for (const char *m : {"gemm.efficiency_by_min_dim: bf16 n^3 products through loom's GEMMs (cuBLASLt)",
                         "gemm.fp8_efficiency_by_min_dim: e4m3 n^3 products (tensorwise scales, bf16 out) through loom's scaled GEMMs (cuBLASLt), of the fp8 peak; the planner uses it instead of gemm.fp8_efficiency_ratio",
                         "attention.efficiency_by_seq, attention.backward_factor: loom's attention kernels under autocast (bf16 operands), causal, B=4, 32/8 heads of 64",
+                        "attention.by_head_dim: the same with heads of 64 and of 128 (the planner's program pricing takes the entry of the nearest head dim)",
+                        "gemm.f32_out_efficiency_by_min_dim, gemm.f32_efficiency_by_min_dim: bf16 x bf16 -> f32 and f32 x f32 -> f32 n^3 products through loom's GEMMs, of the bf16 peak",
+                        "gemm.token_grid: bf16 products of T token rows as training runs them, fractions of the bf16 peak: rows_bf16[i][j] = [T, dims[i]] x [dims[i], dims[j]] -> bf16; reduce_bf16/reduce_f32[i][j] = [T, dims[i]]^T x [T, dims[j]] (weight gradients) -> bf16/f32",
                         "hbm.achieved_fraction: a device-to-device copy through loom's runtime",
+                        "hbm.bandwidth_gbps_by_class: per memory-bound opcode class, one representative instruction (8192 x 4096 activations, bf16 where autocast stores bf16; AdamW of 64M parameters; a 128256-row embedding gradient; a 32768-column loss), bytes moved (operands read once, results written once; an embedding only its gathered rows) over its time less one launch",
                         "kernel_overhead_us: per instruction, 256 tiny adds in one program"})
     measured.push(json::Value(std::string(m)));
   json::Value prov = json::Value::object();

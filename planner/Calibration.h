@@ -2,7 +2,8 @@
 //
 // Part of loom, under the Apache License v2.0.
 //
-// `loom calibrate`: times GEMMs (bf16 and fp8), attention, an HBM copy and
+// `loom calibrate`: times GEMMs (bf16, bf16 -> f32, f32, fp8), attention, an HBM copy, one
+// instruction of each memory-bound opcode class and
 // the launch overhead as runtime programs on a backend and writes them
 // into a copy of a base profile (Calibration.cpp says how each is timed).
 //===----------------------------------------------------------------------===//

@@ -419,6 +419,24 @@ void CostModel::useRankBufferPlan(PlanEstimate &e, const MemoryBreakdown &mem) c
                            " usable");
 }
 
+const ProgramTime *CostModel::programTime(const Plan &plan) const {
+  if (plan.tp != 1 || plan.cp != 1 || plan.pp != 1 || plan.dpShard != 1 || plan.microbatches != 1)
+    return nullptr;
+  int policy = int(plan.checkpoint);
+  const std::vector<InstrWork> *work = nullptr;
+  if (!plan.fp8 && m.hasProgramWork[policy])
+    work = &m.programWork[policy];
+  else if (plan.fp8 && m.hasFp8ProgramWork[policy])
+    work = &m.fp8ProgramWork[policy];
+  if (!work)
+    return nullptr;
+  auto key = std::make_pair(policy, plan.fp8);
+  auto it = programTimes.find(key);
+  if (it == programTimes.end())
+    it = programTimes.emplace(key, priceProgram(*work, hw)).first;
+  return &it->second;
+}
+
 PlanEstimate CostModel::evaluate(const Plan &plan, bool detail) const {
   PlanEstimate est;
   est.plan = plan;
@@ -618,6 +636,15 @@ PlanEstimate CostModel::evaluate(const Plan &plan, bool detail) const {
   est.time.comm = mb * perMbComm + dpExposed + tied;
   est.time.bubble = bubble;
   est.time.optimizer = optimizer;
+  if (const ProgramTime *pt = programTime(plan)) {
+    // The step each GPU runs is the compiled program: its instructions,
+    // priced one by one, replace the IR walk's per-op model (the
+    // data-parallel all-reduce stays as above).
+    est.time.compute = pt->seconds;
+    est.time.optimizer = pt->optimizer;
+    est.timeSource = "program";
+    est.programTime = *pt;
+  }
 
   double microbatchesPerStep = mb * plan.dp();
   est.sequencesPerStep = microbatchesPerStep * m.batch;

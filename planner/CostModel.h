@@ -69,6 +69,11 @@ struct PlanEstimate {
   // Where the schedule's stage costs came from: "" (this model) or the
   // source of the measured stage-cost profile it was timed with.
   std::string stageCostSource;
+  // Where compute time came from: "program" (the compiled one-GPU step,
+  // priced instruction by instruction: ProgramCost.h) or "model" (the IR
+  // walk's per-op model); with the program, its time per opcode class.
+  std::string timeSource = "model";
+  ProgramTime programTime;
   // Detail (evaluate(..., true)):
   std::vector<CollectiveUse> collectives;
   std::vector<std::vector<int>> deviceGroups; // per pipeline rank: layer groups (-1 embed, L head)
@@ -143,6 +148,11 @@ private:
     double maxOut = 0;                            // largest op output, elements
   };
   const std::vector<GroupTimes> &groupTimes(int tp, int cp, bool fp8, int gpusPerNode) const;
+  /// The compiled program that runs `plan`'s step on each GPU, priced on
+  /// this profile (null when the plan is not one device's step: tp, cp,
+  /// pp, dp_shard or several microbatches, or none was compiled).
+  const ProgramTime *programTime(const Plan &plan) const;
+  mutable std::map<std::pair<int, bool>, ProgramTime> programTimes;
   int groupIndex(int layer) const { return layer + 1; }
   MemoryBreakdown deviceMemory(int device, const Plan &plan) const;
   /// Parameter elements of group g one GPU holds (tp and dp_shard applied),

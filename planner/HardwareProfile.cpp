@@ -7,6 +7,7 @@
 #include "loom/io/Json.h"
 
 #include <cmath>
+#include <cstdlib>
 #include <fstream>
 #include <sstream>
 
@@ -122,6 +123,31 @@ private:
 
 } // namespace
 
+double HardwareProfile::TokenGrid::at(const std::vector<std::vector<double>> &table, double d0,
+                                      double d1) const {
+  // Position of x among dims in log2: index i and weight w toward i + 1.
+  auto locate = [&](double x, size_t &i, double &w) {
+    i = 0;
+    w = 0;
+    if (dims.size() < 2 || x <= dims.front())
+      return;
+    if (x >= dims.back()) {
+      i = dims.size() - 1;
+      return;
+    }
+    while (x > dims[i + 1]) ++i;
+    w = std::log2(x / dims[i]) / std::log2(dims[i + 1] / dims[i]);
+  };
+  size_t i, j;
+  double wi, wj;
+  locate(d0, i, wi);
+  locate(d1, j, wj);
+  size_t i1 = std::min(i + 1, dims.size() - 1), j1 = std::min(j + 1, dims.size() - 1);
+  double lo = table[i][j] * (1 - wj) + table[i][j1] * wj;
+  double hi = table[i1][j] * (1 - wj) + table[i1][j1] * wj;
+  return lo * (1 - wi) + hi * wi;
+}
+
 bool parseProfile(const std::string &text, const std::string &origin, HardwareProfile &out,
                   std::string &err) {
   json::Value root;
@@ -147,9 +173,79 @@ bool parseProfile(const std::string &text, const std::string &origin, HardwarePr
     r.fail("'gemm.fp8_efficiency_ratio' must be at most 1");
   if (r.find("gemm.fp8_efficiency_by_min_dim")) // measured by loom calibrate (optional)
     p.gemmFp8 = r.curve("gemm.fp8_efficiency_by_min_dim");
+  // Measured by a newer loom calibrate (optional, so older profiles load):
+  // bf16 products with f32 results, f32 products, and the effective
+  // bandwidth of each memory-bound opcode class.
+  if (r.find("gemm.f32_out_efficiency_by_min_dim"))
+    p.gemmF32Out = r.curve("gemm.f32_out_efficiency_by_min_dim");
+  if (const json::Value *g = r.find("gemm.token_grid")) {
+    HardwareProfile::TokenGrid &t = p.gemmTokens;
+    t.tokens = r.number("gemm.token_grid.tokens");
+    const json::Value *dims = r.find("gemm.token_grid.dims");
+    if (!dims || !dims->isArray() || dims->items().empty())
+      r.fail("'gemm.token_grid.dims' must be a non-empty array of widths");
+    else
+      for (const json::Value &d : dims->items()) {
+        if (!d.isNumber() || !(d.number() > 0) || (!t.dims.empty() && d.number() <= t.dims.back())) {
+          r.fail("'gemm.token_grid.dims' must be positive and ascending");
+          break;
+        }
+        t.dims.push_back(d.number());
+      }
+    auto table = [&](const char *key, std::vector<std::vector<double>> &out) {
+      const json::Value *v = g->get(key);
+      bool ok = v && v->isArray() && v->items().size() == t.dims.size();
+      for (size_t i = 0; ok && i < v->items().size(); ++i) {
+        const json::Value &row = v->items()[i];
+        ok = row.isArray() && row.items().size() == t.dims.size();
+        std::vector<double> vals;
+        for (size_t j = 0; ok && j < row.items().size(); ++j) {
+          const json::Value &x = row.items()[j];
+          ok = x.isNumber() && x.number() > 0 && x.number() <= 1;
+          vals.push_back(ok ? x.number() : 0);
+        }
+        out.push_back(vals);
+      }
+      if (!ok)
+        r.fail(std::string("'gemm.token_grid.") + key +
+               "' must be a dims x dims table of fractions in (0, 1]");
+    };
+    if (r.err.empty()) {
+      table("rows_bf16", t.rowsBf16);
+      table("reduce_bf16", t.reduceBf16);
+      table("reduce_f32", t.reduceF32);
+    }
+  }
+  if (r.find("gemm.f32_efficiency_by_min_dim"))
+    p.gemmF32 = r.curve("gemm.f32_efficiency_by_min_dim");
+  if (const json::Value *classes = r.find("hbm.bandwidth_gbps_by_class")) {
+    if (!classes->isObject())
+      r.fail("'hbm.bandwidth_gbps_by_class' must be an object {\"opcode class\": GB/s, ...}");
+    else
+      for (const auto &[cls, v] : classes->fields()) {
+        if (!v.isNumber() || !(v.number() > 0))
+          r.fail("'hbm.bandwidth_gbps_by_class." + cls + "' must be a positive number");
+        else
+          p.classBandwidth[cls] = v.number() * 1e9;
+      }
+  }
   p.gemmWorkspace = r.number("gemm.workspace_mib") * 1024.0 * 1024.0;
   p.attention = r.curve("attention.efficiency_by_seq");
   p.attentionBackwardFactor = r.number("attention.backward_factor");
+  if (const json::Value *dims = r.find("attention.by_head_dim")) {
+    if (!dims->isObject())
+      r.fail("'attention.by_head_dim' must be an object {\"head dim\": {...}, ...}");
+    else
+      for (const auto &[key, v] : dims->fields()) {
+        int d = std::atoi(key.c_str());
+        if (d <= 0 || std::to_string(d) != key) {
+          r.fail("'attention.by_head_dim' keys must be head dims, not '" + key + "'");
+          break;
+        }
+        std::string at = "attention.by_head_dim." + key;
+        p.attentionByHeadDim[d] = {r.curve(at + ".efficiency_by_seq"), r.number(at + ".backward_factor")};
+      }
+  }
   double hbmFraction = r.number("hbm.achieved_fraction");
   if (hbmFraction > 1)
     r.fail("'hbm.achieved_fraction' must be at most 1");

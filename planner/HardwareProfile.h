@@ -11,6 +11,7 @@
 #ifndef LOOM_PLANNER_HARDWAREPROFILE_H
 #define LOOM_PLANNER_HARDWAREPROFILE_H
 
+#include <map>
 #include <string>
 #include <utility>
 #include <vector>
@@ -46,8 +47,40 @@ struct HardwareProfile {
   double fp8GemmEfficiency(double size) const {
     return gemmFp8.points.empty() ? fp8Efficiency * gemm.at(size) : gemmFp8.at(size);
   }
+  // bf16 products with f32 results (weight gradients accumulated in f32)
+  // and f32 products, each as a fraction of the bf16 peak, as `loom
+  // calibrate` measured them; empty in older profiles (the bf16 curve
+  // stands in, with a note).
+  EfficiencyCurve gemmF32Out, gemmF32;
+  // GEMMs of training at their own shapes (`loom calibrate`'s
+  // gemm.token_grid; empty in older profiles): fractions of the bf16
+  // peak for `tokens` rows against weights of widths `dims` x `dims`.
+  struct TokenGrid {
+    double tokens = 0;
+    std::vector<double> dims;
+    // [i][j]: [T, dims[i]] x [dims[i], dims[j]] -> bf16 (rowsBf16), and
+    // [T, dims[i]]^T x [T, dims[j]] -> bf16 / f32 (weight gradients).
+    std::vector<std::vector<double>> rowsBf16, reduceBf16, reduceF32;
+    bool empty() const { return dims.empty(); }
+    /// `table` at (d0, d1), interpolated in log2 of both, clamped.
+    double at(const std::vector<std::vector<double>> &table, double d0, double d1) const;
+  };
+  TokenGrid gemmTokens;
+  // Effective bytes/s of each memory-bound opcode class ("adamw",
+  // "embedding_grad", ...: planner/ProgramCost.h's class names), each
+  // timed on one representative instruction by `loom calibrate`; a class
+  // missing here is priced at hbmBandwidth (the copy's).
+  std::map<std::string, double> classBandwidth;
   EfficiencyCurve attention;   // fraction of bf16 peak vs sequence length (forward)
   double attentionBackwardFactor = 1; // backward efficiency relative to forward
+  // The same per head dim, as `loom calibrate` measured them (optional;
+  // empty in older profiles, which then price every head dim at the
+  // tables above).
+  struct AttentionTables {
+    EfficiencyCurve efficiency;
+    double backwardFactor = 1;
+  };
+  std::map<int, AttentionTables> attentionByHeadDim;
   double hbmBandwidth = 0;     // achieved bytes/s
   double kernelOverhead = 0;   // seconds per kernel launch
   double gemmWorkspace = 0;    // bytes of GEMM library workspace

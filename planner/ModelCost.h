@@ -13,6 +13,8 @@
 #ifndef LOOM_PLANNER_MODELCOST_H
 #define LOOM_PLANNER_MODELCOST_H
 
+#include "planner/ProgramCost.h"
+
 #include <cstdint>
 #include <string>
 #include <utility>
@@ -155,6 +157,15 @@ struct ModelCost {
   bool hasPolicyBufferPlan[3] = {false, false, false};
   MemoryBreakdown policyBufferPlan[3];
   std::vector<RecomputeReport> recompute; // none, selective, full (when the step was built)
+  // The same compiled programs, instruction by instruction (ProgramCost.h),
+  // indexed like policyBufferPlan ([0] none, [1] selective, [2] full), and
+  // the fp8 (tensorwise) programs of each policy when they were built: the
+  // one-GPU step's time is priced from them, not from the IR walk.
+  bool hasProgramWork[3] = {false, false, false};
+  std::vector<InstrWork> programWork[3];
+  bool hasFp8ProgramWork[3] = {false, false, false};
+  std::vector<InstrWork> fp8ProgramWork[3];
+  std::string fp8ProgramNote; // why there is none
 
   int headLayer() const { return numLayers; }
   double totalParams() const {

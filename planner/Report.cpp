@@ -87,6 +87,49 @@ json::Value memoryJson(const MemoryBreakdown &m) {
   return o;
 }
 
+/// The priced program per opcode class: seconds, instructions, bytes,
+/// FLOPs and the rate each was priced at.
+json::Value programTimeJson(const ProgramTime &t) {
+  json::Value o = json::Value::object();
+  for (const auto &[cls, c] : t.classes) {
+    json::Value q = json::Value::object();
+    q.set("seconds", c.seconds);
+    q.set("instrs", c.instrs);
+    q.set("bytes", c.bytes);
+    q.set("flops", c.flops);
+    q.set("rate", c.rate);
+    q.set("fallback", c.fallback);
+    o.set(cls, q);
+  }
+  return o;
+}
+
+/// The priced program per opcode class, largest first, in the layout of
+/// LOOM_CUDA_PROFILE=1's table so the two can be read side by side.
+void printProgramTime(std::ostream &os, const ProgramTime &t) {
+  std::vector<std::pair<double, std::string>> rows;
+  for (const auto &[cls, c] : t.classes) rows.push_back({c.seconds, cls});
+  std::sort(rows.rbegin(), rows.rend());
+  os << "compute by opcode class (the compiled step, priced per instruction; compare "
+        "LOOM_CUDA_PROFILE=1):\n"
+     << fmt("  %-22s %6s %12s %7s %12s  %s\n", "opcode", "instrs", "ms/run", "share", "MiB/GFLOP",
+            "priced at");
+  for (const auto &[sec, cls] : rows) {
+    const ClassTime &c = t.classes.at(cls);
+    std::string amount = c.flops > 0 ? fmt("%.1f GF", c.flops / 1e9) : fmt("%.1f MiB", c.bytes / (1 << 20));
+    os << fmt("  %-22s %6d %12.3f %6.1f%% %12s  %s\n", cls.c_str(), c.instrs, sec * 1e3,
+              t.seconds > 0 ? 100 * sec / t.seconds : 0.0, amount.c_str(), c.rate.c_str());
+  }
+  std::vector<std::string> fb = t.fallbacks();
+  if (!fb.empty()) {
+    std::string list;
+    for (const std::string &c : fb) list += (list.empty() ? "" : ", ") + c;
+    os << "  note: no calibrated figure of their own in the profile (priced at the copy "
+          "bandwidth or the bf16 GEMM curve; rerun loom calibrate): "
+       << list << "\n";
+  }
+}
+
 json::Value planJson(const PlanEstimate &e) {
   const Plan &p = e.plan;
   json::Value o = json::Value::object();
@@ -123,6 +166,9 @@ json::Value planJson(const PlanEstimate &e) {
   }
   t.set("optimizer", e.time.optimizer);
   t.set("total", e.time.total());
+  t.set("compute_source", e.timeSource);
+  if (e.timeSource == "program")
+    t.set("compute_by_class", programTimeJson(e.programTime));
   o.set("time", t);
   o.set("tokens_per_s", e.tokensPerSecond);
   o.set("mfu", e.mfu);
@@ -484,6 +530,8 @@ void printExplain(std::ostream &os, const CostModel &cm, const PlanEstimate &e, 
      << ", bubble " << formatSeconds(e.time.bubble) << " = " << formatSeconds(e.time.total())
      << "; " << tokens(e.tokensPerSecond) << " tokens/s, MFU " << fmt("%.1f%%", e.mfu * 100)
      << "\n";
+  if (e.timeSource == "program")
+    printProgramTime(os, e.programTime);
   printRecompute(os, m, p.checkpoint, e.memorySource != "analytical");
 }
 

@@ -18,6 +18,9 @@
 #      loom's own memory figure); torch_suite.py compile (tokens/s, PyTorch's
 #      allocator peak); each run under peak_mem.py, the whole process's peak
 #      as nvidia-smi reports it;
+#      with LOOM_BENCH_CUDA_PROFILE=1 also two steps under LOOM_CUDA_PROFILE=1
+#      and plan_vs_profile.py: the plan's time per opcode class beside the
+#      kernels' ($LOOM_BENCH_PROFILE picks the profile the plan prices with);
 #   3. one table: tokens/s and their ratio, MFU, nvidia-smi peak memory of
 #      both (and their ratio), loom's and PyTorch's own memory figures, and
 #      the plan's predicted step time and memory against the measured ones.
@@ -72,6 +75,13 @@ for s in "${SHAPES[@]}"; do
     "$LOOM" train "$model" --backend cuda --data test/fixtures/corpus.u16.bin --batch "$B" --seq "$T" \
     --steps "$STEPS" --precision bf16 --lr 1e-4 --warmup 0 --print-every 1 --log "$WORK/loom-$s.jsonl" \
     > "$WORK/loom-$s.txt" 2>&1 || echo "suite: loom $s failed: $(tail -2 "$WORK/loom-$s.txt")"
+  if [ "${LOOM_BENCH_CUDA_PROFILE:-0}" = 1 ]; then
+    # The plan's time per opcode class beside the kernels' (issue 19 check 3).
+    LOOM_CUDA_PROFILE=1 timeout 300 "$LOOM" train "$model" --backend cuda --data test/fixtures/corpus.u16.bin \
+      --batch "$B" --seq "$T" --steps 2 --precision bf16 --lr 1e-4 --warmup 0 --print-every 1 \
+      > "$WORK/profile-$s.txt" 2>&1 || echo "suite: profiled loom $s failed: $(tail -2 "$WORK/profile-$s.txt")"
+    python3 bench/gpu/plan_vs_profile.py "$WORK/plan-$s.json" "$WORK/profile-$s.txt" | tee "$WORK/plan-vs-profile-$s.txt"
+  fi
   timeout 300 python3 bench/gpu/peak_mem.py "$WORK/torch-$s.mem.json" -- \
     python3 bench/gpu/torch_suite.py "$s" compile 3 8 > "$WORK/torch-$s.txt" 2>&1 ||
     echo "suite: torch $s failed: $(tail -2 "$WORK/torch-$s.txt")"

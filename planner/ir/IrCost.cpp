@@ -1021,11 +1021,32 @@ bool buildModelCost(const std::string &path, const IrCostOptions &opts, ModelCos
       // The CUDA backend also allocates a scratch block (flash attention's
       // bf16 operand copies, loss rows) and the GEMM workspace.
       mem.workspace += double(rt::backendWorkspaceBytes(*compiled.program, "cuda"));
+      cost.programWork[c] = describeProgram(*compiled.program);
+      cost.hasProgramWork[c] = true;
       if (c == 0) {
         cost.hasBufferPlan = true;
         cost.bufferPlanNote = "codegen's arena plan of @train_step (bf16 autocast, as loom train)";
       } else {
         cost.hasPolicyBufferPlan[c] = true;
+      }
+    }
+    // fp8 plans run the tensorwise-scaled step (issue 17): their own
+    // programs (fp8 casts and scales, scaled GEMMs), one per checkpoint
+    // policy as above, priced the same way.
+    for (int c = 0; opts.fp8Program && cost.hasBufferPlan && c <= 2; ++c) {
+      Plan plan;
+      plan.checkpoint = c == 2 ? Checkpoint::Full : c == 1 ? Checkpoint::Selective : Checkpoint::None;
+      compiler::TrainOptions fo = compiler::trainOptionsForPlan(plan);
+      fo.fp8 = "tensorwise";
+      OwningOpRef<ModuleOp> step = imported->clone();
+      train::TrainProgram compiled;
+      std::string stepErr;
+      if (compiler::compileImportedTrainStep(*step, path, tokens.getShape()[0], tokens.getShape()[1],
+                                             fo, compiled, stepErr)) {
+        cost.fp8ProgramWork[c] = describeProgram(*compiled.program);
+        cost.hasFp8ProgramWork[c] = true;
+      } else if (cost.fp8ProgramNote.empty()) {
+        cost.fp8ProgramNote = stepErr;
       }
     }
   }

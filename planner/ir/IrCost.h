@@ -29,6 +29,9 @@ struct IrCostOptions {
   int64_t seq = 0;
   bool forwardOnly = false; // cost the forward IR (backward = 2x forward)
   bool bufferPlan = true;   // also compile the step and read its buffer plan
+  // With the buffer plan: also compile the fp8 (tensorwise) step, whose
+  // program prices fp8 one-GPU plans (off when only bf16 plans are asked for).
+  bool fp8Program = false;
 };
 
 /// MODEL.onnx (or a .mlir file holding @forward) to a ModelCost. A model

@@ -149,6 +149,7 @@ int runPlan(int argc, char **argv) {
   irOpts.batch = req.microbatch;
   irOpts.seq = req.seq;
   irOpts.forwardOnly = costFrom == "forward";
+  irOpts.fp8Program = req.allowFp8; // fp8 one-GPU plans are priced from their own program
   ModelCost cost;
   if (!buildModelCost(model, irOpts, cost, err))
     return fail("plan", err);
