@@ -256,8 +256,10 @@ public:
     if (!checkIo(program_->inputs, "input", index, bytes, err))
       return false;
     if (!bytes) return true;
+    // Default, not HostToDevice: a pipeline stage passes activations that
+    // are already on the device (PipelineBuffers.h); UVA tells them apart.
     cudaError_t e = cudaMemcpyAsync(tensor(program_->inputs[index]).data, data, bytes,
-                                    cudaMemcpyHostToDevice, ctx_.stream);
+                                    cudaMemcpyDefault, ctx_.stream);
     if (e == cudaSuccess) e = cudaStreamSynchronize(ctx_.stream);
     return e == cudaSuccess || fail(err, cudaErr("copying an input to the GPU", e));
   }
@@ -267,7 +269,7 @@ public:
       return false;
     if (!bytes) return true;
     cudaError_t e = cudaMemcpyAsync(data, tensor(program_->outputs[index]).data, bytes,
-                                    cudaMemcpyDeviceToHost, ctx_.stream);
+                                    cudaMemcpyDefault, ctx_.stream);
     if (e == cudaSuccess) e = cudaStreamSynchronize(ctx_.stream);
     return e == cudaSuccess || fail(err, cudaErr("copying an output from the GPU", e));
   }
