@@ -27,13 +27,25 @@ class DeviceBuffers : public PipelineBuffers {
 public:
   ~DeviceBuffers() override {
     for (auto &[ptr, bytes] : sizes_) cudaFree(ptr);
+    if (stream_)
+      cudaStreamDestroy(stream_);
   }
 
   void *allocate(size_t bytes, std::string &err) override {
     void *ptr = nullptr;
-    cudaError_t e = cudaMalloc(&ptr, std::max<size_t>(bytes, 1));
-    if (e == cudaSuccess && (e = cudaMemset(ptr, 0, bytes)) != cudaSuccess)
-      cudaFree(ptr);
+    cudaError_t e = ensureStream();
+    if (e == cudaSuccess)
+      e = cudaMalloc(&ptr, std::max<size_t>(bytes, 1));
+    // Zeroed before anyone reads it: a plain cudaMemset runs on the
+    // legacy stream, which the executors' non-blocking streams do not
+    // wait for.
+    if (e == cudaSuccess) {
+      e = cudaMemsetAsync(ptr, 0, bytes, stream_);
+      if (e == cudaSuccess)
+        e = cudaStreamSynchronize(stream_);
+      if (e != cudaSuccess)
+        cudaFree(ptr);
+    }
     if (e != cudaSuccess) {
       cudaGetLastError();
       err = cat("cannot allocate ", bytes, " bytes of pipeline activations on the GPU: ",
@@ -59,7 +71,13 @@ public:
   }
 
 private:
+  cudaError_t ensureStream() {
+    std::lock_guard<std::mutex> lock(m_);
+    return stream_ ? cudaSuccess : cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking);
+  }
+
   std::mutex m_; // a rank's senders release what they sent on their threads
+  cudaStream_t stream_ = nullptr;
   std::unordered_map<void *, size_t> sizes_;
 };
 
