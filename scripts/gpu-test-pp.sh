@@ -15,7 +15,8 @@
 #    CPU backend (a second loom verify, --backend cpu).
 # pp-llama-memory: `loom train --backend cuda` of pp=2 1F1B and GPipe with
 # M=8: the saved activations each rank held at once on the device, measured,
-# equal the schedule's prediction (the one `loom plan` counts).
+# equal the schedule's prediction (the one `loom plan` counts), and the
+# per-rank device report lists the stage tensors' peak (at least those).
 # On its own it also runs the unit tests of the pieces (PipelineCuda.*,
 # PointToPoint.DeviceMemory*: stream-ordered send/recv, programs sharing a
 # rank, device buffers feeding the executors).
@@ -26,18 +27,8 @@ if ! declare -F report > /dev/null; then
   pp_standalone=1
   BUILD=${1:-build}
   cd "$(dirname "${BASH_SOURCE[0]}")/.."
-  FIX=test/fixtures
-  LOOM=$BUILD/tools/loom/loom
-  UNIT=$BUILD/unittests/loom-unittests
-  OUT=${LOOM_GPU_TEST_OUT:-$(mktemp -d)}
-  mkdir -p "$OUT"
-  [ -d "$BUILD/lib" ] && export LD_LIBRARY_PATH="$PWD/$BUILD/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-  pass=0 fail=0 skip=0
-  report() { # name status detail
-    printf '%-28s %s  %s\n' "$1" "$2" "$3"
-    case $2 in PASS) pass=$((pass + 1)) ;; FAIL) fail=$((fail + 1)) ;; *) skip=$((skip + 1)) ;; esac
-  }
-  if ! command -v nvidia-smi > /dev/null 2>&1 || ! nvidia-smi -L > /dev/null 2>&1; then
+  source scripts/gpu-test-common.sh
+  if ! have_gpu; then
     echo "gpu-test-pp: no GPU on this machine; the pipeline checks are skipped"
     exit 0
   fi
@@ -94,9 +85,14 @@ for sched in 1f1b gpipe; do
        --plan pp=2,pp_schedule=$sched,microbatches=8 > "$log" 2>&1 &&
      r=$(python3 -c "
 import re, sys
-rows = re.findall(r'rank (\d+): (\d+) B \((\d+) B, (\d+) microbatch', open(sys.argv[1]).read())
-ok = len(rows) == 2 and all(int(m) == int(p) for _, m, p, _ in rows)
-print('$sched: ' + ', '.join('rank %s %s B held (predicted %s, %s in flight)' % r for r in rows))
+text = open(sys.argv[1]).read()
+rows = re.findall(r'rank (\d+): (\d+) B \((\d+) B, (\d+) microbatch', text)
+# The device report: executors' bytes | stage tensors at peak | measured.
+dev = re.findall(r'rank (\d+): \d+ \d+ \d+ \d+ \| (\d+) \| (\d+)', text)
+ok = len(rows) == 2 and all(int(m) == int(p) for _, m, p, _ in rows) and len(dev) == 2 and all(
+    int(d[1]) >= int(r[1]) for d, r in zip(dev, rows))
+print('$sched: ' + ', '.join('rank %s %s B held (predicted %s, %s in flight)' % r for r in rows) +
+      ' (device stage tensors at peak: %s)' % ', '.join(d[1] + ' B' for d in dev))
 sys.exit(0 if ok else 1)" "$log"); then
     detail+="$r; "
   else

@@ -63,15 +63,8 @@
 set -uo pipefail
 BUILD=${1:-build}
 cd "$(dirname "$0")/.."
-FIX=test/fixtures
-LOOM=$BUILD/tools/loom/loom
-UNIT=$BUILD/unittests/loom-unittests
-OUT=${LOOM_GPU_TEST_OUT:-$(mktemp -d)}
-mkdir -p "$OUT"
-# A bundle carries the shared libraries its loom needs (protobuf, onnx).
-[ -d "$BUILD/lib" ] && export LD_LIBRARY_PATH="$PWD/$BUILD/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+source scripts/gpu-test-common.sh
 
-pass=0 fail=0 skip=0
 checks=(unit device-ranks nccl-world-1 tensorboard-reader)
 SPMD_PLANS="1 dp_replicate=2 dp_shard=2 tp=2 dp_replicate=2,dp_shard=2 dp_shard=2,tp=2 dp_shard=4"
 SEQPAR_PLANS="1 cp=2 cp=2,cp_rotate=ring cp=4 cp=4,cp_rotate=ring cp=2,tp=2 tp=2 tp=4"
@@ -86,7 +79,7 @@ checks+=(pp-llama-cuda pp-qwen2-cuda pp-gpt2-cuda pp-llama-memory)
 # The zoo (gpu-test-zoo.sh): 23 models x (fp32 curve, bf16 curve, dp_shard=2,tp=2).
 for i in $(seq 69); do checks+=("zoo-$i"); done
 
-if ! command -v nvidia-smi >/dev/null 2>&1 || ! nvidia-smi -L >/dev/null 2>&1; then
+if ! have_gpu; then
   echo "gpu-test: no GPU on this machine; the ${#checks[@]} GPU checks are skipped"
   echo "0 passed, 0 failed, ${#checks[@]} skipped"
   exit 0
@@ -95,11 +88,6 @@ for f in "$LOOM" "$UNIT"; do
   [ -x "$f" ] || { echo "gpu-test: $f is missing (run 'make build', or unpack a GPU bundle)"; exit 1; }
 done
 nvidia-smi -L
-
-report() { # name status detail
-  printf '%-28s %s  %s\n' "$1" "$2" "$3"
-  case $2 in PASS) pass=$((pass + 1)) ;; FAIL) fail=$((fail + 1)) ;; *) skip=$((skip + 1)) ;; esac
-}
 
 if "$UNIT" --gtest_filter='CudaBackend.*:CudaMixedDtype.*:CudnnAttention.*:SequenceSharding.Cuda*:CudaFp8.*' > "$OUT/unit.log" 2>&1; then
   report unit PASS "$(grep -c '^\[       OK \]' "$OUT/unit.log") CUDA kernel tests"

@@ -201,6 +201,15 @@ struct PipelineRank::Impl {
   std::map<Box, std::map<int64_t, Bytes>> inbox, outbox;
   std::map<int, std::unique_ptr<Sender>> senders;
   uint64_t heldBytes = 0;
+  uint64_t peakBuffers = 0; // memory->liveBytes() at its highest this step
+
+  /// `b` = `bytes` zeroed bytes of this rank's memory.
+  bool allocate(Bytes &b, size_t bytes, std::string &err) {
+    if (!b.allocate(*memory, bytes, err))
+      return false;
+    peakBuffers = std::max(peakBuffers, memory->liveBytes());
+    return true;
+  }
 
   int worldOf(int ppPeer) const { return ppPeer * prog->ranksPerStage + inner; }
   Fn *fn(int stage, PipePhase phase) {
@@ -297,7 +306,7 @@ struct PipelineRank::Impl {
       }
       case PipeRole::Accumulator: {
         Bytes &b = acc[s.index];
-        if (b.empty() && !b.allocate(*memory, bytesOf(*f, false, k), err))
+        if (b.empty() && !allocate(b, bytesOf(*f, false, k), err))
           return false;
         if (!input(k, b))
           return false;
@@ -322,7 +331,7 @@ struct PipelineRank::Impl {
                   bytesOf(*f, true, k), " bytes");
         return false;
       }
-      if (kept && !b.allocate(*memory, bytesOf(*f, true, k), err))
+      if (kept && !allocate(b, bytesOf(*f, true, k), err))
         return false;
       if ((kept || scalarOut) &&
           !f->exec->getOutput(k, kept ? static_cast<void *>(b.data()) : &scalar,
@@ -402,7 +411,7 @@ struct PipelineRank::Impl {
         if (s.role != PipeRole::Recv || s.transfer != kind)
           continue;
         Bytes &b = box[s.index];
-        if (!b.allocate(*memory, bytesOf(*reader, false, k), err))
+        if (!allocate(b, bytesOf(*reader, false, k), err))
           return false;
         ops.push_back(P2POp::recvFrom(from, b.data(), b.size()));
       }
@@ -439,7 +448,7 @@ struct PipelineRank::Impl {
       const PipeSlot &s = f->f->inputs[k];
       if (s.role == PipeRole::Recv) {
         Bytes &b = received[s.index];
-        if (!b.allocate(*memory, bytesOf(*f, false, k), err))
+        if (!allocate(b, bytesOf(*f, false, k), err))
           return false;
         ops.push_back(P2POp::recvFrom(worldOf(int(s.peer)), b.data(), b.size()));
       }
@@ -449,7 +458,7 @@ struct PipelineRank::Impl {
       if (s.role != PipeRole::Send)
         continue;
       Bytes &b = acc[s.index];
-      if (b.empty() && !b.allocate(*memory, bytesOf(*f, true, k), err))
+      if (b.empty() && !allocate(b, bytesOf(*f, true, k), err))
         return false;
       ops.push_back(P2POp::sendTo(worldOf(int(s.peer)), b.data(), b.size()));
     }
@@ -464,7 +473,7 @@ struct PipelineRank::Impl {
         ok = f->exec->setInput(k, &stepValue, 4, err);
       } else if (s.role == PipeRole::Accumulator || s.role == PipeRole::Recv) {
         Bytes &b = s.role == PipeRole::Recv ? received[s.index] : acc[s.index];
-        if (b.empty() && !b.allocate(*memory, bytesOf(*f, false, k), err))
+        if (b.empty() && !allocate(b, bytesOf(*f, false, k), err))
           return false;
         ok = f->exec->setInput(k, b.data(), b.size(), err);
       }
@@ -616,6 +625,7 @@ bool PipelineRank::runStep(float step, const std::vector<const int64_t *> &token
   out.losses.assign(size_t(s.microbatches), 0.0f);
   out.stepStart = now();
   im.heldBytes = 0;
+  im.peakBuffers = im.memory->liveBytes();
   for (auto &[key, f] : im.fns)
     if (key.first >= 0 && !im.uploadParams(f, err))
       return im.fail(err, cat("rank ", im.worldRank, ": ", err));
@@ -662,6 +672,7 @@ bool PipelineRank::runStep(float step, const std::vector<const int64_t *> &token
     return false;
   }
   out.timings.push_back({-1, t0, now()});
+  out.peakBufferBytes = im.peakBuffers;
   out.stepEnd = now();
   return true;
 }

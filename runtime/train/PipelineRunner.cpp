@@ -176,7 +176,8 @@ public:
     out.lr = results[0].lr;
     std::vector<PipelineStats::Rank> record(static_cast<size_t>(N));
     for (int r = 0; r < N; ++r)
-      record[size_t(r)] = {results[size_t(r)].timings, results[size_t(r)].peakActivationBytes};
+      record[size_t(r)] = {results[size_t(r)].timings, results[size_t(r)].peakActivationBytes,
+                           results[size_t(r)].peakBufferBytes};
     stats_.steps.push_back(std::move(record));
     size_t P = st.params.size();
     if (wantGrads && tp_.hasGradients) {
@@ -695,6 +696,21 @@ bool reportPipelineRun(const TrainProgram &tp, const StepRunner &r, const std::s
     std::printf("  rank %zu: %llu B (%.0f B, %d microbatch-stages)\n", q, (unsigned long long)peak,
                 predicted.peakActivationBytes[q / size_t(perStage)],
                 predicted.peakInFlight[q / size_t(perStage)]);
+  }
+  // On a GPU: what each rank's executors allocated, and the stage tensors
+  // (PipelineBuffers) at their peak beside them.
+  std::vector<RankDeviceMemory> device = r.deviceMemoryPerRank();
+  if (!device.empty())
+    std::printf("device memory per rank, bytes (arena constants workspace communication | stage "
+                "tensors at peak | measured at creation):\n");
+  for (size_t q = 0; q < device.size(); ++q) {
+    uint64_t peak = 0;
+    for (const auto &step : stats->steps) peak = std::max(peak, step[q].peakBufferBytes);
+    const rt::DeviceMemory &m = device[q].allocated;
+    std::printf("  rank %zu: %llu %llu %llu %llu | %llu | %llu\n", q, (unsigned long long)m.arena,
+                (unsigned long long)m.constants, (unsigned long long)m.workspace,
+                (unsigned long long)m.communication, (unsigned long long)peak,
+                (unsigned long long)device[q].measured);
   }
   if (!tracePath.empty()) {
     std::FILE *f = std::fopen(tracePath.c_str(), "w");

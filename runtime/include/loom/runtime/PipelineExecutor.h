@@ -99,6 +99,10 @@ struct PipelineStepResult {
   std::vector<ActionTiming> timings;
   double stepStart = 0, stepEnd = 0;
   uint64_t peakActivationBytes = 0; // saved activations held at once
+  // Every tensor between programs (saved activations, transfers in and
+  // out, accumulators) held at once: on CUDA, device bytes beside the
+  // executors' arenas.
+  uint64_t peakBufferBytes = 0;
 };
 
 class PipelineRank {
