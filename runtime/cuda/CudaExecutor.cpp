@@ -701,6 +701,15 @@ std::unique_ptr<Executor> createCudaRankExecutor(std::shared_ptr<const Program> 
     }
     streamComm = static_cast<StreamCommunicator *>(comm);
   }
+  // A rank's program without collectives (a pipeline stage's forward with
+  // no dp/tp) still runs as that rank, through its communicator, and so
+  // without a CUDA graph: the other ranks' threads free stage buffers
+  // meanwhile (cudaFree synchronizes the device), and a device
+  // synchronization in another thread can invalidate a capture in progress.
+  if (!streamComm && comm &&
+      (std::strcmp(comm->transport(), "nccl") == 0 ||
+       std::strcmp(comm->transport(), "device-memory") == 0))
+    streamComm = static_cast<StreamCommunicator *>(comm);
   if (!cudaDeviceAvailable(err))
     return nullptr;
   auto exec = std::make_unique<CudaExecutor>(std::move(p), streamComm, rank);
