@@ -22,17 +22,8 @@ if ! declare -F report > /dev/null; then # run on its own
   standalone=1
   BUILD=${1:-build}
   cd "$(dirname "${BASH_SOURCE[0]}")/.."
-  FIX=test/fixtures
-  LOOM=$BUILD/tools/loom/loom
-  OUT=${LOOM_GPU_TEST_OUT:-$(mktemp -d)}
-  mkdir -p "$OUT"
-  [ -d "$BUILD/lib" ] && export LD_LIBRARY_PATH="$PWD/$BUILD/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-  pass=0 fail=0 skip=0
-  report() { # name status detail
-    printf '%-28s %s  %s\n' "$1" "$2" "$3"
-    case $2 in PASS) pass=$((pass + 1)) ;; FAIL) fail=$((fail + 1)) ;; *) skip=$((skip + 1)) ;; esac
-  }
-  if ! command -v nvidia-smi > /dev/null 2>&1 || ! nvidia-smi -L > /dev/null 2>&1; then
+  source scripts/gpu-test-common.sh
+  if ! have_gpu; then
     echo "gpu-test-zoo: no GPU on this machine; the zoo's checks are skipped"
     exit 0
   fi

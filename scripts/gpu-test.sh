@@ -24,8 +24,10 @@
 #    dQ with atomics, so bit-for-bit checks run on loom's kernels:
 #  - device-ranks: DeviceMemoryCommunicator.* (every collective of simulated
 #    ranks on one GPU equals the CPU's bit for bit, overlap, a failing rank,
-#    the memory check before allocating) and PointToPoint.DeviceMemory*
-#    (the pipeline's grouped send/recv between them);
+#    the memory check before allocating), PointToPoint.DeviceMemory*
+#    (the pipeline's grouped send/recv between them) and PipelineCuda.*
+#    (send/recv ordered by streams alone, programs sharing a rank's
+#    collectives, device buffers feeding the executors);
 #  - tensorboard-reader: TensorBoard's EventAccumulator reads every
 #    scalar of every step of `loom train --tensorboard` (CUDA run);
 #  - nccl-world-1: the NCCL communicator as a world of one (rendezvous,
@@ -51,20 +53,18 @@
 #    (LOOM_FOLD_CASTS=0), and the one with the gradient norm and clip left
 #    unfused (LOOM_FUSE_GRAD_CLIP=0), have exactly the same losses and grad
 #    norms as the LOOM_CUDNN=0 curve;
+#  - per model (scripts/gpu-test-pp.sh): pp-<m>-cuda, pipeline plans (pp=2
+#    and pp=4 under every schedule, pp=2 with dp_shard/tp/dp_replicate=2)
+#    as simulated ranks on the GPU, fp32, 20 steps, within 1e-5 of the
+#    one-rank CUDA run and of the CPU backend's run of each plan;
+#    pp-llama-memory, device-held activations equal the schedule's;
 #  - per zoo family (scripts/gpu-test-zoo.sh): fp32 and bf16 curves, and
 #    dp_shard=2,tp=2 on simulated ranks against one rank.
 set -uo pipefail
 BUILD=${1:-build}
 cd "$(dirname "$0")/.."
-FIX=test/fixtures
-LOOM=$BUILD/tools/loom/loom
-UNIT=$BUILD/unittests/loom-unittests
-OUT=${LOOM_GPU_TEST_OUT:-$(mktemp -d)}
-mkdir -p "$OUT"
-# A bundle carries the shared libraries its loom needs (protobuf, onnx).
-[ -d "$BUILD/lib" ] && export LD_LIBRARY_PATH="$PWD/$BUILD/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+source scripts/gpu-test-common.sh
 
-pass=0 fail=0 skip=0
 checks=(unit device-ranks nccl-world-1 tensorboard-reader)
 SPMD_PLANS="1 dp_replicate=2 dp_shard=2 tp=2 dp_replicate=2,dp_shard=2 dp_shard=2,tp=2 dp_shard=4"
 SEQPAR_PLANS="1 cp=2 cp=2,cp_rotate=ring cp=4 cp=4,cp_rotate=ring cp=2,tp=2 tp=2 tp=4"
@@ -75,10 +75,11 @@ for m in llama qwen2 gpt2; do
   checks+=("ac-$m-fp32" "ac-$m-bf16")
 done
 checks+=("ac-llama-dp_shard=2" "ac-llama-tp=2")
+checks+=(pp-llama-cuda pp-qwen2-cuda pp-gpt2-cuda pp-llama-memory)
 # The zoo (gpu-test-zoo.sh): 23 models x (fp32 curve, bf16 curve, dp_shard=2,tp=2).
 for i in $(seq 69); do checks+=("zoo-$i"); done
 
-if ! command -v nvidia-smi >/dev/null 2>&1 || ! nvidia-smi -L >/dev/null 2>&1; then
+if ! have_gpu; then
   echo "gpu-test: no GPU on this machine; the ${#checks[@]} GPU checks are skipped"
   echo "0 passed, 0 failed, ${#checks[@]} skipped"
   exit 0
@@ -88,18 +89,13 @@ for f in "$LOOM" "$UNIT"; do
 done
 nvidia-smi -L
 
-report() { # name status detail
-  printf '%-28s %s  %s\n' "$1" "$2" "$3"
-  case $2 in PASS) pass=$((pass + 1)) ;; FAIL) fail=$((fail + 1)) ;; *) skip=$((skip + 1)) ;; esac
-}
-
 if "$UNIT" --gtest_filter='CudaBackend.*:CudaMixedDtype.*:CudnnAttention.*:SequenceSharding.Cuda*:CudaFp8.*' > "$OUT/unit.log" 2>&1; then
   report unit PASS "$(grep -c '^\[       OK \]' "$OUT/unit.log") CUDA kernel tests"
 else
   report unit FAIL "see below"; grep -E 'FAILED|Failure|error|seed' "$OUT/unit.log" | head -20
 fi
 
-if "$UNIT" --gtest_filter='DeviceMemoryCommunicator.*:PointToPoint.DeviceMemory*' > "$OUT/device-ranks.log" 2>&1; then
+if "$UNIT" --gtest_filter='DeviceMemoryCommunicator.*:PointToPoint.DeviceMemory*:PipelineCuda.*' > "$OUT/device-ranks.log" 2>&1; then
   report device-ranks PASS "$(grep -c '^\[       OK \]' "$OUT/device-ranks.log") tests of simulated ranks on one GPU"
 else
   report device-ranks FAIL "see below"; grep -E 'FAILED|Failure|error' "$OUT/device-ranks.log" | head -20
@@ -238,6 +234,7 @@ for m in llama qwen2 gpt2; do
 done
 for plan in dp_shard=2 tp=2; do ac_check "ac-llama-$plan" llama bf16 $plan; done
 
+source scripts/gpu-test-pp.sh
 source scripts/gpu-test-zoo.sh
 echo "gpu-test: logs in $OUT"
 echo "$pass passed, $fail failed, $skip skipped"

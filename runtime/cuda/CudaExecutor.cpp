@@ -257,8 +257,10 @@ public:
     if (!checkIo(program_->inputs, "input", index, bytes, err))
       return false;
     if (!bytes) return true;
+    // Default, not HostToDevice: a pipeline stage passes activations that
+    // are already on the device (PipelineBuffers.h); UVA tells them apart.
     cudaError_t e = cudaMemcpyAsync(tensor(program_->inputs[index]).data, data, bytes,
-                                    cudaMemcpyHostToDevice, ctx_.stream);
+                                    cudaMemcpyDefault, ctx_.stream);
     if (e == cudaSuccess) e = cudaStreamSynchronize(ctx_.stream);
     staleCopies_.inputSet(index);
     return e == cudaSuccess || fail(err, cudaErr("copying an input to the GPU", e));
@@ -269,7 +271,7 @@ public:
       return false;
     if (!bytes) return true;
     cudaError_t e = cudaMemcpyAsync(data, tensor(program_->outputs[index]).data, bytes,
-                                    cudaMemcpyDeviceToHost, ctx_.stream);
+                                    cudaMemcpyDefault, ctx_.stream);
     if (e == cudaSuccess) e = cudaStreamSynchronize(ctx_.stream);
     return e == cudaSuccess || fail(err, cudaErr("copying an output from the GPU", e));
   }
@@ -705,6 +707,15 @@ std::unique_ptr<Executor> createCudaRankExecutor(std::shared_ptr<const Program> 
     }
     streamComm = static_cast<StreamCommunicator *>(comm);
   }
+  // A rank's program without collectives (a pipeline stage's forward with
+  // no dp/tp) still runs as that rank, through its communicator, and so
+  // without a CUDA graph: the other ranks' threads free stage buffers
+  // meanwhile (cudaFree synchronizes the device), and a device
+  // synchronization in another thread can invalidate a capture in progress.
+  if (!streamComm && comm &&
+      (std::strcmp(comm->transport(), "nccl") == 0 ||
+       std::strcmp(comm->transport(), "device-memory") == 0))
+    streamComm = static_cast<StreamCommunicator *>(comm);
   if (!cudaDeviceAvailable(err))
     return nullptr;
   auto exec = std::make_unique<CudaExecutor>(std::move(p), streamComm, rank);

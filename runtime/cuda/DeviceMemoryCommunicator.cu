@@ -36,11 +36,18 @@
 // receiver's communication stream after both ready events, and a done
 // event both sides' streams then wait on. The call returns once all of its
 // transfers are matched (NCCL's group semantics), before the bytes move.
+//
+// A rank may hold several executors (a pipeline stage's forward, backward
+// and optimizer programs), each preparing its own collectives: they get
+// consecutive slots, found by the instruction's address at enqueue. A
+// rank runs one program at a time, so join's "collectives 0..k" and
+// wait's "all of them" mean those enqueued since the rank's last wait.
 //===----------------------------------------------------------------------===//
 #include "cuda/StreamCommunicator.h"
 #include "lib/Diagnostics.h"
 #include "loom/runtime/DeviceMemoryCommunicator.h"
 
+#include <algorithm>
 #include <condition_variable>
 #include <deque>
 #include <map>
@@ -128,11 +135,12 @@ public:
       return fail(err, cat("rank ", rank, " is outside the ", worldSize(), "-rank world"));
     Rank &r = ranks_[size_t(rank)];
     cudaError_t e = cudaSuccess;
-    if (!r.comm && (e = cudaStreamCreateWithFlags(&r.comm, cudaStreamNonBlocking)) != cudaSuccess)
-      return fail(err, cudaErr("cannot create a communication stream", e));
+    if (!ensureStream(r.comm, err))
+      return fail(err, cat("cannot create a communication stream: ", err));
     for (const Instr &I : p.instrs) {
       if (!isCollectiveOp(I.op))
         continue;
+      r.slotOf[&I] = int(r.groups.size());
       std::vector<int> group = groupOf(rank, I.ints);
       if (int(group.size()) > kMaxGroup)
         return fail(err, cat("a collective group of ", group.size(), " ranks (one GPU runs at most ",
@@ -146,12 +154,21 @@ public:
       }
     }
     size_t k = r.groups.size();
-    r.source.assign(k, nullptr);
-    r.seq.assign(k, 0);
-    r.stagingBytes = cuda::collectiveStagingBytes(p);
-    if (r.stagingBytes && (e = cudaMalloc(&r.staging, r.stagingBytes)) != cudaSuccess)
-      return fail(err, cat("cannot allocate ", r.stagingBytes, " bytes of collective staging: ",
-                           cudaGetErrorString(e)));
+    r.source.resize(k, nullptr);
+    r.seq.resize(k, 0);
+    // One staging buffer serves every program of the rank (they run one
+    // at a time): the largest any of them needs.
+    uint64_t need = cuda::collectiveStagingBytes(p);
+    if (need > r.stagingBytes) {
+      if (r.staging && (e = cudaFree(r.staging)) != cudaSuccess)
+        return fail(err, cudaErr("freeing collective staging", e));
+      r.staging = nullptr;
+      r.stagingBytes = 0;
+      if ((e = cudaMalloc(&r.staging, need)) != cudaSuccess)
+        return fail(err, cat("cannot allocate ", need, " bytes of collective staging: ",
+                             cudaGetErrorString(e)));
+      r.stagingBytes = need;
+    }
     return true;
   }
 
@@ -159,8 +176,11 @@ public:
                const std::vector<int64_t> &outShape, const float *in, float *out,
                cudaStream_t stream, std::string &err) override {
     Rank &r = ranks_[size_t(rank)];
-    if (size_t(k) >= r.groups.size())
+    auto slot = r.slotOf.find(&I);
+    if (slot == r.slotOf.end())
       return fail(err, cat("collective ", k, " was not prepared"));
+    k = slot->second; // from here on, the rank's slot of the collective
+    r.runLog.push_back(k);
     const std::vector<int> &group = r.groups[size_t(k)];
     const int n = int(group.size());
     int me = 0;
@@ -269,7 +289,9 @@ public:
 
   bool join(int rank, int k, cudaStream_t stream, std::string &err) override {
     Rank &r = ranks_[size_t(rank)];
-    for (int j = r.joined + 1; j <= k; ++j) {
+    k = std::min(k, int(r.runLog.size()) - 1);
+    for (int n = r.joined + 1; n <= k; ++n) {
+      int j = r.runLog[size_t(n)];
       const std::vector<int> &group = r.groups[size_t(j)];
       int64_t want = r.seq[size_t(j)];
       {
@@ -287,16 +309,17 @@ public:
         if (cudaError_t e = cudaStreamWaitEvent(stream, ranks_[size_t(g)].done[size_t(j)], 0);
             e != cudaSuccess)
           return failAndAbort(rank, err, cudaErr("joining a collective", e));
-      r.joined = j;
+      r.joined = n;
     }
     return true;
   }
 
   bool wait(int rank, cudaStream_t stream, std::string &err) override {
     Rank &r = ranks_[size_t(rank)];
-    if (!join(rank, int(r.groups.size()) - 1, stream, err))
+    if (!join(rank, int(r.runLog.size()) - 1, stream, err))
       return false;
     r.joined = -1; // the next run starts joining from its first collective
+    r.runLog.clear();
     cudaError_t e = cudaStreamSynchronize(stream);
     if (e != cudaSuccess)
       return failAndAbort(rank, err, cudaErr("the GPU stream failed", e));
@@ -313,8 +336,8 @@ public:
                              "-rank world"));
     Rank &r = ranks_[size_t(rank)];
     cudaError_t e = cudaSuccess;
-    if (!r.comm && (e = cudaStreamCreateWithFlags(&r.comm, cudaStreamNonBlocking)) != cudaSuccess)
-      return failAndAbort(rank, err, cudaErr("cannot create a communication stream", e));
+    if (!ensureStream(r.comm, err))
+      return failAndAbort(rank, err, cat("cannot create a communication stream: ", err));
     // What this call sends is written and what it receives is free once
     // `stream` reaches here.
     cudaEvent_t raw = nullptr;
@@ -367,8 +390,8 @@ public:
       return fail(err, cat("rank ", rank, " is outside the ", worldSize(), "-rank world"));
     Rank &r = ranks_[size_t(rank)];
     cudaError_t e = cudaSuccess;
-    if (!r.host && (e = cudaStreamCreateWithFlags(&r.host, cudaStreamNonBlocking)) != cudaSuccess)
-      return failAndAbort(rank, err, cudaErr("cannot create a stream for host transfers", e));
+    if (!ensureStream(r.host, err))
+      return failAndAbort(rank, err, cat("cannot create a stream for host transfers: ", err));
     if (!enqueueSendRecv(rank, ops, r.host, err))
       return false;
     if ((e = cudaStreamSynchronize(r.host)) != cudaSuccess)
@@ -409,6 +432,16 @@ private:
     std::shared_ptr<CUevent_st> *done = nullptr; // set when matched (in the call's frame)
   };
 
+  /// Creates `s` once: a pipeline rank's senders (one thread per peer) and
+  /// its receiving thread may reach here together.
+  bool ensureStream(cudaStream_t &s, std::string &err) {
+    std::lock_guard<std::mutex> lock(streamsMutex_);
+    cudaError_t e = s ? cudaSuccess : cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);
+    if (e != cudaSuccess)
+      err = cudaGetErrorString(e);
+    return e == cudaSuccess;
+  }
+
   static std::shared_ptr<CUevent_st> sharedEvent(cudaEvent_t e) {
     return std::shared_ptr<CUevent_st>(e, [](cudaEvent_t x) { cudaEventDestroy(x); });
   }
@@ -446,13 +479,15 @@ private:
   struct Rank {
     cudaStream_t comm = nullptr;
     cudaStream_t host = nullptr; // sendRecv's own stream
+    std::map<const Instr *, int> slotOf;    // every prepared program's collectives
+    std::vector<int> runLog;                // slots enqueued since the last wait
     std::vector<std::vector<int>> groups;   // per collective: the group, rank order
     std::vector<char> staged;               // per collective: through staging
     std::vector<cudaEvent_t> ready, done;   // per collective
     std::vector<const float *> source;      // per collective: what peers read
     std::vector<int64_t> seq;               // per collective: its `arrived` count
     int64_t arrived = 0, recorded = 0;      // collectives enqueued / done recorded
-    int joined = -1;                        // collectives joined this run
+    int joined = -1;                        // runLog entries joined this run
     void *staging = nullptr;
     uint64_t stagingBytes = 0;
   };
@@ -471,6 +506,7 @@ private:
   std::map<std::pair<int, int>, std::deque<Posted>> sends_, recvs_; // per (from, to)
   std::map<std::pair<int, int>, uint64_t> matched_;
   mutable std::mutex m_;
+  std::mutex streamsMutex_;
   std::condition_variable cv_;
   bool aborted_ = false;
   std::string abortWhy_;

@@ -116,13 +116,19 @@ public:
         groups_[mask] = c;
       }
     }
-    scratchBytes_ = cuda::collectiveStagingBytes(p);
-    if (scratchBytes_) {
-      if (cudaError_t e = cudaMalloc(&scratch_, scratchBytes_); e != cudaSuccess) {
-        err = cat("cannot allocate ", scratchBytes_, " bytes of collective scratch: ",
-                  cudaGetErrorString(e));
+    // A pipeline rank prepares one program per stage and phase; they run
+    // one at a time, so one scratch buffer, the largest, serves them all.
+    uint64_t need = cuda::collectiveStagingBytes(p);
+    if (need > scratchBytes_) {
+      if (scratch_)
+        cudaFree(scratch_);
+      scratch_ = nullptr;
+      scratchBytes_ = 0;
+      if (cudaError_t e = cudaMalloc(&scratch_, need); e != cudaSuccess) {
+        err = cat("cannot allocate ", need, " bytes of collective scratch: ", cudaGetErrorString(e));
         return false;
       }
+      scratchBytes_ = need;
     }
     return true;
   }

@@ -5,9 +5,12 @@
 //===----------------------------------------------------------------------===//
 #include "loom/runtime/PipelineExecutor.h"
 #include "lib/Diagnostics.h"
+#include "loom/runtime/PipelineBuffers.h"
 
+#include <algorithm>
 #include <array>
 #include <condition_variable>
+#include <cstdlib>
 #include <cstring>
 #include <deque>
 #include <map>
@@ -46,7 +49,68 @@ const PipelineFunction *PipelineProgram::optimizerOf(int ppRank) const {
 
 namespace {
 
-using Bytes = std::vector<char>;
+/// Host buffers for the CPU backend: zeroed, as the vectors they replace.
+class HostBuffers : public PipelineBuffers {
+public:
+  void *allocate(size_t bytes, std::string &) override {
+    std::lock_guard<std::mutex> lock(m_);
+    live_ += bytes;
+    void *p = std::calloc(std::max<size_t>(bytes, 1), 1);
+    sizes_[p] = bytes;
+    return p;
+  }
+  void release(void *data) override {
+    std::lock_guard<std::mutex> lock(m_);
+    live_ -= sizes_[data];
+    sizes_.erase(data);
+    std::free(data);
+  }
+
+private:
+  std::mutex m_;
+  std::map<void *, size_t> sizes_;
+};
+
+} // namespace
+
+std::unique_ptr<PipelineBuffers> createPipelineBuffers(const std::string &backend,
+                                                       std::string &err) {
+  if (backend == "cpu")
+    return std::make_unique<HostBuffers>();
+#ifdef LOOM_HAVE_CUDA
+  if (backend == "cuda")
+    return createCudaPipelineBuffers();
+#endif
+  err = "pipeline plans run on the cpu or cuda backend, not '" + backend + "'";
+  return nullptr;
+}
+
+namespace {
+
+/// One tensor between a rank's programs, in its PipelineBuffers (host or
+/// device memory); shared by whoever still needs it (a queued send), and
+/// released when the last of them lets go.
+class Bytes {
+public:
+  Bytes() = default;
+  bool empty() const { return !ptr_; }
+  char *data() const { return static_cast<char *>(ptr_.get()); }
+  size_t size() const { return size_; }
+  /// Replaces the contents with `bytes` zeroed bytes of `mem`.
+  bool allocate(PipelineBuffers &mem, size_t bytes, std::string &err) {
+    void *p = mem.allocate(bytes, err);
+    if (!p)
+      return false;
+    ptr_ = std::shared_ptr<void>(p, [&mem](void *q) { mem.release(q); });
+    size_ = bytes;
+    return true;
+  }
+
+private:
+  std::shared_ptr<void> ptr_;
+  size_t size_ = 0;
+};
+
 using Clock = std::chrono::steady_clock;
 
 /// Sends to one peer in posting order, in the background: a schedule's
@@ -126,6 +190,8 @@ using Box = std::tuple<int, int, int>;
 struct PipelineRank::Impl {
   std::shared_ptr<const PipelineProgram> prog;
   Communicator *comm = nullptr;
+  // Declared before every member holding Bytes, so it outlives them.
+  std::unique_ptr<PipelineBuffers> memory;
   int worldRank = 0, ppRank = 0, inner = 0;
   std::map<std::pair<int, PipePhase>, Fn> fns; // (stage, phase); the optimizer at stage -1
   std::map<size_t, std::array<std::vector<float>, 3>> state;
@@ -135,6 +201,15 @@ struct PipelineRank::Impl {
   std::map<Box, std::map<int64_t, Bytes>> inbox, outbox;
   std::map<int, std::unique_ptr<Sender>> senders;
   uint64_t heldBytes = 0;
+  uint64_t peakBuffers = 0; // memory->liveBytes() at its highest this step
+
+  /// `b` = `bytes` zeroed bytes of this rank's memory.
+  bool allocate(Bytes &b, size_t bytes, std::string &err) {
+    if (!b.allocate(*memory, bytes, err))
+      return false;
+    peakBuffers = std::max(peakBuffers, memory->liveBytes());
+    return true;
+  }
 
   int worldOf(int ppPeer) const { return ppPeer * prog->ranksPerStage + inner; }
   Fn *fn(int stage, PipePhase phase) {
@@ -231,8 +306,8 @@ struct PipelineRank::Impl {
       }
       case PipeRole::Accumulator: {
         Bytes &b = acc[s.index];
-        if (b.empty())
-          b.assign(bytesOf(*f, false, k), 0);
+        if (b.empty() && !allocate(b, bytesOf(*f, false, k), err))
+          return false;
         if (!input(k, b))
           return false;
         break;
@@ -246,8 +321,21 @@ struct PipelineRank::Impl {
       return false;
     for (size_t k = 0; k < f->f->outputs.size(); ++k) {
       const PipeSlot &s = f->f->outputs[k];
-      Bytes b(bytesOf(*f, true, k));
-      if (!f->exec->getOutput(k, b.data(), b.size(), err))
+      float scalar = 0; // Loss, ActSumSq: straight to the host
+      Bytes b;
+      bool kept = s.role == PipeRole::Saved || s.role == PipeRole::Stash ||
+                  s.role == PipeRole::Accumulator || s.role == PipeRole::Send;
+      bool scalarOut = s.role == PipeRole::Loss || s.role == PipeRole::ActSumSq;
+      if (scalarOut && bytesOf(*f, true, k) != 4) {
+        err = cat("output ", k, " of ", pipePhaseName(phase), " stage ", st, " (a scalar) has ",
+                  bytesOf(*f, true, k), " bytes");
+        return false;
+      }
+      if (kept && !allocate(b, bytesOf(*f, true, k), err))
+        return false;
+      if ((kept || scalarOut) &&
+          !f->exec->getOutput(k, kept ? static_cast<void *>(b.data()) : &scalar,
+                              kept ? b.size() : 4, err))
         return false;
       switch (s.role) {
       case PipeRole::Saved:
@@ -258,15 +346,11 @@ struct PipelineRank::Impl {
       case PipeRole::Accumulator:
         acc[s.index] = std::move(b);
         break;
-      case PipeRole::Loss: {
-        float v;
-        std::memcpy(&v, b.data(), 4);
-        out.losses[size_t(i)] = v;
+      case PipeRole::Loss:
+        out.losses[size_t(i)] = scalar;
         break;
-      }
       case PipeRole::ActSumSq: {
-        float v;
-        std::memcpy(&v, b.data(), 4);
+        float v = scalar;
         if (out.actSumSq.size() <= size_t(s.index)) {
           out.actSumSq.resize(size_t(s.index) + 1, 0);
           out.hasActSumSq.resize(size_t(s.index) + 1, false);
@@ -327,7 +411,8 @@ struct PipelineRank::Impl {
         if (s.role != PipeRole::Recv || s.transfer != kind)
           continue;
         Bytes &b = box[s.index];
-        b.assign(bytesOf(*reader, false, k), 0);
+        if (!allocate(b, bytesOf(*reader, false, k), err))
+          return false;
         ops.push_back(P2POp::recvFrom(from, b.data(), b.size()));
       }
     }
@@ -363,7 +448,8 @@ struct PipelineRank::Impl {
       const PipeSlot &s = f->f->inputs[k];
       if (s.role == PipeRole::Recv) {
         Bytes &b = received[s.index];
-        b.assign(bytesOf(*f, false, k), 0);
+        if (!allocate(b, bytesOf(*f, false, k), err))
+          return false;
         ops.push_back(P2POp::recvFrom(worldOf(int(s.peer)), b.data(), b.size()));
       }
     }
@@ -372,8 +458,8 @@ struct PipelineRank::Impl {
       if (s.role != PipeRole::Send)
         continue;
       Bytes &b = acc[s.index];
-      if (b.empty())
-        b.assign(bytesOf(*f, true, k), 0);
+      if (b.empty() && !allocate(b, bytesOf(*f, true, k), err))
+        return false;
       ops.push_back(P2POp::sendTo(worldOf(int(s.peer)), b.data(), b.size()));
     }
     if (!ops.empty() && !comm->sendRecv(worldRank, ops, err))
@@ -387,8 +473,8 @@ struct PipelineRank::Impl {
         ok = f->exec->setInput(k, &stepValue, 4, err);
       } else if (s.role == PipeRole::Accumulator || s.role == PipeRole::Recv) {
         Bytes &b = s.role == PipeRole::Recv ? received[s.index] : acc[s.index];
-        if (b.empty())
-          b.assign(bytesOf(*f, false, k), 0);
+        if (b.empty() && !allocate(b, bytesOf(*f, false, k), err))
+          return false;
         ok = f->exec->setInput(k, b.data(), b.size(), err);
       }
       if (!ok)
@@ -434,14 +520,13 @@ std::unique_ptr<PipelineRank> PipelineRank::create(std::shared_ptr<const Pipelin
                                                    int worldRank, Communicator *comm,
                                                    const std::string &backend, int threads,
                                                    std::string &err) {
-  if (backend != "cpu") {
-    err = "pipeline plans run on the cpu backend (stage programs exchange host buffers); '" +
-          backend + "' is not supported for pp > 1 yet";
+  std::unique_ptr<PipelineBuffers> memory = createPipelineBuffers(backend, err);
+  if (!memory)
     return nullptr;
-  }
   std::unique_ptr<PipelineRank> r(new PipelineRank());
   r->impl_ = std::make_unique<Impl>();
   Impl &im = *r->impl_;
+  im.memory = std::move(memory);
   im.prog = p;
   im.comm = comm;
   im.worldRank = r->worldRank_ = worldRank;
@@ -471,6 +556,18 @@ std::unique_ptr<PipelineRank> PipelineRank::create(std::shared_ptr<const Pipelin
     for (auto &v : im.state[size_t(s.index)]) v.assign(n, 0.0f);
   }
   return r;
+}
+
+DeviceMemory PipelineRank::deviceMemory() const {
+  DeviceMemory sum;
+  for (const auto &[key, f] : impl_->fns) {
+    DeviceMemory m = f.exec->deviceMemory();
+    sum.arena += m.arena;
+    sum.constants += m.constants;
+    sum.workspace += m.workspace;
+    sum.communication = std::max(sum.communication, m.communication);
+  }
+  return sum;
 }
 
 size_t PipelineRank::stateElements(size_t index) const {
@@ -528,6 +625,7 @@ bool PipelineRank::runStep(float step, const std::vector<const int64_t *> &token
   out.losses.assign(size_t(s.microbatches), 0.0f);
   out.stepStart = now();
   im.heldBytes = 0;
+  im.peakBuffers = im.memory->liveBytes();
   for (auto &[key, f] : im.fns)
     if (key.first >= 0 && !im.uploadParams(f, err))
       return im.fail(err, cat("rank ", im.worldRank, ": ", err));
@@ -574,6 +672,7 @@ bool PipelineRank::runStep(float step, const std::vector<const int64_t *> &token
     return false;
   }
   out.timings.push_back({-1, t0, now()});
+  out.peakBufferBytes = im.peakBuffers;
   out.stepEnd = now();
   return true;
 }

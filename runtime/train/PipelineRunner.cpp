@@ -105,9 +105,11 @@ protected:
 
 class SimulatedPipelineRunner : public PipelineRunnerBase {
 public:
-  SimulatedPipelineRunner(const TrainProgram &tp, std::unique_ptr<rt::InProcessCommunicator> comm,
-                          std::vector<std::unique_ptr<rt::PipelineRank>> ranks)
-      : PipelineRunnerBase(tp), comm_(std::move(comm)), ranks_(std::move(ranks)) {}
+  SimulatedPipelineRunner(const TrainProgram &tp, std::unique_ptr<rt::Communicator> comm,
+                          std::vector<std::unique_ptr<rt::PipelineRank>> ranks,
+                          std::vector<uint64_t> measured = {})
+      : PipelineRunnerBase(tp), comm_(std::move(comm)), ranks_(std::move(ranks)),
+        measured_(std::move(measured)) {}
 
   ~SimulatedPipelineRunner() override {
     ranks_.clear();
@@ -141,6 +143,8 @@ public:
     std::vector<char> ok(static_cast<size_t>(N), 1);
     auto epoch = Clock::time_point();
     std::vector<std::thread> threads;
+    std::mutex firstMutex;
+    std::string first; // the first failure, for communicators that keep no reason
     for (int r = 0; r < N; ++r)
       threads.emplace_back([&, r] {
         std::vector<std::vector<int64_t>> tokens, targets;
@@ -148,12 +152,19 @@ public:
         if (!ranks_[size_t(r)]->runStep(float(s), pointers(tokens), pointers(targets), epoch,
                                         results[size_t(r)], errs[size_t(r)])) {
           ok[size_t(r)] = 0;
-          comm_->abort("rank " + std::to_string(r) + " failed: " + errs[size_t(r)]);
+          std::string why = "rank " + std::to_string(r) + " failed: " + errs[size_t(r)];
+          {
+            std::lock_guard<std::mutex> lock(firstMutex);
+            if (first.empty())
+              first = why;
+          }
+          comm_->abort(why);
         }
       });
     for (std::thread &t : threads) t.join();
     if (std::find(ok.begin(), ok.end(), 0) != ok.end()) {
-      err = comm_->abortReason();
+      auto *inProcess = dynamic_cast<rt::InProcessCommunicator *>(comm_.get());
+      err = inProcess ? inProcess->abortReason() : first;
       return false;
     }
     stale_ = true;
@@ -165,7 +176,8 @@ public:
     out.lr = results[0].lr;
     std::vector<PipelineStats::Rank> record(static_cast<size_t>(N));
     for (int r = 0; r < N; ++r)
-      record[size_t(r)] = {results[size_t(r)].timings, results[size_t(r)].peakActivationBytes};
+      record[size_t(r)] = {results[size_t(r)].timings, results[size_t(r)].peakActivationBytes,
+                           results[size_t(r)].peakBufferBytes};
     stats_.steps.push_back(std::move(record));
     size_t P = st.params.size();
     if (wantGrads && tp_.hasGradients) {
@@ -227,8 +239,18 @@ private:
     });
   }
 
-  std::unique_ptr<rt::InProcessCommunicator> comm_;
+  std::vector<RankDeviceMemory> deviceMemoryPerRank() const override {
+    std::vector<RankDeviceMemory> v;
+    if (measured_.empty())
+      return v; // host memory: nothing allocated on a device
+    for (size_t r = 0; r < ranks_.size(); ++r)
+      v.push_back({ranks_[r]->deviceMemory(), measured_[r]});
+    return v;
+  }
+
+  std::unique_ptr<rt::Communicator> comm_;
   std::vector<std::unique_ptr<rt::PipelineRank>> ranks_;
+  std::vector<uint64_t> measured_; // per rank, on a GPU: what creating it took
   bool uploaded_ = false, stale_ = false;
 };
 
@@ -435,11 +457,22 @@ private:
   bool uploaded_ = false, stale_ = false, peerFailed_ = false;
 };
 
+/// Every rank of a pipeline plan on the one GPU (DevicePipelineRanks).
+std::unique_ptr<StepRunner> createDevicePipelineRunner(const TrainProgram &tp, std::string &err) {
+  rt::DevicePipelineRanks world;
+  if (!rt::createDevicePipelineRanks(tp.pipeline, world, err))
+    return nullptr;
+  return std::make_unique<SimulatedPipelineRunner>(tp, std::move(world.comm), std::move(world.ranks),
+                                                   std::move(world.measured));
+}
+
 } // namespace
 
 std::unique_ptr<StepRunner> createPipelineRunner(const TrainProgram &tp, int threads,
                                                  const std::string &backend, std::string &err) {
   int N = tp.worldSize();
+  if (backend == "cuda")
+    return createDevicePipelineRunner(tp, err);
   auto comm = std::make_unique<rt::InProcessCommunicator>(N);
   int hw = std::max(1, int(std::thread::hardware_concurrency()));
   int perRank = std::max(1, (threads > 0 ? threads : hw) / N);
@@ -663,6 +696,21 @@ bool reportPipelineRun(const TrainProgram &tp, const StepRunner &r, const std::s
     std::printf("  rank %zu: %llu B (%.0f B, %d microbatch-stages)\n", q, (unsigned long long)peak,
                 predicted.peakActivationBytes[q / size_t(perStage)],
                 predicted.peakInFlight[q / size_t(perStage)]);
+  }
+  // On a GPU: what each rank's executors allocated, and the stage tensors
+  // (PipelineBuffers) at their peak beside them.
+  std::vector<RankDeviceMemory> device = r.deviceMemoryPerRank();
+  if (!device.empty())
+    std::printf("device memory per rank, bytes (arena constants workspace communication | stage "
+                "tensors at peak | measured at creation):\n");
+  for (size_t q = 0; q < device.size(); ++q) {
+    uint64_t peak = 0;
+    for (const auto &step : stats->steps) peak = std::max(peak, step[q].peakBufferBytes);
+    const rt::DeviceMemory &m = device[q].allocated;
+    std::printf("  rank %zu: %llu %llu %llu %llu | %llu | %llu\n", q, (unsigned long long)m.arena,
+                (unsigned long long)m.constants, (unsigned long long)m.workspace,
+                (unsigned long long)m.communication, (unsigned long long)peak,
+                (unsigned long long)device[q].measured);
   }
   if (!tracePath.empty()) {
     std::FILE *f = std::fopen(tracePath.c_str(), "w");

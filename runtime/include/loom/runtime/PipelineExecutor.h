@@ -19,9 +19,11 @@
 // that two ranks hold and running the optimizer once.
 //
 // Simulated ranks run one PipelineRank per rank on threads over an
-// InProcessCommunicator; one process per rank runs one over a
-// SocketCommunicator. Host buffers carry everything between programs, so
-// this runs on the CPU backend (a GPU rank would keep them on the device).
+// InProcessCommunicator (cpu) or, all on one GPU, the device-memory
+// communicator (cuda); one process per rank runs one over a
+// SocketCommunicator (cpu) or NCCL (cuda). What lives between programs
+// is in the backend's memory (PipelineBuffers.h): host buffers on the
+// CPU, device buffers on a GPU.
 //===----------------------------------------------------------------------===//
 #ifndef LOOM_RUNTIME_PIPELINEEXECUTOR_H
 #define LOOM_RUNTIME_PIPELINEEXECUTOR_H
@@ -97,6 +99,10 @@ struct PipelineStepResult {
   std::vector<ActionTiming> timings;
   double stepStart = 0, stepEnd = 0;
   uint64_t peakActivationBytes = 0; // saved activations held at once
+  // Every tensor between programs (saved activations, transfers in and
+  // out, accumulators) held at once: on CUDA, device bytes beside the
+  // executors' arenas.
+  uint64_t peakBufferBytes = 0;
 };
 
 class PipelineRank {
@@ -125,6 +131,11 @@ public:
   /// Bytes one value of each kind takes on this rank (its piece).
   size_t stateElements(size_t index) const;
 
+  /// Device memory this rank's executors allocated (all zero on the CPU):
+  /// the sum over its programs, the communicator's staging once (one
+  /// buffer serves them all).
+  DeviceMemory deviceMemory() const;
+
   /// Runs one step. `tokens` / `targets` are this rank's rows of each
   /// microbatch (read by the first / last stage only). `epoch` is when
   /// timings count from.
@@ -140,6 +151,20 @@ private:
   int worldRank_ = 0, ppRank_ = 0;
   std::vector<size_t> params_;
 };
+
+/// Every rank of a pipeline plan on the current GPU, one thread each: the
+/// ranks, their device-memory communicator (DeviceMemoryCommunicator.h)
+/// and what creating each rank took from the device (cudaMemGetInfo).
+struct DevicePipelineRanks {
+  std::unique_ptr<Communicator> comm;
+  std::vector<std::unique_ptr<PipelineRank>> ranks;
+  std::vector<uint64_t> measured;
+};
+/// Refuses in one line, before allocating anything, a plan whose ranks'
+/// programs together do not fit the GPU's free memory; false with `err`
+/// also when loom was built without CUDA or no GPU is usable.
+bool createDevicePipelineRanks(std::shared_ptr<const PipelineProgram> p, DevicePipelineRanks &out,
+                               std::string &err);
 
 } // namespace loom::rt
 

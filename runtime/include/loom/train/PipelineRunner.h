@@ -41,6 +41,7 @@ struct PipelineStats {
   struct Rank {
     std::vector<rt::ActionTiming> timings; // seconds on the host's steady clock
     uint64_t peakActivationBytes = 0;
+    uint64_t peakBufferBytes = 0; // simulated ranks only (PipelineStepResult)
   };
   std::vector<std::vector<Rank>> steps; // [step][world rank]
 };
