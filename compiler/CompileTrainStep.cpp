@@ -12,6 +12,7 @@
 #include "ir/LoomOps.h"
 #include "ir/Sharding.h"
 #include "passes/PatternUtils.h"
+#include "passes/ParallelismRefusal.h"
 #include "passes/Passes.h"
 
 #include "mlir/IR/Diagnostics.h"
@@ -102,50 +103,12 @@ bool rowsPerRank(int64_t batch, const TrainOptions &o, int64_t &rows, PipelineLa
   return true;
 }
 
-} // namespace
-
-bool compileTrainStep(const std::string &path, int64_t batch, int64_t seq,
-                      const TrainOptions &o, TrainProgram &out, std::string &err,
-                      const std::function<void(mlir::ModuleOp)> &inspectStep) {
-  int64_t rows = 0;
-  PipelineLayout layout;
-  if (!rowsPerRank(batch, o, rows, layout, err))
-    return false;
-  // Sequence parallelism and the vocabulary-parallel loss are on by
-  // default with tp; a model whose attention or head tp does not split
-  // refuses them. Left to their defaults, the step is built again without
-  // the one refused (each at most once), and the program says so.
-  TrainOptions opts = o;
-  std::vector<std::string> notes;
-  for (;;) {
-    mlir::MLIRContext ctx;
-    // Static shapes: each rank's step is built for its own rows.
-    auto module = importModel(ctx, path, rows, seq, opts.weightsAsShapes, err);
-    if (!module)
-      return false;
-    if (compileImportedTrainStep(*module, path, batch, seq, opts, out, err, inspectStep)) {
-      out.notes.insert(out.notes.end(), notes.begin(), notes.end());
-      return true;
-    }
-    bool sp = opts.tpSpDefaulted && err.find("sequence parallelism:") != std::string::npos;
-    bool loss = opts.lossParallelDefaulted && err.find("loss parallelism:") != std::string::npos;
-    if (!sp && !loss)
-      return false;
-    std::string why = err.substr(err.find(sp ? "sequence parallelism:" : "loss parallelism:"));
-    while (!why.empty() && (why.back() == ';' || why.back() == ' ')) why.pop_back();
-    (sp ? opts.tpSp : opts.lossParallel) = false;
-    (sp ? opts.tpSpDefaulted : opts.lossParallelDefaulted) = false;
-    notes.push_back(std::string(sp ? "tp_sp" : "loss_parallel") + "=off for this model (" + why +
-                    "); the plan's default, say " + (sp ? "tp_sp" : "loss_parallel") +
-                    "=on to require it");
-    err.clear();
-  }
-}
-
-bool compileImportedTrainStep(mlir::ModuleOp module, const std::string &path, int64_t batch,
-                              int64_t seq, const TrainOptions &o, TrainProgram &out,
-                              std::string &err,
-                              const std::function<void(mlir::ModuleOp)> &inspectStep) {
+/// compileImportedTrainStep; the sp and vocabulary-parallel passes record
+/// into `refusal` (may be null) when the model refuses their feature.
+bool compileImported(mlir::ModuleOp module, const std::string &path, int64_t batch, int64_t seq,
+                     const TrainOptions &o, TrainProgram &out, std::string &err,
+                     const std::function<void(mlir::ModuleOp)> &inspectStep,
+                     ParallelismRefusal *refusal) {
   int64_t rows = 0;
   PipelineLayout layout;
   if (!rowsPerRank(batch, o, rows, layout, err) || !checkTokens(module, path, rows, seq, err))
@@ -207,6 +170,7 @@ bool compileImportedTrainStep(mlir::ModuleOp module, const std::string &path, in
   spmd.cpRotate = o.cpRotate;
   spmd.sequenceParallel = o.tpSp;
   spmd.lossParallel = o.lossParallel;
+  spmd.refusal = refusal;
   spmd.fp8 = o.fp8;
   spmd.fp8LmHead = o.fp8LmHead;
   // The same bits with or without the fused clipping; LOOM_FUSE_GRAD_CLIP=0
@@ -286,6 +250,53 @@ bool compileImportedTrainStep(mlir::ModuleOp module, const std::string &path, in
       out.recomputedOps.push_back(op->getName().stripDialect().str());
   });
   return true;
+}
+
+} // namespace
+
+bool compileTrainStep(const std::string &path, int64_t batch, int64_t seq,
+                      const TrainOptions &o, TrainProgram &out, std::string &err,
+                      const std::function<void(mlir::ModuleOp)> &inspectStep) {
+  int64_t rows = 0;
+  PipelineLayout layout;
+  if (!rowsPerRank(batch, o, rows, layout, err))
+    return false;
+  // Sequence parallelism and the vocabulary-parallel loss are on by
+  // default with tp; a model whose attention or head tp does not split
+  // refuses them (the pass records which: ParallelismRefusal.h). Left to
+  // their defaults, the step is built again without the one refused (each
+  // at most once), and the program says so.
+  TrainOptions opts = o;
+  std::vector<std::string> notes;
+  for (;;) {
+    mlir::MLIRContext ctx;
+    // Static shapes: each rank's step is built for its own rows.
+    auto module = importModel(ctx, path, rows, seq, opts.weightsAsShapes, err);
+    if (!module)
+      return false;
+    ParallelismRefusal refusal;
+    if (compileImported(*module, path, batch, seq, opts, out, err, inspectStep, &refusal)) {
+      out.notes.insert(out.notes.end(), notes.begin(), notes.end());
+      return true;
+    }
+    bool sp = opts.tpSpDefaulted && refusal.feature == RefusedParallelism::Sequence;
+    bool loss = opts.lossParallelDefaulted && refusal.feature == RefusedParallelism::Loss;
+    if (!sp && !loss)
+      return false;
+    (sp ? opts.tpSp : opts.lossParallel) = false;
+    (sp ? opts.tpSpDefaulted : opts.lossParallelDefaulted) = false;
+    notes.push_back(std::string(sp ? "tp_sp" : "loss_parallel") + "=off for this model (" +
+                    refusal.reason + "); the plan's default, say " +
+                    (sp ? "tp_sp" : "loss_parallel") + "=on to require it");
+    err.clear();
+  }
+}
+
+bool compileImportedTrainStep(mlir::ModuleOp module, const std::string &path, int64_t batch,
+                              int64_t seq, const TrainOptions &o, TrainProgram &out,
+                              std::string &err,
+                              const std::function<void(mlir::ModuleOp)> &inspectStep) {
+  return compileImported(module, path, batch, seq, o, out, err, inspectStep, nullptr);
 }
 
 } // namespace loom::compiler

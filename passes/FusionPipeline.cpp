@@ -4,6 +4,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "passes/Passes.h"
+#include "passes/ParallelismRefusal.h"
 #include "passes/PatternUtils.h"
 
 #include "mlir/Pass/PassRegistry.h"
@@ -64,7 +65,7 @@ void buildSpmdTrainStep(mlir::OpPassManager &pm, const SpmdStepOptions &o) {
   if (vocab) {
     ShardVocabParallelOptions vo;
     vo.tp = o.tp;
-    pm.addPass(createShardVocabParallel(vo));
+    pm.addPass(createShardVocabParallel(vo, o.refusal));
   }
   if (o.cp > 1) {
     ShardContextParallelOptions co;
@@ -75,7 +76,7 @@ void buildSpmdTrainStep(mlir::OpPassManager &pm, const SpmdStepOptions &o) {
   if (sp) {
     ShardSequenceParallelOptions so;
     so.tp = o.tp;
-    pm.addPass(createShardSequenceParallel(so));
+    pm.addPass(createShardSequenceParallel(so, o.refusal));
   }
   // After the sharding passes: fp8 sees each rank's local products (the
   // vocabulary split's head shard included), before autodiff.

@@ -16,6 +16,8 @@
 
 namespace loom {
 
+struct ParallelismRefusal; // ParallelismRefusal.h
+
 #define GEN_PASS_DECL
 #include "passes/Passes.h.inc"
 
@@ -52,6 +54,9 @@ struct SpmdStepOptions {
   int64_t cp = 1;
   std::string cpRotate = "allgather";
   bool sequenceParallel = false, lossParallel = false;
+  // Where the sp and vocabulary-parallel passes record that the model
+  // refused them (may be null).
+  ParallelismRefusal *refusal = nullptr;
   // fp8 training (issue 17): "" (off), "tensorwise" or "rowwise": linear
   // layers' products on fp8 operands (loom-fp8-linears), the output head
   // too with fp8LmHead.

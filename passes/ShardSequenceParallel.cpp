@@ -23,6 +23,7 @@
 // collective, so that each rank's rows are positions, not whole sequences.
 //===----------------------------------------------------------------------===//
 #include "passes/Passes.h"
+#include "passes/ParallelismRefusal.h"
 #include "passes/PatternUtils.h"
 #include "passes/SequenceSharding.h"
 
@@ -43,6 +44,9 @@ bool overTpOnly(ArrayAttr axes) {
 
 struct ShardSequenceParallelPass : impl::ShardSequenceParallelBase<ShardSequenceParallelPass> {
   using Base::Base;
+  ShardSequenceParallelPass(const ShardSequenceParallelOptions &o, ParallelismRefusal *r)
+      : Base(o), refusal(r) {}
+  ParallelismRefusal *refusal = nullptr; // where a refusal is recorded (may be null)
 
   void runOnOperation() override {
     ModuleOp module = getOperation();
@@ -61,19 +65,25 @@ struct ShardSequenceParallelPass : impl::ShardSequenceParallelBase<ShardSequence
                        "same tp");
       return signalPassFailure();
     }
+    // From here on, a failure is the model refusing sp.
+    RefusalRecorder recorder(ctx, refusal, RefusedParallelism::Sequence);
+    auto refuse = [&] {
+      recorder.refused();
+      signalPassFailure();
+    };
     Value tokens = fwd.getArgument(0);
     int64_t T = tensorType(tokens).getDimSize(1); // this cp rank's tokens
     if (T % tp) {
       fwd.emitError() << "sequence parallelism: the sequence of " << T
                       << (mesh.getCp() > 1 ? " tokens per cp rank" : " tokens")
                       << " does not divide by tp=" << int64_t(tp);
-      return signalPassFailure();
+      return refuse();
     }
     // Where the sequence is in every value.
     SequenceRegion all;
     if (failed(followSequence(fwd, T, {{tokens, 1}}, [](OpOperand &) { return false; },
                               /*allowAttention=*/true, "sequence parallelism", all)))
-      return signalPassFailure();
+      return refuse();
     SmallVector<CopyToParallelOp> entries;
     SmallVector<AllReduceOp> exits;
     fwd.walk([&](Operation *op) {
@@ -87,7 +97,7 @@ struct ShardSequenceParallelPass : impl::ShardSequenceParallelBase<ShardSequence
     });
     if (entries.empty()) {
       fwd.emitError("sequence parallelism: tensor parallelism split no layer to gather into");
-      return signalPassFailure();
+      return refuse();
     }
     ArrayAttr tpAxis = meshAxes(ctx, {MeshAxis::tp});
     // Collectives along the sequence, typed whole for now: the region's
@@ -125,7 +135,7 @@ struct ShardSequenceParallelPass : impl::ShardSequenceParallelBase<ShardSequence
     if (failed(followSequence(
             fwd, T, seeds, [&](OpOperand &use) { return gathers.contains(use.getOwner()); },
             /*allowAttention=*/false, "sequence parallelism", region)))
-      return signalPassFailure();
+      return refuse();
     Value result = fwd.getBody().front().getTerminator()->getOperand(0);
     int64_t logitsDim = region.dims.lookup(result);
     bool tokensSplit = region.dims.count(tokens);
@@ -147,4 +157,10 @@ struct ShardSequenceParallelPass : impl::ShardSequenceParallelBase<ShardSequence
 };
 
 } // namespace
+
+std::unique_ptr<Pass> createShardSequenceParallel(const ShardSequenceParallelOptions &o,
+                                                  ParallelismRefusal *refusal) {
+  return std::make_unique<ShardSequenceParallelPass>(o, refusal);
+}
+
 } // namespace loom

@@ -15,6 +15,7 @@
 // from a constant table of offsets through shard_slice.
 //===----------------------------------------------------------------------===//
 #include "passes/Passes.h"
+#include "passes/ParallelismRefusal.h"
 #include "passes/PatternUtils.h"
 #include "passes/SequenceSharding.h"
 
@@ -47,6 +48,9 @@ Value throughCasts(Value v, SmallVectorImpl<Value> &casts) {
 
 struct ShardVocabParallelPass : impl::ShardVocabParallelBase<ShardVocabParallelPass> {
   using Base::Base;
+  ShardVocabParallelPass(const ShardVocabParallelOptions &o, ParallelismRefusal *r)
+      : Base(o), refusal(r) {}
+  ParallelismRefusal *refusal = nullptr; // where a refusal is recorded (may be null)
 
   void runOnOperation() override {
     ModuleOp module = getOperation();
@@ -67,6 +71,12 @@ struct ShardVocabParallelPass : impl::ShardVocabParallelBase<ShardVocabParallelP
                                  MeshAxis::tp, tp));
     ArrayAttr tpAxis = meshAxes(ctx, {MeshAxis::tp});
     auto ret = cast<func::ReturnOp>(fwd.getBody().front().getTerminator());
+    // From here on, a failure is the model refusing the vocabulary split.
+    RefusalRecorder recorder(ctx, refusal, RefusedParallelism::Loss);
+    auto refuse = [&] {
+      recorder.refused();
+      signalPassFailure();
+    };
 
     // The head: the logits are a matmul by a parameter, read through casts.
     SmallVector<Value> logitsPath; // matmul result .. returned value
@@ -82,7 +92,7 @@ struct ShardVocabParallelPass : impl::ShardVocabParallelBase<ShardVocabParallelP
         llvm::any_of(logitsPath, [](Value x) { return !x.hasOneUse(); })) {
       fwd.emitError("loss parallelism: the logits are not a matmul by a parameter weight "
                     "(plan loss_parallel=off keeps the head whole)");
-      return signalPassFailure();
+      return refuse();
     }
     logitsPath.push_back(head.getResult());
     int64_t headDim = head.getTransposeRhs() ? 0 : 1; // the vocabulary in W
@@ -90,7 +100,7 @@ struct ShardVocabParallelPass : impl::ShardVocabParallelBase<ShardVocabParallelP
     if (vocab % tp) {
       fwd.emitError() << "loss parallelism: the vocabulary " << vocab << " does not divide by tp="
                       << int64_t(tp) << " (plan loss_parallel=off keeps the head whole)";
-      return signalPassFailure();
+      return refuse();
     }
 
     // Embedding tables of the token ids: rows are the vocabulary.
@@ -108,7 +118,7 @@ struct ShardVocabParallelPass : impl::ShardVocabParallelBase<ShardVocabParallelP
         e.emitError() << "loss parallelism: the embedding table " << e.getTable().getType()
                       << " cannot be split over tp=" << int64_t(tp) << " along its " << rows
                       << " rows like the head";
-        return signalPassFailure();
+        return refuse();
       }
     }
     // A split weight is read only by these ops (or the head's casts).
@@ -117,7 +127,7 @@ struct ShardVocabParallelPass : impl::ShardVocabParallelBase<ShardVocabParallelP
         if (!isa<EmbeddingOp>(user) && !(headCasts.empty() ? user == head.getOperation()
                                                             : user == headCasts.back().getDefiningOp())) {
           user->emitError("loss parallelism: a vocabulary-split weight is read here as well");
-          return signalPassFailure();
+          return refuse();
         }
 
     OpBuilder b(ctx);
@@ -170,4 +180,10 @@ struct ShardVocabParallelPass : impl::ShardVocabParallelBase<ShardVocabParallelP
 };
 
 } // namespace
+
+std::unique_ptr<Pass> createShardVocabParallel(const ShardVocabParallelOptions &o,
+                                               ParallelismRefusal *refusal) {
+  return std::make_unique<ShardVocabParallelPass>(o, refusal);
+}
+
 } // namespace loom

@@ -34,7 +34,16 @@
 # cores and the timings describe the contention, not the schedule.
 #
 # Each rank runs one CPU thread (--threads 2 over 2 processes), so the
-# machine wants 2 idle cores (the sender threads use a little more). MODEL
+# machine wants 2 idle cores (the sender threads use a little more). Both
+# runs of a row pin rank r to the same CPU (PIN=auto|on|off, loom train
+# --pin-ranks, default auto: the launcher gives each rank a physical core
+# of its own, on one memory node where it can), so the serial run measures
+# the speed each rank has in the pipelined run; unpinned, a rank of one run
+# may sit on another core, SMT sibling or memory node than in the other
+# (the GPU host's 16 idle cores gave run/serial ratios up to ~40% apart).
+# The header shows the CPU topology and the launcher's placement; a row
+# whose two runs were placed differently is flagged. On a 2-core machine,
+# `taskset -c 0,1 bash bench/pp/bubble.sh` gives the launcher those two. MODEL
 # defaults to the zoo's llama-l4 (4 layers): from the build tree if it has
 # one, else unpacked from test/fixtures/zoo.tar.xz into a temporary
 # directory (a GPU bundle has no zoo). Sizes: batch 8 x seq 512, so a
@@ -67,18 +76,20 @@ STEPS=${STEPS:-6}
 SERIAL_STEPS=${SERIAL_STEPS:-4}
 SCHEDULES=${SCHEDULES:-gpipe:1 1f1b:1 interleaved:2 zb:1 zb:2} # kind:virtual stages
 MICROBATCHES=${MICROBATCHES:-4 8}
+PIN=${PIN:-auto}
 mkdir -p "$OUT"
 echo "# bench/pp/bubble.sh on $(hostname), $(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg); model $(basename "$MODEL"), batch $BATCH x seq $SEQ, $STEPS steps (serial: $SERIAL_STEPS)"
-printf '%-16s %2s | %-15s | %-15s | %-6s | %-8s | %-31s | %-15s | %-11s | %s\n' schedule M "measured r0/r1" \
-  "loom plan r0/r1" theory cpu/wall "activations r0/r1 (MiB): run, plan" "replay r0/r1" \
-  "run/serial" result
+# What the placement can go by: sockets, cores, SMT and memory nodes as
+# the kernel reports them (a VM may hide its host's SMT), and this
+# process's CPU mask.
+echo "# CPUs: $(LC_ALL=C lscpu 2>/dev/null | awk -F: '/^(Socket\(s\)|Core\(s\) per socket|Thread\(s\) per core|NUMA node\(s\)|Model name)/ {gsub(/^ +/, "", $2); printf "%s%s %s", sep, $1, $2; sep="; "}'); allowed $(taskset -cp $$ 2>/dev/null | sed 's/.*: //'); --pin-ranks $PIN"
 status=0
 for sched in $SCHEDULES; do
   kind=${sched%:*}
   v=${sched#*:}
   for m in $MICROBATCHES; do
     tag=$kind-v$v-m$m
-    common=(--data "$DATA" --batch "$BATCH" --seq "$SEQ" --nproc 2 --threads 2)
+    common=(--data "$DATA" --batch "$BATCH" --seq "$SEQ" --nproc 2 --threads 2 --pin-ranks "$PIN")
     "$LOOM" schedule --pp 2 --microbatches "$m" --schedule "$kind" --virtual "$v" --serial \
       --csv "$OUT/$tag.serial.csv" > "$OUT/$tag.serial.txt"
     "$LOOM" train "$MODEL" "${common[@]}" --steps "$SERIAL_STEPS" \
@@ -87,6 +98,13 @@ for sched in $SCHEDULES; do
     "$LOOM" train "$MODEL" "${common[@]}" --steps "$STEPS" \
       --plan "pp=2,pp_schedule=$kind,pp_virtual=$v,microbatches=$m" \
       --trace "$OUT/$tag.trace.json" > "$OUT/$tag.train.txt"
+    if [ -z "${placed:-}" ]; then # the launcher's placement, then the table
+      placed=1
+      echo "# $(grep -m1 -E '^(pinned ranks|ranks not pinned)' "$OUT/$tag.train.txt")"
+      printf '%-16s %2s | %-15s | %-15s | %-6s | %-8s | %-31s | %-15s | %-11s | %s\n' schedule M \
+        "measured r0/r1" "loom plan r0/r1" theory cpu/wall "activations r0/r1 (MiB): run, plan" \
+        "replay r0/r1" "run/serial" result
+    fi
     "$LOOM" plan "$MODEL" --gpus 2 --gpu h100 --batch $((BATCH / m)) --seq "$SEQ" \
       --global-batch "$BATCH" --activation-bytes 4 --top 1000 --json \
       --stage-costs "$OUT/$tag.costs.json" > "$OUT/$tag.plan.json"
@@ -95,6 +113,9 @@ import json, re, sys
 base, kind, v, m = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
 P = 2
 text = open(base + '.train.txt').read()
+# Where the launcher put the ranks, in the serial run and in this one.
+placement = lambda t: (re.findall(r'^(?:pinned ranks|ranks not pinned).*$', t, re.M) or ['?'])[0]
+same_place = placement(open(base + '.serial.txt').read()) == placement(text)
 idle = [float(x) for x in re.findall(r'^  rank \d+: ([0-9.]+)% \(', text, re.M)]
 # The run's own timeline: its schedule replayed with its own mean action
 # times (loom train prints it in parentheses).
@@ -137,7 +158,8 @@ print('%-16s %2d | %5.1f%% / %5.1f%% | %5.1f%% / %5.1f%% | %-6s | %8.2f | %6.2f 
          '-' if theory is None else '%.1f%%' % theory, cpu / wall if wall else 0,
          mib(held[0]), mib(held[1]), mib(pact[0]), mib(pact[1]), replay[0], replay[1],
          speed[0], speed[1], ('PASS' if ok else 'FAIL') + (
-             ' (rank speeds drifted)' if min(speed) > 0 and max(speed) / min(speed) > 1.05 else '')))
+             ' (rank speeds drifted)' if min(speed) > 0 and max(speed) / min(speed) > 1.05 else '') + (
+             '' if same_place else ' (ranks placed differently in the two runs)')))
 sys.exit(0 if ok else 1)
 EOF
   done

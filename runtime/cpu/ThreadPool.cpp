@@ -10,15 +10,30 @@
 // condition before overwriting the state.
 //===----------------------------------------------------------------------===//
 #include "cpu/ThreadPool.h"
+#include "loom/runtime/CpuAffinity.h"
 
 #include <algorithm>
 
 namespace loom::rt {
 
-ThreadPool::ThreadPool(int threads) {
+ThreadPool::ThreadPool(int threads) : ThreadPool(threads, pinnedRankCpus()) {}
+
+ThreadPool::ThreadPool(int threads, const std::vector<int> &cpus) {
   int n = threads > 0 ? threads : int(std::max(1u, std::thread::hardware_concurrency()));
-  for (int i = 1; i < n; ++i)
-    workers_.emplace_back([this] { workerLoop(); });
+  // A pinned rank (CpuAffinity.h) keeps each worker on a CPU of its own
+  // within the rank's set; the caller, which the set's remaining CPU
+  // leaves room for, is left to the kernel. A pool larger than the set is
+  // not pinned.
+  bool pin = int(cpus.size()) >= n;
+  for (int i = 1; i < n; ++i) {
+    int cpu = pin ? cpus[size_t(i)] : -1;
+    workers_.emplace_back([this, cpu] {
+      std::string err;
+      if (cpu >= 0)
+        pinCurrentThread({cpu}, err); // on failure the worker runs unpinned, as before
+      workerLoop();
+    });
+  }
 }
 
 ThreadPool::~ThreadPool() {

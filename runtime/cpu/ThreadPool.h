@@ -24,8 +24,12 @@ class ThreadPool {
 public:
   using Body = std::function<void(int64_t begin, int64_t end)>;
 
-  /// `threads` <= 0 means one per hardware thread.
+  /// `threads` <= 0 means one per hardware thread. In a rank the launcher
+  /// pinned (rt::pinnedRankCpus), worker i runs on the rank's i-th CPU.
   explicit ThreadPool(int threads);
+  /// Worker i (1..threads-1) on cpus[i] when `cpus` has a CPU per thread;
+  /// unpinned otherwise.
+  ThreadPool(int threads, const std::vector<int> &cpus);
   ~ThreadPool();
   ThreadPool(const ThreadPool &) = delete;
   ThreadPool &operator=(const ThreadPool &) = delete;

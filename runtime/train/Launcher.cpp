@@ -4,7 +4,9 @@
 //
 //===----------------------------------------------------------------------===//
 #include "loom/train/Launcher.h"
+#include "loom/runtime/CpuAffinity.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <csignal>
@@ -69,7 +71,8 @@ struct Child {
   int status = 0;
 };
 
-pid_t spawn(int rank, int nproc, int port, const std::vector<std::string> &args) {
+pid_t spawn(int rank, int nproc, int port, const std::vector<std::string> &args,
+            const std::vector<int> &cpus) {
   pid_t parent = getpid();
   pid_t pid = fork();
   if (pid != 0)
@@ -87,6 +90,16 @@ pid_t spawn(int rank, int nproc, int port, const std::vector<std::string> &args)
   setenv("MASTER_ADDR", "127.0.0.1", 1);
   setenv("MASTER_PORT", std::to_string(port).c_str(), 1);
   unsetenv("LOOM_RENDEZVOUS_PORT");
+  // The rank's CPUs hold across exec and for every thread it starts.
+  unsetenv(rt::kRankCpusVar);
+  if (!cpus.empty()) {
+    std::string err;
+    if (!rt::pinCurrentThread(cpus, err)) {
+      std::fprintf(stderr, "loom: error: rank %d: %s\n", rank, err.c_str());
+      _exit(1);
+    }
+    setenv(rt::kRankCpusVar, rt::formatCpuList(cpus).c_str(), 1);
+  }
   std::vector<char *> argv;
   std::string self = "loom";
   argv.push_back(self.data());
@@ -146,26 +159,39 @@ void stopAll(std::vector<Child> &kids, std::vector<int> &order) {
   }
 }
 
-} // namespace
-
-std::vector<std::string> argsWithout(int argc, char **argv, int first, const std::string &name) {
+/// `args` without `--name VALUE` / `--name=VALUE`.
+std::vector<std::string> withoutFlag(const std::vector<std::string> &args, const std::string &name) {
   std::vector<std::string> out;
   std::string flag = "--" + name;
-  for (int k = first; k < argc; ++k) {
-    std::string a = argv[k];
-    if (a == flag) {
+  for (size_t k = 0; k < args.size(); ++k) {
+    if (args[k] == flag) {
       ++k; // and its value
       continue;
     }
-    if (a.rfind(flag + "=", 0) == 0)
+    if (args[k].rfind(flag + "=", 0) == 0)
       continue;
-    out.push_back(a);
+    out.push_back(args[k]);
   }
   return out;
 }
 
-int launchLocalRanks(const std::string &command, int nproc, const std::vector<std::string> &args) {
+} // namespace
+
+std::vector<std::string> argsWithout(int argc, char **argv, int first, const std::string &name) {
+  return withoutFlag(std::vector<std::string>(argv + std::min(first, argc), argv + argc), name);
+}
+
+int launchLocalRanks(const std::string &command, int nproc, const std::vector<std::string> &given,
+                     const RankPinning &pinning) {
   std::string who = "loom " + command;
+  std::vector<std::string> args = given;
+  if (!pinning.cpus.empty()) { // each rank's share of the CPUs it is pinned to
+    args = withoutFlag(args, "threads");
+    args.push_back("--threads");
+    args.push_back(std::to_string(pinning.threads));
+  }
+  if (!pinning.summary.empty())
+    std::printf("%s\n", pinning.summary.c_str());
   int port = pickFreePort();
   if (!port) {
     std::fprintf(stderr, "%s: error: no free local port for the rendezvous\n", who.c_str());
@@ -179,7 +205,9 @@ int launchLocalRanks(const std::string &command, int nproc, const std::vector<st
   std::vector<Child> kids(static_cast<size_t>(nproc));
   std::vector<int> order; // ranks in the order they ended
   for (int r = 0; r < nproc; ++r) {
-    kids[size_t(r)].pid = spawn(r, nproc, port, args);
+    kids[size_t(r)].pid =
+        spawn(r, nproc, port, args,
+              pinning.cpus.empty() ? std::vector<int>() : pinning.cpus[size_t(r)]);
     if (kids[size_t(r)].pid < 0) {
       std::fprintf(stderr, "%s: error: cannot start rank %d: %s\n", who.c_str(), r,
                    std::strerror(errno));

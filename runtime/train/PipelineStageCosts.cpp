@@ -7,6 +7,7 @@
 #include "loom/train/AtomicFile.h"
 #include "loom/train/PipelineRunner.h"
 #include "loom/runtime/PipelineProfile.h"
+#include "loom/runtime/CpuAffinity.h"
 
 #include <algorithm>
 #include <cstdio>
@@ -50,7 +51,11 @@ bool writeStageCosts(const TrainProgram &tp, const StepRunner &r, const std::str
   gethostname(host, sizeof host - 1);
   std::time_t now = std::time(nullptr);
   std::strftime(date, sizeof date, "%Y-%m-%d %H:%M UTC", std::gmtime(&now));
-  p.source = "loom train, schedule " + pp.schedule.name + ", on " + host + ", " + date;
+  // Whether the ranks had CPUs of their own: costs measured unpinned on a
+  // many-core host may not describe another run's ranks (RankPinning.h).
+  std::string placement = rt::pinnedRankCpus().empty() ? "ranks not pinned" : "ranks pinned";
+  p.source = "loom train, schedule " + pp.schedule.name + ", on " + host + ", " + date + ", " +
+             placement;
   p.backend = backend;
   p.transport = transport;
   p.ranks = pp.schedule.ranks;

@@ -12,6 +12,8 @@
 #ifndef LOOM_TRAIN_LAUNCHER_H
 #define LOOM_TRAIN_LAUNCHER_H
 
+#include "loom/train/RankPinning.h"
+
 #include <string>
 #include <vector>
 
@@ -24,8 +26,11 @@ constexpr int kExitPeerFailed = 3;
 
 /// Runs `args` (argv without the program name and without --nproc) as
 /// `nproc` local ranks; returns the launcher's exit status. `command` is
-/// for messages ("train").
-int launchLocalRanks(const std::string &command, int nproc, const std::vector<std::string> &args);
+/// for messages ("train"). With `pinning.cpus`, rank r runs on
+/// pinning.cpus[r] (LOOM_RANK_CPUS tells it so) with --threads
+/// pinning.threads; its summary is printed first.
+int launchLocalRanks(const std::string &command, int nproc, const std::vector<std::string> &args,
+                     const RankPinning &pinning = {});
 
 /// argv[first..] without `--name VALUE` / `--name=VALUE`.
 std::vector<std::string> argsWithout(int argc, char **argv, int first, const std::string &name);
