@@ -12,6 +12,8 @@
 #  - zoo-<m>-spmd: dp_shard=2,tp=2 as four simulated ranks on the GPU
 #    against one rank (loom verify --backend cuda, fp32, 20 steps), losses
 #    and step-0 gradients within 1e-5 relative.
+# LOOM_GPU_TEST_ZOO_ROWS="spmd" (or "fp32 bf16", ...) limits the rows per
+# family (default: all three).
 # LOOM_GPU_TEST_ZOO="llama gemma2 ..." limits the families (default: all;
 # "none" skips them, for a `make gpu-test` that leaves the zoo to a call of
 # its own).
@@ -38,7 +40,9 @@ while read -r m export; do
   case " ${LOOM_GPU_TEST_ZOO:-$m} " in *" $m "*) ;; *) continue ;; esac
   model="$ZOO/$m.$export.onnx"
   init=(--init-weights "$ZOO/$m.init.safetensors")
+  rows=" ${LOOM_GPU_TEST_ZOO_ROWS:-fp32 bf16 spmd} "
   for prec in fp32 bf16; do
+    case "$rows" in *" $prec "*) ;; *) continue ;; esac
     jl="$OUT/zoo-$m-$prec.jsonl"
     rm -f "$jl"
     bound=2e-3 extra=(--grad-norm-rel 0.01)
@@ -53,6 +57,7 @@ while read -r m export; do
       report "zoo-$m-$prec" FAIL "$(tail -1 "$OUT/zoo-$m-$prec.log")"
     fi
   done
+  case "$rows" in *" spmd "*) ;; *) continue ;; esac
   if "$LOOM" verify "$model" --plans 1 dp_shard=2,tp=2 --backend cuda --data "$FIX/corpus.u16.bin" \
        --batch 4 --seq 64 --steps 20 --batching fixture --warmup 5 "${init[@]}" \
        --json "$OUT/zoo-$m-spmd.json" --max-loss-rel 1e-5 --max-grad-rel 1e-5 > "$OUT/zoo-$m-spmd.log" 2>&1; then

@@ -32,7 +32,7 @@
 #   6. one JSON line: loom fp8 tensorwise / loom bf16 (criterion: >= 1.25)
 #      and / PyTorch fp8 (criterion: >= 1.1), and the same for rowwise.
 # LOOM_FP8_SKIP_CHECKS=1 skips step 1 and 1b (the numerics checks) and only
-#   times.
+#   times; LOOM_FP8_SKIP_TORCH=1 skips step 5 (loom against itself only).
 # export: only step 2's export (a slow machine can export in one call and
 #   time in the next while it is still warm: the model stays in
 #   $LOOM_BENCH_DIR).
@@ -139,9 +139,11 @@ if [ "$MODE" = perf ] || [ "$MODE" = all ]; then
       grep -A40 "loom cuda profile" "$WORK/profile-$fp8.txt" || tail -5 "$WORK/profile-$fp8.txt"
     done
   fi
-  stamp "torch_fp8_bench.py fp8 $LAYERS 2 4096"
-  timeout 240 python3 "$TORCH_FP8" fp8 "$LAYERS" 2 4096 2>&1 | tee "$WORK/torch-fp8.txt" | grep '^{' \
-    || tail -3 "$WORK/torch-fp8.txt"
+  if [ -z "${LOOM_FP8_SKIP_TORCH:-}" ]; then
+    stamp "torch_fp8_bench.py fp8 $LAYERS 2 4096"
+    timeout 240 python3 "$TORCH_FP8" fp8 "$LAYERS" 2 4096 2>&1 | tee "$WORK/torch-fp8.txt" | grep '^{' \
+      || tail -3 "$WORK/torch-fp8.txt"
+  fi
   if [ -n "${LOOM_FP8_TORCH_BF16:-}" ]; then
     stamp "torch_fp8_bench.py bf16 $LAYERS 2 4096"
     timeout 240 python3 "$TORCH_FP8" bf16 "$LAYERS" 2 4096 2>&1 | tee "$WORK/torch-bf16.txt" | grep '^{' \
