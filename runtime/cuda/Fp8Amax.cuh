@@ -27,9 +27,10 @@ __device__ inline uint32_t storedAbsBits(FloatOut y, float v) {
 /// of the kernel, past its loops); blockDim.x is a multiple of 32.
 __device__ inline void flushAmax(uint32_t *bits, uint32_t m) {
   __shared__ uint32_t warps[32];
-  if (!bits)
+  if (!bits) // a kernel argument: the whole block returns, or none of it
     return;
   m = __reduce_max_sync(0xffffffffu, m);
+  __syncthreads(); // thread 0 may still be reading `warps` from a previous call
   if ((threadIdx.x & 31) == 0)
     warps[threadIdx.x >> 5] = m;
   __syncthreads();
