@@ -92,7 +92,9 @@ bool foldOne(rt::Program &p, size_t i, const Uses &u, std::vector<bool> &removed
   return false;
 }
 
-/// Drops buffers no instruction, calling list or update names; renumbers.
+} // namespace
+
+/// Drops buffers no instruction, calling list, update or view names; renumbers.
 void dropUnusedBuffers(rt::Program &p) {
   std::vector<bool> used(p.buffers.size(), false);
   for (const rt::Instr &I : p.instrs) {
@@ -101,6 +103,7 @@ void dropUnusedBuffers(rt::Program &p) {
   }
   for (uint32_t id : p.inputs) used[id] = true;
   for (uint32_t id : p.outputs) used[id] = true;
+  for (const rt::BufferView &v : p.views) used[v.view] = used[v.base] = true;
   for (uint32_t id = 0; id < p.buffers.size(); ++id)
     if (p.buffers[id].kind != rt::BufferKind::Temp) // constants stay where they are
       used[id] = true;
@@ -127,8 +130,6 @@ void dropUnusedBuffers(rt::Program &p) {
     v.base = newId[v.base];
   }
 }
-
-} // namespace
 
 int64_t foldBf16Casts(rt::Program &p) {
   std::vector<bool> removed(p.instrs.size(), false);

@@ -26,6 +26,10 @@ namespace loom {
 /// Returns the number of cast instructions removed.
 int64_t foldBf16Casts(rt::Program &p);
 
+/// Drops buffers no instruction, calling list, update or view names, and
+/// renumbers the rest (after rewrites that leave some unreferenced).
+void dropUnusedBuffers(rt::Program &p);
+
 } // namespace loom
 
 #endif

@@ -8,6 +8,7 @@
 #include "codegen/FoldCasts.h"
 #include "codegen/FoldWeightRounding.h"
 #include "loom/runtime/RoundedCopies.h"
+#include "codegen/FuseFp8Amax.h"
 #include "codegen/ReshapeViews.h"
 #include "ir/LoomOps.h"
 #include "ir/Sharding.h"
@@ -306,6 +307,7 @@ bool ProgramBuilder::lowerOp(Operation *op, std::string &err) {
              {f.getFormat() == Fp8Format::e5m2 ? 1 : 0, f.getPowerOfTwo() ? 1 : 0});
       })
       .Case<Fp8CastOp>([&](Fp8CastOp c) { emitFp8Cast(c); })
+      .Case<Fp8AmaxOp>([&](Fp8AmaxOp) { emit(OpCode::Fp8Amax, op); })
       .Case<ScaledMatmulOp>([&](ScaledMatmulOp m) {
         emit(OpCode::ScaledMatMul, op, {m.getTransposeLhs(), m.getTransposeRhs(), m.getFastAccum()});
       })
@@ -495,6 +497,11 @@ bool ProgramBuilder::build(func::FuncOp func, std::string &err) {
       foldWeightRounding(p);
     makeReshapeViews(p);
   }
+  // After the folds and views: the instruction writing an amax's input is
+  // the one that stores its bytes. LOOM_FUSE_FP8_AMAX=0 keeps every Fp8Amax
+  // its own pass: an A/B switch for timing the fusion.
+  if (const char *f = std::getenv("LOOM_FUSE_FP8_AMAX"); !f || std::string(f) != "0")
+    fuseFp8Amax(p);
   // Lifetimes: inputs live from the start, outputs to the end; everything
   // else from its defining instruction to its last reader. An output that
   // updates an input in place takes the input's bytes instead.

@@ -97,6 +97,23 @@ def Loom_Fp8ScaleOp : Loom_Op<"fp8_scale", [Pure, InferTypeOpAdaptor]> {
   let assemblyFormat = "$format $input attr-dict `:` type($input)";
 }
 
+def Loom_Fp8AmaxOp : Loom_Op<"fp8_amax", [Pure, InferTypeOpAdaptor]> {
+  let summary = "max |x| of a tensor, found by the op that produces it";
+  let description = [{
+    input [R, C] (f32 or bf16) -> [1, 1] f32: the largest magnitude of
+    the input's elements (NaN if any is NaN), so that fp8_scale of it is
+    the tensorwise scale of the input, bit for bit. `loom-fuse-fp8-amax`
+    writes it where the input comes (through reshapes and autocast's
+    rounding) from an op whose kernel can find it while writing its
+    result; codegen makes it an extra output of that instruction
+    (loom/runtime/Fp8Amax.h), so the tensor is not read once more for its
+    scale. Anywhere else it lowers to the scale's own pass over the input.
+  }];
+  let arguments = (ins Loom_Fp8SourceTensor:$input);
+  let results = (outs Loom_F32Tensor:$amax);
+  let assemblyFormat = "$input attr-dict `:` type($input)";
+}
+
 def Loom_Fp8CastOp : Loom_Op<"fp8_cast", [Pure]> {
   let summary = "round x * scale to an fp8 format (nearest even, saturating)";
   let description = [{

@@ -138,6 +138,16 @@ LogicalResult Fp8ScaleOp::inferReturnTypes(MLIRContext *ctx, std::optional<Locat
   return success();
 }
 
+LogicalResult Fp8AmaxOp::inferReturnTypes(MLIRContext *ctx, std::optional<Location> loc,
+                                          Adaptor adaptor, SmallVectorImpl<Type> &types) {
+  auto in = tensorOf(adaptor.getInput());
+  if (in.getRank() != 2)
+    return emitOptionalError(loc, "loom.fp8_amax: input must have rank 2, got ",
+                             shapeText(in.getShape()));
+  types.assign({RankedTensorType::get({1, 1}, Float32Type::get(ctx))});
+  return success();
+}
+
 /// A scale for x[R, C]: [1, 1], [R, 1] or [1, C].
 static bool isScaleOf(ArrayRef<int64_t> s, ArrayRef<int64_t> x) {
   return s.size() == 2 && x.size() == 2 && (s[0] == 1 || s[0] == x[0]) &&

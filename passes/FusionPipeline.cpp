@@ -47,6 +47,7 @@ void buildTrainStepTail(mlir::OpPassManager &pm, bool bf16, bool fuseGradientCli
     pm.nest<mlir::func::FuncOp>().addPass(createInsertFp8Casts());
     pm.addPass(mlir::createCanonicalizerPass(rewriteConfig()));
     pm.addPass(mlir::createCSEPass());
+    pm.nest<mlir::func::FuncOp>().addPass(createFuseFp8Amax());
   }
   // Last: the SPMD passes read the unfused norm and clip (TrainStepStructure).
   if (fuseGradientClipping)

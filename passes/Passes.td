@@ -399,6 +399,20 @@ def InsertFp8Casts : Pass<"loom-insert-fp8-casts", "mlir::func::FuncOp"> {
   let dependentDialects = ["loom::LoomDialect"];
 }
 
+def FuseFp8Amax : Pass<"loom-fuse-fp8-amax", "mlir::func::FuncOp"> {
+  let summary = "Take tensorwise fp8 scales from an amax their input's producer writes";
+  let description = [{
+    A tensorwise `loom.fp8_scale` of a tensor made (through reshapes and
+    bf16 rounding) by rms_norm, swiglu, swiglu_grad, rms_norm_grad's dx,
+    an elementwise binary or a transpose becomes `loom.fp8_scale` of
+    `loom.fp8_amax` of it: codegen makes the amax an extra output of the
+    producing instruction, so the tensor is not read once more for its
+    scale. The scales are bit-identical. Run after loom-insert-fp8-casts
+    and CSE.
+  }];
+  let dependentDialects = ["loom::LoomDialect"];
+}
+
 def Recompute : Pass<"loom-recompute", "mlir::ModuleOp"> {
   let summary = "Activation checkpointing: the backward rebuilds dropped forward values";
   let description = [{

@@ -12,6 +12,8 @@
 #      scales too, and the cuBLASLt fp8 GEMMs equal the CPU's bit for bit on
 #      exactly summable operands and stay within the bound of Hopper's fp8
 #      accumulation on random ones (per-case figures and diagnosis printed);
+#      CudaFp8Amax.*: the amax the producing kernels find while they store
+#      equals the stored values' amax bit for bit;
 #      then bench/gpu/fp8_accumulation.py: torch._scaled_mm's own error
 #      beside that bound, and whether its cuBLASLt takes rowwise scales;
 #   1b. the llama fixture's 50-step curve on the GPU, bf16 vs fp8 tensorwise
@@ -38,6 +40,9 @@
 #   $LOOM_BENCH_DIR).
 # LOOM_FP8_HEAD=1 adds a fourth loom run, fp8 tensorwise with the output
 #   head in fp8 too (--fp8-lm-head; PyTorch's recipe keeps the head bf16).
+# LOOM_FP8_AMAX_AB=1 adds fp8 tensorwise with LOOM_FUSE_FP8_AMAX=0 (every
+#   amax its own pass over its tensor, as before the fusion) to the runs and,
+#   with LOOM_FP8_PROFILE, to the profiles: the fusion's A/B in one call.
 # curves (criterion 4; CURVE_STEPS=200 steps, about 4 minutes plus the
 #   1B export): the Llama-3.2-1B shape (export_llama.py), B=4, T=2048, on the
 #   shipped 1 MiB text corpus (CURVE_DATA), bf16 vs fp8 tensorwise vs fp8 rowwise from the same
@@ -81,7 +86,7 @@ fi
 
 if { [ "$MODE" = perf ] || [ "$MODE" = all ]; } && [ -z "${LOOM_FP8_SKIP_CHECKS:-}" ]; then
   stamp "unit tests: CudaFp8.*"
-  if timeout 180 "$UNIT" --gtest_filter='CudaFp8.*' > "$WORK/unit.log" 2>&1; then
+  if timeout 180 "$UNIT" --gtest_filter='CudaFp8.*:CudaFp8Amax.*' > "$WORK/unit.log" 2>&1; then
     echo "unit PASS: $(grep -c '^\[       OK \]' "$WORK/unit.log") CudaFp8 tests"
   else
     echo "unit FAIL:"; grep -E 'FAILED|Failure|error|seed|Which is|differ|worst' "$WORK/unit.log" | head -30
@@ -129,13 +134,16 @@ if [ "$MODE" = perf ] || [ "$MODE" = all ]; then
   run fp8-tensorwise --fp8 tensorwise
   run fp8-rowwise --fp8 rowwise
   [ -n "${LOOM_FP8_HEAD:-}" ] && run fp8-tensorwise-head --fp8 tensorwise --fp8-lm-head
+  [ -n "${LOOM_FP8_AMAX_AB:-}" ] && LOOM_FUSE_FP8_AMAX=0 run fp8-tensorwise-amax-separate --fp8 tensorwise
   if [ -n "${LOOM_FP8_PROFILE:-}" ]; then
     # Time per opcode of fp8 tensorwise and, beside it, of bf16.
-    for fp8 in tensorwise off; do
+    for fp8 in tensorwise off ${LOOM_FP8_AMAX_AB:+tensorwise-amax-separate}; do
       stamp "profile: fp8 $fp8"
-      LOOM_CUDA_PROFILE=1 timeout 150 "$LOOM" train "$MODEL" --backend cuda \
+      fuse=1
+      [ "$fp8" = tensorwise-amax-separate ] && fuse=0
+      LOOM_FUSE_FP8_AMAX=$fuse LOOM_CUDA_PROFILE=1 timeout 150 "$LOOM" train "$MODEL" --backend cuda \
         --data test/fixtures/corpus.u16.bin --batch 2 --seq 4096 --steps 2 --precision bf16 \
-        --fp8 "$fp8" --lr 1e-4 --print-every 1 > "$WORK/profile-$fp8.txt" 2>&1
+        --fp8 "${fp8%-amax-separate}" --lr 1e-4 --print-every 1 > "$WORK/profile-$fp8.txt" 2>&1
       grep -A40 "loom cuda profile" "$WORK/profile-$fp8.txt" || tail -5 "$WORK/profile-$fp8.txt"
     done
   fi

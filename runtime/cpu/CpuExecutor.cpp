@@ -19,6 +19,7 @@
 #include "lib/Diagnostics.h"
 #include "loom/runtime/Communicator.h"
 #include "loom/runtime/RoundedCopies.h"
+#include "loom/runtime/Fp8Amax.h"
 
 #include <algorithm>
 #include <cstdlib>
@@ -96,6 +97,7 @@ std::string cpuSupports(const Program &p, const Instr &I) {
   case OpCode::SliceGrad:
     return "";
   case OpCode::Fp8Scale: case OpCode::Fp8Cast: case OpCode::ScaledMatMul:
+  case OpCode::Fp8Amax:
     return ""; // validate() checked every dtype (Fp8OpShapes.cpp)
   }
   return cat("unknown opcode ", int(I.op));
@@ -147,6 +149,7 @@ bool dispatch(const KernelCall &c, ThreadPool &pool, std::string &err) {
   case OpCode::VocabShardCrossEntropy: return runVocabShardCrossEntropy(c, pool, err);
   case OpCode::VocabShardCrossEntropyGrad: return runVocabShardCrossEntropyGrad(c, pool, err);
   case OpCode::Fp8Scale: return runFp8Scale(c, pool, err);
+  case OpCode::Fp8Amax: return runFp8Amax(c, pool, err);
   case OpCode::Fp8Cast: return runFp8Cast(c, pool, err);
   case OpCode::ScaledMatMul: return runScaledMatMul(c, pool, err);
   case OpCode::AllReduce: case OpCode::AllGather: case OpCode::ReduceScatter:
@@ -246,6 +249,8 @@ public:
                                                     : dispatch(c, pool_, why);
       if (ok)
         for (const KernelCall &n : staging_[i].narrow) runCast(n, pool_, why);
+      if (ok && fusedAmaxCount(*c.instr)) // after the narrowing: the amax of what is stored
+        runFusedAmax(c, staging_[i].narrow, pool_);
       if (!ok) {
         err = cat("instr ", i, " (", opcodeName(calls_[i].instr->op), "): ", why);
         return false;

@@ -18,6 +18,7 @@
 #include "cpu/Bf16.h"
 #include "cpu/Kernels.h"
 #include "loom/runtime/Fp8.h"
+#include "loom/runtime/Fp8Amax.h"
 
 #include <algorithm>
 #include <atomic>
@@ -37,6 +38,19 @@ struct HighPrecision {
 };
 
 HighPrecision highPrecision(const Tensor &t) { return {t.data, t.dtype() == DType::BF16}; }
+
+/// max |x| over n elements as fp8AbsBits (chunks in any order: max is exact).
+uint32_t amaxBits(HighPrecision x, int64_t n, ThreadPool &pool) {
+  std::atomic<uint32_t> all{0};
+  pool.parallelFor(n, 1 << 14, [&](int64_t begin, int64_t end) {
+    uint32_t m = 0;
+    for (int64_t k = begin; k < end; ++k) m = std::max(m, fp8AbsBits(x[k]));
+    uint32_t seen = all.load();
+    while (m > seen && !all.compare_exchange_weak(seen, m)) {
+    }
+  });
+  return all.load();
+}
 
 } // namespace
 
@@ -66,21 +80,30 @@ bool runFp8Scale(const KernelCall &c, ThreadPool &pool, std::string &) {
           amax[size_t(k)] = std::max(amax[size_t(k)], fp8AbsBits(xv[r * cols + k]));
     });
   } else {
-    std::atomic<uint32_t> all{0};
-    pool.parallelFor(x.numel(), 1 << 14, [&](int64_t begin, int64_t end) {
-      uint32_t m = 0;
-      for (int64_t k = begin; k < end; ++k) m = std::max(m, fp8AbsBits(xv[k]));
-      uint32_t seen = all.load();
-      while (m > seen && !all.compare_exchange_weak(seen, m)) {
-      }
-    });
-    amax[0] = all.load();
+    amax[0] = amaxBits(xv, x.numel(), pool);
   }
   float *sp = s.as<float>(), *ip = inv.as<float>();
   for (size_t g = 0; g < amax.size(); ++g) {
     sp[g] = fp8ScaleFromAmax(fp8BitsFloat(amax[g]), f, pow2);
     ip[g] = fp8Inverse(sp[g]);
   }
+  return true;
+}
+
+void runFusedAmax(const KernelCall &c, const std::vector<KernelCall> &narrowed, ThreadPool &pool) {
+  size_t regular = fusedAmaxRegularOutputs(c.instr->op), n = fusedAmaxCount(*c.instr);
+  for (size_t k = 0; k < n; ++k) {
+    Tensor y = c.out[k];
+    for (const KernelCall &cast : narrowed)
+      if (cast.in[0].data == y.data)
+        y = cast.out[0]; // the bf16 buffer the f32 staging was rounded into
+    uint32_t m = amaxBits(highPrecision(y), y.numel(), pool);
+    c.out[regular + k].as<float>()[0] = fp8BitsFloat(m);
+  }
+}
+
+bool runFp8Amax(const KernelCall &c, ThreadPool &pool, std::string &) {
+  c.out[0].as<float>()[0] = fp8BitsFloat(amaxBits(highPrecision(c.in[0]), c.in[0].numel(), pool));
   return true;
 }
 

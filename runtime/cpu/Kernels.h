@@ -87,7 +87,14 @@ bool runAdamW(const KernelCall &c, ThreadPool &pool, std::string &err);
 // Fp8Kernels.cpp: fp8 training (issue 17)
 bool runFp8Scale(const KernelCall &c, ThreadPool &pool, std::string &err);
 bool runFp8Cast(const KernelCall &c, ThreadPool &pool, std::string &err);
+bool runFp8Amax(const KernelCall &c, ThreadPool &pool, std::string &err);
 bool runScaledMatMul(const KernelCall &c, ThreadPool &pool, std::string &err);
+/// The fused amax outputs of `c` (loom/runtime/Fp8Amax.h), from the
+/// regular outputs it has just written: a second pass here, which is the
+/// definition the GPU's in-kernel reductions are held to. `narrowed`: the
+/// Casts that rounded f32 staging of bf16 outputs into them (the amax is
+/// of the stored values).
+void runFusedAmax(const KernelCall &c, const std::vector<KernelCall> &narrowed, ThreadPool &pool);
 
 // SequenceShardingKernels.cpp: context, sequence and vocabulary parallelism
 bool runShardSlice(const KernelCall &c, int rank, ThreadPool &pool, std::string &err);

@@ -64,6 +64,7 @@ bool isOneOf(DType t, std::initializer_list<DType> ts) {
 }
 
 void launch(const CudaCall &c, CudaContext &ctx, void *gemmWorkspace) {
+  FusedAmaxScope amax(c, ctx); // fp8 amax outputs (Fp8Cuda.h), if the instruction has any
   switch (c.instr->op) {
   case OpCode::Add: case OpCode::Sub: case OpCode::Mul: case OpCode::Div:
   case OpCode::Pow: case OpCode::Max: case OpCode::Min:
@@ -111,6 +112,7 @@ void launch(const CudaCall &c, CudaContext &ctx, void *gemmWorkspace) {
   case OpCode::AllToAll: case OpCode::CollectivePermute:
     return; // CudaExecutor::run enqueues these through its communicator
   case OpCode::Fp8Scale: return launchFp8Scale(c, ctx);
+  case OpCode::Fp8Amax: return launchFp8Amax(c, ctx);
   case OpCode::Fp8Cast: return launchFp8Cast(c, ctx);
   case OpCode::ScaledMatMul: return ctx.fp8Gemms->launch(c, ctx);
   }
@@ -622,7 +624,7 @@ std::string cuda::cudaSupports(const Program &p, const Instr &I) {
     return need(I.in[0], {DType::F32}, "operands");
   case OpCode::VocabShardCrossEntropy: case OpCode::VocabShardCrossEntropyGrad:
     return need(I.in[0], {DType::F32}, "logits");
-  case OpCode::Fp8Scale: case OpCode::Fp8Cast:
+  case OpCode::Fp8Scale: case OpCode::Fp8Cast: case OpCode::Fp8Amax:
     return ""; // validate() checked every dtype (Fp8OpShapes.cpp)
   case OpCode::ScaledMatMul:
     return ""; // Fp8Gemms refuses what cuBLASLt cannot run, naming the instruction

@@ -11,6 +11,8 @@
 // is how autocast's casts fold into them.
 //===----------------------------------------------------------------------===//
 #include "cuda/CudaCommon.cuh"
+#include "cuda/Fp8Amax.cuh"
+#include "cuda/Fp8Cuda.h"
 
 #include <climits>
 #include <type_traits>
@@ -63,28 +65,40 @@ __global__ void binaryKernel(int op, const T *a, const T *b, T *y, int64_t n, St
 /// f32 arithmetic on operands stored as f32 or bf16 (Program.h): the same
 /// applyBinary<float> as binaryKernel<float>, so the f32 result is the same;
 /// a bf16 output rounds it once.
+/// `amax`: a fused fp8 amax output (cuda/Fp8Amax.cuh), or null.
 __global__ void binaryMixedKernel(int op, FloatIn a, FloatIn b, FloatOut y, int64_t n,
-                                  StridedMap<3> map) {
+                                  StridedMap<3> map, uint32_t *amax) {
+  uint32_t m = 0;
   LOOM_GRID_STRIDE(i, n) {
     int64_t off[3];
     map.offsets(i, off);
-    y.store(off[0], applyBinary<float>(op, a[off[1]], b[off[2]]));
+    float v = applyBinary<float>(op, a[off[1]], b[off[2]]);
+    y.store(off[0], v);
+    m = max(m, storedAbsBits(y, v));
   }
+  flushAmax(amax, m);
 }
 
-__global__ void binaryPackedKernel(int op, FloatIn a, FloatIn b, FloatOut y, int64_t n) {
+__global__ void binaryPackedKernel(int op, FloatIn a, FloatIn b, FloatOut y, int64_t n,
+                                   uint32_t *amax) {
+  uint32_t m = 0;
   LOOM_PACK_STRIDE(i, n) {
     Pack x = load8(a, i), z = load8(b, i);
-    for (int k = 0; k < kPack; ++k) x.v[k] = applyBinary<float>(op, x.v[k], z.v[k]);
+    for (int k = 0; k < kPack; ++k) {
+      x.v[k] = applyBinary<float>(op, x.v[k], z.v[k]);
+      m = max(m, storedAbsBits(y, x.v[k]));
+    }
     store8(y, i, x);
   }
+  flushAmax(amax, m);
 }
 
 void binaryMixed(const CudaCall &c, CudaContext &ctx) {
   int64_t count = c.out[0].numel();
   if (count > 0 && packable(count, {&c.in[0], &c.in[1], &c.out[0]})) {
     binaryPackedKernel<<<packGrid(count), kThreads, 0, ctx.stream>>>(
-        int(c.instr->op), floatIn(c.in[0]), floatIn(c.in[1]), floatOut(c.out[0]), count);
+        int(c.instr->op), floatIn(c.in[0]), floatIn(c.in[1]), floatOut(c.out[0]), count,
+        fusedAmaxBits(c, 0));
     return;
   }
   const Shape &shape = c.out[0].shape();
@@ -94,7 +108,8 @@ void binaryMixed(const CudaCall &c, CudaContext &ctx) {
   int64_t n = c.out[0].numel();
   if (n == 0) return;
   binaryMixedKernel<<<gridFor(n), kThreads, 0, ctx.stream>>>(
-      int(c.instr->op), floatIn(c.in[0]), floatIn(c.in[1]), floatOut(c.out[0]), n, map);
+      int(c.instr->op), floatIn(c.in[0]), floatIn(c.in[1]), floatOut(c.out[0]), n, map,
+      fusedAmaxBits(c, 0));
 }
 
 template <typename T> void binaryTyped(const CudaCall &c, CudaContext &ctx) {
@@ -285,36 +300,60 @@ __device__ inline void swiGluGrad(float g, float u, float dy, float &dg, float &
   dg = float(d * double(u) * siluDerivative(g));
 }
 
-__global__ void swiGluKernel(FloatIn g, FloatIn u, FloatOut y, int64_t n) {
-  LOOM_GRID_STRIDE(i, n) y.store(i, swiGlu(g[i], u[i]));
+// amax, amaxG, amaxU: fused fp8 amax outputs (cuda/Fp8Amax.cuh), or null.
+__global__ void swiGluKernel(FloatIn g, FloatIn u, FloatOut y, int64_t n, uint32_t *amax) {
+  uint32_t m = 0;
+  LOOM_GRID_STRIDE(i, n) {
+    float v = swiGlu(g[i], u[i]);
+    y.store(i, v);
+    m = max(m, storedAbsBits(y, v));
+  }
+  flushAmax(amax, m);
 }
 
-__global__ void swiGluPackedKernel(FloatIn g, FloatIn u, FloatOut y, int64_t n) {
+__global__ void swiGluPackedKernel(FloatIn g, FloatIn u, FloatOut y, int64_t n, uint32_t *amax) {
+  uint32_t m = 0;
   LOOM_PACK_STRIDE(i, n) {
     Pack a = load8(g, i), b = load8(u, i);
-    for (int k = 0; k < kPack; ++k) a.v[k] = swiGlu(a.v[k], b.v[k]);
+    for (int k = 0; k < kPack; ++k) {
+      a.v[k] = swiGlu(a.v[k], b.v[k]);
+      m = max(m, storedAbsBits(y, a.v[k]));
+    }
     store8(y, i, a);
   }
+  flushAmax(amax, m);
 }
 
 __global__ void swiGluGradKernel(FloatIn g, FloatIn u, FloatIn dy, FloatOut dg, FloatOut du,
-                                 int64_t n) {
+                                 int64_t n, uint32_t *amaxG, uint32_t *amaxU) {
+  uint32_t mg = 0, mu = 0;
   LOOM_GRID_STRIDE(i, n) {
     float a, b;
     swiGluGrad(g[i], u[i], dy[i], a, b);
     dg.store(i, a);
     du.store(i, b);
+    mg = max(mg, storedAbsBits(dg, a));
+    mu = max(mu, storedAbsBits(du, b));
   }
+  flushAmax(amaxG, mg);
+  flushAmax(amaxU, mu);
 }
 
 __global__ void swiGluGradPackedKernel(FloatIn g, FloatIn u, FloatIn dy, FloatOut dg,
-                                       FloatOut du, int64_t n) {
+                                       FloatOut du, int64_t n, uint32_t *amaxG, uint32_t *amaxU) {
+  uint32_t mg = 0, mu = 0;
   LOOM_PACK_STRIDE(i, n) {
     Pack a = load8(g, i), b = load8(u, i), d = load8(dy, i);
-    for (int k = 0; k < kPack; ++k) swiGluGrad(a.v[k], b.v[k], d.v[k], a.v[k], b.v[k]);
+    for (int k = 0; k < kPack; ++k) {
+      swiGluGrad(a.v[k], b.v[k], d.v[k], a.v[k], b.v[k]);
+      mg = max(mg, storedAbsBits(dg, a.v[k]));
+      mu = max(mu, storedAbsBits(du, b.v[k]));
+    }
     store8(dg, i, a);
     store8(du, i, b);
   }
+  flushAmax(amaxG, mg);
+  flushAmax(amaxU, mu);
 }
 
 //===--- AdamW ------------------------------------------------------------===//
@@ -457,10 +496,11 @@ void launchSwiGlu(const CudaCall &c, CudaContext &ctx) {
   if (n == 0) return;
   if (packable(n, {&c.in[0], &c.in[1], &c.out[0]}))
     swiGluPackedKernel<<<packGrid(n), kThreads, 0, ctx.stream>>>(
-        floatIn(c.in[0]), floatIn(c.in[1]), floatOut(c.out[0]), n);
+        floatIn(c.in[0]), floatIn(c.in[1]), floatOut(c.out[0]), n, fusedAmaxBits(c, 0));
   else
     swiGluKernel<<<gridFor(n), kThreads, 0, ctx.stream>>>(floatIn(c.in[0]), floatIn(c.in[1]),
-                                                          floatOut(c.out[0]), n);
+                                                          floatOut(c.out[0]), n,
+                                                          fusedAmaxBits(c, 0));
 }
 
 void launchSwiGluGrad(const CudaCall &c, CudaContext &ctx) {
@@ -469,11 +509,11 @@ void launchSwiGluGrad(const CudaCall &c, CudaContext &ctx) {
   if (packable(n, {&c.in[0], &c.in[1], &c.in[2], &c.out[0], &c.out[1]}))
     swiGluGradPackedKernel<<<packGrid(n), kThreads, 0, ctx.stream>>>(
         floatIn(c.in[0]), floatIn(c.in[1]), floatIn(c.in[2]), floatOut(c.out[0]),
-        floatOut(c.out[1]), n);
+        floatOut(c.out[1]), n, fusedAmaxBits(c, 0), fusedAmaxBits(c, 1));
   else
     swiGluGradKernel<<<gridFor(n), kThreads, 0, ctx.stream>>>(
         floatIn(c.in[0]), floatIn(c.in[1]), floatIn(c.in[2]), floatOut(c.out[0]),
-        floatOut(c.out[1]), n);
+        floatOut(c.out[1]), n, fusedAmaxBits(c, 0), fusedAmaxBits(c, 1));
 }
 
 void launchAdamW(const CudaCall &c, CudaContext &ctx) {

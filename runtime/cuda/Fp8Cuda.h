@@ -20,6 +20,33 @@ namespace loom::rt::cuda {
 // Fp8Kernels.cu
 void launchFp8Scale(const CudaCall &c, CudaContext &ctx);
 void launchFp8Cast(const CudaCall &c, CudaContext &ctx);
+void launchFp8Amax(const CudaCall &c, CudaContext &ctx);
+
+/// Fused amax outputs (loom/runtime/Fp8Amax.h) around one instruction's
+/// launch: the constructor zeroes them; a kernel that finds the amax of
+/// output k as it stores it (cuda/Fp8Amax.cuh) gets fusedAmaxBits(c, k);
+/// for the others the destructor reduces the written output (a pass over
+/// it, as a separate Fp8Amax would).
+class FusedAmaxScope {
+public:
+  FusedAmaxScope(const CudaCall &c, CudaContext &ctx);
+  ~FusedAmaxScope();
+
+private:
+  const CudaCall &c_;
+  CudaContext &ctx_;
+};
+
+/// Where the kernel writing c.out[k] maxes its |value| bits; null when `c`
+/// carries no amax for output k.
+uint32_t *fusedAmaxBits(const CudaCall &c, size_t k);
+
+/// Whether the kernels of `op` find their amax outputs themselves (a
+/// launcher whose chosen kernel cannot calls amaxAfterKernel).
+bool kernelFindsAmax(OpCode op);
+
+/// The amax outputs of `c` from a pass over its written outputs.
+void amaxAfterKernel(const CudaCall &c, CudaContext &ctx);
 
 /// Every ScaledMatMul of a program as a cuBLASLt fp8 GEMM: operands
 /// e4m3/e5m2 in the "TN" layout cuBLASLt takes (transA = 0, transB = 1

@@ -26,6 +26,7 @@
 #include "cuda/CudaCommon.cuh"
 #include "cuda/Fp8Cuda.h"
 #include "loom/runtime/Fp8.h"
+#include "loom/runtime/Fp8Amax.h"
 
 #include <cuda_fp8.h>
 
@@ -105,10 +106,12 @@ __global__ void columnAmaxKernel(FloatIn x, int64_t rows, int64_t cols, int64_t 
 }
 
 /// amax bits (stored in `scale`) -> scale and inverse, per group.
-__global__ void finishScaleKernel(int64_t groups, Fp8Format f, bool pow2, float *scale,
-                                  float *inverse) {
+/// With `amax` (one group): from |amax[0]| instead, a [1, 1] x being its own amax.
+__global__ void finishScaleKernel(int64_t groups, Fp8Format f, bool pow2, FloatIn amax,
+                                  float *scale, float *inverse) {
   LOOM_GRID_STRIDE(g, groups) {
-    float s = fp8ScaleFromAmax(__uint_as_float(reinterpret_cast<uint32_t *>(scale)[g]), f, pow2);
+    uint32_t bits = amax.p ? fp8AbsBits(amax[0]) : reinterpret_cast<uint32_t *>(scale)[g];
+    float s = fp8ScaleFromAmax(__uint_as_float(bits), f, pow2);
     scale[g] = s;
     inverse[g] = fp8Inverse(s);
   }
@@ -219,6 +222,16 @@ void scaleRowsAndColumns(const DevTensor &out, const float *da, bool daPerRow, c
       floatIn(out), floatOut(out), m, n, da, daPerRow, db, dbPerCol);
 }
 
+/// Tensorwise amax bits of x into *bits (zeroed by the caller).
+void tensorAmax(const DevTensor &x, uint32_t *bits, CudaContext &ctx) {
+  int64_t n = x.numel();
+  if (n == 0)
+    return;
+  bool packed = packable(n, {&x});
+  tensorAmaxKernel<<<packed ? packGrid(n) : gridFor(n), kThreads, 0, ctx.stream>>>(floatIn(x), n,
+                                                                                   packed, bits);
+}
+
 void launchFp8Scale(const CudaCall &c, CudaContext &ctx) {
   const DevTensor &x = c.in[0], &s = c.out[0], &inv = c.out[1];
   int64_t rows = x.shape()[0], cols = x.shape()[1];
@@ -233,6 +246,10 @@ void launchFp8Scale(const CudaCall &c, CudaContext &ctx) {
         xin, rows, cols, packed, f, pow2, s.as<float>(), inv.as<float>());
     return;
   }
+  if (x.numel() == 1) { // an amax already found (Fp8Amax, or a producer's): one thread
+    finishScaleKernel<<<1, 1, 0, ctx.stream>>>(1, f, pow2, xin, s.as<float>(), inv.as<float>());
+    return;
+  }
   // The amax accumulates in the scale buffer, as bits, from zero.
   cudaMemsetAsync(s.data, 0, size_t(s.numel()) * sizeof(float), ctx.stream);
   auto *bits = static_cast<uint32_t *>(s.data);
@@ -242,13 +259,47 @@ void launchFp8Scale(const CudaCall &c, CudaContext &ctx) {
     dim3 grid(unsigned((cols + 31) / 32), unsigned(chunks));
     columnAmaxKernel<<<grid, dim3(32, 8), 0, ctx.stream>>>(xin, rows, cols, perChunk, bits);
   } else {
-    int64_t n = x.numel();
-    bool packed = packable(n, {&x});
-    tensorAmaxKernel<<<packed ? packGrid(n) : gridFor(n), kThreads, 0, ctx.stream>>>(xin, n, packed,
-                                                                                     bits);
+    tensorAmax(x, bits, ctx);
   }
-  finishScaleKernel<<<gridFor(s.numel()), kThreads, 0, ctx.stream>>>(s.numel(), f, pow2,
-                                                                      s.as<float>(), inv.as<float>());
+  finishScaleKernel<<<gridFor(s.numel()), kThreads, 0, ctx.stream>>>(
+      s.numel(), f, pow2, FloatIn{}, s.as<float>(), inv.as<float>());
+}
+
+void launchFp8Amax(const CudaCall &c, CudaContext &ctx) {
+  cudaMemsetAsync(c.out[0].data, 0, sizeof(float), ctx.stream);
+  tensorAmax(c.in[0], static_cast<uint32_t *>(c.out[0].data), ctx);
+}
+
+bool kernelFindsAmax(OpCode op) {
+  switch (op) {
+  case OpCode::Add: case OpCode::Sub: case OpCode::Mul: case OpCode::Div:
+  case OpCode::RmsNorm: case OpCode::RmsNormGrad: case OpCode::SwiGlu: case OpCode::SwiGluGrad:
+  case OpCode::Transpose:
+    return true;
+  default:
+    return false;
+  }
+}
+
+void amaxAfterKernel(const CudaCall &c, CudaContext &ctx) {
+  for (size_t k = 0; k < fusedAmaxCount(*c.instr); ++k)
+    tensorAmax(c.out[k], fusedAmaxBits(c, k), ctx);
+}
+
+uint32_t *fusedAmaxBits(const CudaCall &c, size_t k) {
+  if (k >= fusedAmaxCount(*c.instr))
+    return nullptr;
+  return static_cast<uint32_t *>(c.out[fusedAmaxRegularOutputs(c.instr->op) + k].data);
+}
+
+FusedAmaxScope::FusedAmaxScope(const CudaCall &c, CudaContext &ctx) : c_(c), ctx_(ctx) {
+  for (size_t k = 0; k < fusedAmaxCount(*c.instr); ++k)
+    cudaMemsetAsync(fusedAmaxBits(c, k), 0, sizeof(uint32_t), ctx.stream);
+}
+
+FusedAmaxScope::~FusedAmaxScope() {
+  if (!kernelFindsAmax(c_.instr->op))
+    amaxAfterKernel(c_, ctx_);
 }
 
 void launchFp8Cast(const CudaCall &c, CudaContext &ctx) {

@@ -13,6 +13,8 @@
 // one piece per launch. Embedding and Rotary are index arithmetic too.
 //===----------------------------------------------------------------------===//
 #include "cuda/CudaCommon.cuh"
+#include "cuda/Fp8Amax.cuh"
+#include "cuda/Fp8Cuda.h"
 
 namespace loom::rt::cuda {
 namespace {
@@ -29,12 +31,18 @@ __global__ void stridedCopyKernel(const Word *x, Word *y, int64_t n, StridedMap<
 
 /// The same walk converting f32 <-> bf16 (a transpose with autocast's cast
 /// folded into it): y[map0(i)] = x[map1(i)], widened or rounded like Cast.
-__global__ void stridedConvertKernel(FloatIn x, FloatOut y, int64_t n, StridedMap<2> map) {
+/// `amax` (here and below): a fused fp8 amax output (cuda/Fp8Amax.cuh), or null.
+__global__ void stridedConvertKernel(FloatIn x, FloatOut y, int64_t n, StridedMap<2> map,
+                                     uint32_t *amax) {
+  uint32_t m = 0;
   LOOM_GRID_STRIDE(i, n) {
     int64_t off[2];
     map.offsets(i, off);
-    y.store(off[0], x[off[1]]);
+    float v = x[off[1]];
+    y.store(off[0], v);
+    m = max(m, storedAbsBits(y, v));
   }
+  flushAmax(amax, m);
 }
 
 /// A transpose that keeps the last dim in place (the head split and merge
@@ -42,21 +50,37 @@ __global__ void stridedConvertKernel(FloatIn x, FloatOut y, int64_t n, StridedMa
 /// 8 == 0 it walks packs of 8 (one StridedMap lookup per pack, 16-byte
 /// accesses) instead of single elements. `map` walks the packs; offsets
 /// come back in elements. Same-dtype packs move raw 16-byte words.
+/// With `amax` the words are bf16 (kWords 1) or f32 (kWords 2) values.
 template <int kWords> // 16-byte words per pack: 1 for 2-byte dtypes, 2 for 4-byte
-__global__ void packedCopyKernel(const uint4 *x, uint4 *y, int64_t packs, StridedMap<2> map) {
+__global__ void packedCopyKernel(const uint4 *x, uint4 *y, int64_t packs, StridedMap<2> map,
+                                 uint32_t *amax) {
+  uint32_t m = 0;
   LOOM_GRID_STRIDE(j, packs) {
     int64_t off[2];
     map.offsets(j, off);
-    for (int w = 0; w < kWords; ++w) y[off[0] / kPack * kWords + w] = x[off[1] / kPack * kWords + w];
+    for (int w = 0; w < kWords; ++w) {
+      uint4 v = x[off[1] / kPack * kWords + w];
+      y[off[0] / kPack * kWords + w] = v;
+      if (amax)
+        for (uint32_t u : {v.x, v.y, v.z, v.w})
+          m = kWords == 1 ? max(m, max(bf16AbsBits(u & 0xffffu), bf16AbsBits(u >> 16)))
+                          : max(m, u & 0x7fffffffu);
+    }
   }
+  flushAmax(amax, m);
 }
 
-__global__ void packedConvertKernel(FloatIn x, FloatOut y, int64_t packs, StridedMap<2> map) {
+__global__ void packedConvertKernel(FloatIn x, FloatOut y, int64_t packs, StridedMap<2> map,
+                                    uint32_t *amax) {
+  uint32_t m = 0;
   LOOM_GRID_STRIDE(j, packs) {
     int64_t off[2];
     map.offsets(j, off);
-    store8(y, off[0], load8(x, off[1]));
+    Pack p = load8(x, off[1]);
+    store8(y, off[0], p);
+    for (int k = 0; k < kPack; ++k) m = max(m, storedAbsBits(y, p.v[k]));
   }
+  flushAmax(amax, m);
 }
 
 /// The packed walk of a transpose, if it applies: the input's last dim is
@@ -77,13 +101,14 @@ bool packedTranspose(const CudaCall &c, const Shape &strides, CudaContext &ctx) 
   auto map = makeStridedMap<2>(packShape, {outStrides, inStrides});
   const auto *x = static_cast<const uint4 *>(c.in[0].data);
   auto *y = static_cast<uint4 *>(c.out[0].data);
+  uint32_t *amax = fusedAmaxBits(c, 0);
   if (c.in[0].dtype() != c.out[0].dtype())
-    packedConvertKernel<<<gridFor(packs), kThreads, 0, ctx.stream>>>(floatIn(c.in[0]),
-                                                                     floatOut(c.out[0]), packs, map);
+    packedConvertKernel<<<gridFor(packs), kThreads, 0, ctx.stream>>>(
+        floatIn(c.in[0]), floatOut(c.out[0]), packs, map, amax);
   else if (width == 2)
-    packedCopyKernel<1><<<gridFor(packs), kThreads, 0, ctx.stream>>>(x, y, packs, map);
+    packedCopyKernel<1><<<gridFor(packs), kThreads, 0, ctx.stream>>>(x, y, packs, map, amax);
   else
-    packedCopyKernel<2><<<gridFor(packs), kThreads, 0, ctx.stream>>>(x, y, packs, map);
+    packedCopyKernel<2><<<gridFor(packs), kThreads, 0, ctx.stream>>>(x, y, packs, map, amax);
   return true;
 }
 
@@ -223,14 +248,15 @@ void launchTranspose(const CudaCall &c, CudaContext &ctx) {
   if (c.in[0].dtype() == c.out[0].dtype()) {
     stridedCopy(c.in[0].data, strides, c.out[0].data, contiguousStrides(shape), shape,
                 c.out[0].dtype(), ctx.stream);
+    amaxAfterKernel(c, ctx); // the word copy knows no values: a pass over the output
     return;
   }
   // f32 <-> bf16 (validate() allows no other pair): a transposing cast.
   int64_t n = c.out[0].numel();
   if (n == 0) return;
   auto map = makeStridedMap<2>(shape, {contiguousStrides(shape), strides});
-  stridedConvertKernel<<<gridFor(n), kThreads, 0, ctx.stream>>>(floatIn(c.in[0]),
-                                                               floatOut(c.out[0]), n, map);
+  stridedConvertKernel<<<gridFor(n), kThreads, 0, ctx.stream>>>(
+      floatIn(c.in[0]), floatOut(c.out[0]), n, map, fusedAmaxBits(c, 0));
 }
 
 void launchSlice(const CudaCall &c, CudaContext &ctx) {

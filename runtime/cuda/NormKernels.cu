@@ -12,6 +12,8 @@
 // row's statistics (mean, 1/std) in scratch for the column pass.
 //===----------------------------------------------------------------------===//
 #include "cuda/CudaCommon.cuh"
+#include "cuda/Fp8Amax.cuh"
+#include "cuda/Fp8Cuda.h"
 
 namespace loom::rt::cuda {
 namespace {
@@ -27,8 +29,9 @@ int64_t rowsOf(const DevTensor &x) {
 // y = x / sqrt(mean(x^2) + eps) * w; x and y may be bf16 storage. With
 // `packed` (D % 8 == 0, 16-byte aligned rows) each thread moves eight
 // consecutive elements per access.
+// `amax`: a fused fp8 amax output (cuda/Fp8Amax.cuh), or null.
 __global__ void rmsNormKernel(FloatIn x, const float *w, FloatOut y, int64_t D, double eps,
-                              bool packed) {
+                              bool packed, uint32_t *amax) {
   __shared__ double red[32];
   int64_t row = int64_t(blockIdx.x) * D;
   double ss = 0;
@@ -43,17 +46,25 @@ __global__ void rmsNormKernel(FloatIn x, const float *w, FloatOut y, int64_t D, 
   }
   ss = blockSum(ss, red);
   double inv = 1.0 / sqrt(ss / double(D) + eps);
+  uint32_t m = 0;
   if (packed) {
     for (int64_t i = int64_t(threadIdx.x) * kPack; i < D; i += int64_t(blockDim.x) * kPack) {
       Pack p = load8(x, row + i);
 #pragma unroll
-      for (int k = 0; k < kPack; ++k) p.v[k] = float(p.v[k] * inv * w[i + k]);
+      for (int k = 0; k < kPack; ++k) {
+        p.v[k] = float(p.v[k] * inv * w[i + k]);
+        m = max(m, storedAbsBits(y, p.v[k]));
+      }
       store8(y, row + i, p);
     }
   } else {
-    for (int64_t i = threadIdx.x; i < D; i += blockDim.x)
-      y.store(row + i, float(x[row + i] * inv * w[i]));
+    for (int64_t i = threadIdx.x; i < D; i += blockDim.x) {
+      float v = float(x[row + i] * inv * w[i]);
+      y.store(row + i, v);
+      m = max(m, storedAbsBits(y, v));
+    }
   }
+  flushAmax(amax, m);
 }
 
 // y = (x - mean) / sqrt(var + eps) * w + b, var = mean((x - mean)^2); x
@@ -76,7 +87,8 @@ __global__ void layerNormKernel(FloatIn x, const float *w, const float *b, Float
 //   dx = r (g - n mean(g n)); keeps r for the dw pass. dy and dx may be
 //   bf16 storage.
 __global__ void rmsNormGradRowKernel(const float *x, const float *w, FloatIn dy, FloatOut dx,
-                                     double *rstd, int64_t D, double eps, bool packed) {
+                                     double *rstd, int64_t D, double eps, bool packed,
+                                     uint32_t *amax) {
   __shared__ double red[32];
   int64_t row = blockIdx.x;
   const float *xr = x + row * D;
@@ -102,18 +114,25 @@ __global__ void rmsNormGradRowKernel(const float *x, const float *w, FloatIn dy,
   double gn = 0;
   forColumns([&](int64_t i, float xv, float g) { gn += double(g) * w[i] * (xv * r); });
   double meanGn = blockSum(gn, red) / double(D);
+  uint32_t m = 0; // dx's fused fp8 amax (cuda/Fp8Amax.cuh), if `amax`
   if (packed) {
     for (int64_t i = first; i < D; i += step) {
       Pack xp = load8(xs, i), gp = load8(dy, row * D + i);
 #pragma unroll
-      for (int k = 0; k < kPack; ++k)
+      for (int k = 0; k < kPack; ++k) {
         xp.v[k] = float(r * (double(gp.v[k]) * w[i + k] - xp.v[k] * r * meanGn));
+        m = max(m, storedAbsBits(dx, xp.v[k]));
+      }
       store8(dx, row * D + i, xp);
     }
   } else {
-    for (int64_t i = first; i < D; i += step)
-      dx.store(row * D + i, float(r * (double(dy[row * D + i]) * w[i] - xr[i] * r * meanGn)));
+    for (int64_t i = first; i < D; i += step) {
+      float v = float(r * (double(dy[row * D + i]) * w[i] - xr[i] * r * meanGn));
+      dx.store(row * D + i, v);
+      m = max(m, storedAbsBits(dx, v));
+    }
   }
+  flushAmax(amax, m);
   if (threadIdx.x == 0) rstd[row] = r;
 }
 
@@ -385,7 +404,7 @@ void launchRmsNorm(const CudaCall &c, CudaContext &ctx) {
   if (rows == 0) return;
   rmsNormKernel<<<unsigned(rows), kRowThreads, 0, ctx.stream>>>(
       floatIn(c.in[0]), c.in[1].as<float>(), floatOut(c.out[0]), D, c.instr->floats[0],
-      rowsPackable(D, {&c.in[0], &c.out[0]}));
+      rowsPackable(D, {&c.in[0], &c.out[0]}), fusedAmaxBits(c, 0));
 }
 
 void launchLayerNorm(const CudaCall &c, CudaContext &ctx) {
@@ -403,7 +422,7 @@ void launchRmsNormGrad(const CudaCall &c, CudaContext &ctx) {
   if (rows > 0)
     rmsNormGradRowKernel<<<unsigned(rows), kRowThreads, 0, ctx.stream>>>(
         c.in[0].as<float>(), c.in[1].as<float>(), floatIn(c.in[2]), floatOut(c.out[0]), stats, D,
-        c.instr->floats[0], rowsPackable(D, {&c.in[0], &c.in[2], &c.out[0]}));
+        c.instr->floats[0], rowsPackable(D, {&c.in[0], &c.in[2], &c.out[0]}), fusedAmaxBits(c, 0));
   columnSums(0, c.in[0].as<float>(), floatIn(c.in[2]), stats, partial, c.out[1].as<float>(), rows,
              D, ctx.stream);
 }

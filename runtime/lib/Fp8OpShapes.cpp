@@ -72,6 +72,18 @@ std::string checkFp8Scale(const Program &p, const Instr &I) {
   return "";
 }
 
+std::string checkFp8Amax(const Program &p, const Instr &I) {
+  if (std::string e = counts(I, 1, 1, 1, 1, 0); !e.empty())
+    return e;
+  const BufferDesc &x = p.buffers[I.in[0]], &a = p.buffers[I.out[0]];
+  for (std::string e : {rank2(x, "x"), highPrecision(x, "x"), isF32(a, "amax")})
+    if (!e.empty())
+      return e;
+  if (a.shape != Shape{1, 1})
+    return cat("amax has shape ", shapeStr(a.shape), ", expected [1,1]");
+  return "";
+}
+
 std::string checkFp8Cast(const Program &p, const Instr &I) {
   if (std::string e = counts(I, 2, 2, 1, 2, 1); !e.empty())
     return e;
@@ -145,6 +157,7 @@ std::string checkFp8OpShapes(const Program &p, const Instr &I) {
   case OpCode::Fp8Scale: return checkFp8Scale(p, I);
   case OpCode::Fp8Cast: return checkFp8Cast(p, I);
   case OpCode::ScaledMatMul: return checkScaledMatMul(p, I);
+  case OpCode::Fp8Amax: return checkFp8Amax(p, I);
   default: return cat(opcodeName(I.op), " is not an fp8 opcode");
   }
 }

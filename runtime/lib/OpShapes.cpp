@@ -6,6 +6,7 @@
 // rely on these: after validate() they index memory without re-checking.
 //===----------------------------------------------------------------------===//
 #include "lib/OpShapes.h"
+#include "loom/runtime/Fp8Amax.h"
 #include "lib/Diagnostics.h"
 
 #include <algorithm>
@@ -839,6 +840,12 @@ bool usesBf16Storage(const Program &p, const Instr &I) {
 }
 
 std::string checkOpShapes(const Program &p, const Instr &I) {
+  // Fused amax outputs (Fp8Amax.h): checked on their own, then the rest as usual.
+  if (fusedAmaxCount(I)) {
+    if (std::string e = checkFusedAmax(p, I); !e.empty())
+      return e;
+    return checkOpShapes(p, withoutFusedAmax(I));
+  }
   OpView v(p, I);
   // Arity comes first in every check, so operands can be indexed after it.
   switch (I.op) {
@@ -889,6 +896,7 @@ std::string checkOpShapes(const Program &p, const Instr &I) {
   case OpCode::VocabShardCrossEntropy: return checkVocabShardCrossEntropy(v, I, false);
   case OpCode::VocabShardCrossEntropyGrad: return checkVocabShardCrossEntropy(v, I, true);
   case OpCode::Fp8Scale: case OpCode::Fp8Cast: case OpCode::ScaledMatMul:
+  case OpCode::Fp8Amax:
     return checkFp8OpShapes(p, I);
   }
   return cat("unknown opcode ", int(I.op));

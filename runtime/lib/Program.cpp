@@ -116,6 +116,7 @@ const char *opcodeName(OpCode op) {
   case OpCode::VocabShardCrossEntropy: return "vocab_shard_cross_entropy";
   case OpCode::VocabShardCrossEntropyGrad: return "vocab_shard_cross_entropy_grad";
   case OpCode::Fp8Scale: return "fp8_scale";
+  case OpCode::Fp8Amax: return "fp8_amax";
   case OpCode::Fp8Cast: return "fp8_cast";
   case OpCode::ScaledMatMul: return "scaled_matmul";
   }

@@ -298,6 +298,12 @@ enum class OpCode : uint16_t {
   // cuBLASLt runs only transA = 0, transB = 1 ("TN") with K and N
   // multiples of 16; codegen emits only that form.
   ScaledMatMul = 122,
+  // in: x[R, C] (f32 or bf16) -> amax[1, 1] (f32): max |x| (NaN if any
+  // element is NaN), the maximum of the magnitudes' bit patterns as for
+  // Fp8Scale, whose [1, 1] form then turns it into x's scale bit for bit.
+  // Codegen folds it into the instruction that writes x where that one can
+  // carry amax outputs (loom/runtime/Fp8Amax.h); else it runs on its own.
+  Fp8Amax = 123,
 };
 
 struct Program;
