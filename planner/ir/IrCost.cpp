@@ -1047,6 +1047,8 @@ bool buildModelCost(const std::string &path, const IrCostOptions &opts, ModelCos
         cost.hasFp8ProgramWork[c] = true;
       } else if (cost.fp8ProgramNote.empty()) {
         cost.fp8ProgramNote = stepErr;
+        cost.notes.push_back("fp8 one-device plans are timed by the per-op model: their step does not "
+                             "compile (" + stepErr + ")");
       }
     }
   }
