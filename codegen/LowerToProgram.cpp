@@ -20,6 +20,7 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <optional>
 
 using namespace mlir;
 
@@ -70,6 +71,45 @@ std::vector<double> attentionFloats(double scale, double softcap) {
   if (softcap > 0)
     return {scale, softcap};
   return {scale};
+}
+
+/// Lifetimes: inputs live from the start, outputs to the end; everything
+/// else from its defining instruction to its last reader. An output that
+/// updates an input in place takes the input's bytes instead.
+void placeBuffers(rt::Program &p) {
+  int64_t end = int64_t(p.instrs.size());
+  std::vector<int64_t> first(p.buffers.size(), -1), last(p.buffers.size(), -1);
+  // A view is not placed: its base stays live until the view's last read.
+  std::vector<uint32_t> base = rt::viewBases(p);
+  for (int64_t i = 0; i < end; ++i) {
+    for (uint32_t id : p.instrs[i].out) first[id] = i;
+    for (uint32_t id : p.instrs[i].in) last[id] = last[base[id]] = i;
+  }
+  // AdamW's rounded copies keep their bytes from one run to the next.
+  for (const rt::RoundedCopy &c : rt::roundedCopies(p)) {
+    first[c.copy] = -1;
+    last[c.copy] = end;
+  }
+  std::vector<Lifetime> lifetimes;
+  std::vector<uint32_t> placed;
+  std::vector<bool> aliased(p.buffers.size(), false);
+  for (const rt::InPlaceUpdate &u : p.updates) aliased[u.output] = true;
+  for (const rt::BufferView &v : p.views) aliased[v.view] = true;
+  for (uint32_t id = 0; id < p.buffers.size(); ++id) {
+    rt::BufferDesc &d = p.buffers[id];
+    if (d.kind == rt::BufferKind::Constant || aliased[id])
+      continue;
+    Lifetime l{d.bytes, d.kind == rt::BufferKind::Input ? -1 : first[id],
+               d.kind == rt::BufferKind::Output || d.kind == rt::BufferKind::Input
+                   ? end
+                   : std::max(last[id], first[id])};
+    lifetimes.push_back(l);
+    placed.push_back(id);
+  }
+  std::vector<uint64_t> offsets = planArena(lifetimes, kAlignment, p.arenaBytes);
+  for (size_t k = 0; k < placed.size(); ++k) p.buffers[placed[k]].offset = offsets[k];
+  for (const rt::InPlaceUpdate &u : p.updates) p.buffers[u.output].offset = p.buffers[u.input].offset;
+  for (const rt::BufferView &v : p.views) p.buffers[v.view].offset = p.buffers[v.base].offset;
 }
 
 class ProgramBuilder {
@@ -487,57 +527,41 @@ bool ProgramBuilder::build(func::FuncOp func, std::string &err) {
     p.outputs.push_back(id);
   }
   planInPlaceUpdates(func, ret);
+  std::optional<rt::Program> withCasts; // the step before foldWeightRounding
   // LOOM_FOLD_CASTS=0 keeps every cast instruction: an A/B switch for
   // timing the fold and checking that it changes no bits.
   if (const char *fold = std::getenv("LOOM_FOLD_CASTS"); !fold || std::string(fold) != "0") {
     splitConvertingReshapes(p);
     foldBf16Casts(p);
     // LOOM_FOLD_WEIGHT_ROUNDING=0 keeps only this fold off (its A/B test).
-    if (const char *w = std::getenv("LOOM_FOLD_WEIGHT_ROUNDING"); !w || std::string(w) != "0")
-      foldWeightRounding(p);
+    if (const char *w = std::getenv("LOOM_FOLD_WEIGHT_ROUNDING"); !w || std::string(w) != "0") {
+      rt::Program before = p;
+      if (foldWeightRounding(p) > 0)
+        withCasts = std::move(before);
+    }
     makeReshapeViews(p);
   }
   // After the folds and views: the instruction writing an amax's input is
   // the one that stores its bytes. LOOM_FUSE_FP8_AMAX=0 keeps every Fp8Amax
   // its own pass: an A/B switch for timing the fusion.
-  if (const char *f = std::getenv("LOOM_FUSE_FP8_AMAX"); !f || std::string(f) != "0")
+  const char *fuseAmax = std::getenv("LOOM_FUSE_FP8_AMAX");
+  bool fuseAmaxOn = !fuseAmax || std::string(fuseAmax) != "0";
+  if (fuseAmaxOn)
     fuseFp8Amax(p);
-  // Lifetimes: inputs live from the start, outputs to the end; everything
-  // else from its defining instruction to its last reader. An output that
-  // updates an input in place takes the input's bytes instead.
-  int64_t end = int64_t(p.instrs.size());
-  std::vector<int64_t> first(p.buffers.size(), -1), last(p.buffers.size(), -1);
-  // A view is not placed: its base stays live until the view's last read.
-  std::vector<uint32_t> base = rt::viewBases(p);
-  for (int64_t i = 0; i < end; ++i) {
-    for (uint32_t id : p.instrs[i].out) first[id] = i;
-    for (uint32_t id : p.instrs[i].in) last[id] = last[base[id]] = i;
+  placeBuffers(p);
+  // The weights' rounded copies live for the whole run. Without recompute
+  // they were live across the forward/backward peak anyway, and the arena
+  // moves by packing only (+0.2% on the llama fixture at 4 x 64); where a
+  // recomputed forward had let them die early (+8% there), the step keeps
+  // its casts: a step ~1% faster is not worth more than 1% of the memory.
+  if (withCasts) {
+    makeReshapeViews(*withCasts);
+    if (fuseAmaxOn)
+      fuseFp8Amax(*withCasts);
+    placeBuffers(*withCasts);
+    if (p.arenaBytes * 100 > withCasts->arenaBytes * 101)
+      p = std::move(*withCasts);
   }
-  // AdamW's rounded copies keep their bytes from one run to the next.
-  for (const rt::RoundedCopy &c : rt::roundedCopies(p)) {
-    first[c.copy] = -1;
-    last[c.copy] = end;
-  }
-  std::vector<Lifetime> lifetimes;
-  std::vector<uint32_t> placed;
-  std::vector<bool> aliased(p.buffers.size(), false);
-  for (const rt::InPlaceUpdate &u : p.updates) aliased[u.output] = true;
-  for (const rt::BufferView &v : p.views) aliased[v.view] = true;
-  for (uint32_t id = 0; id < p.buffers.size(); ++id) {
-    rt::BufferDesc &d = p.buffers[id];
-    if (d.kind == rt::BufferKind::Constant || aliased[id])
-      continue;
-    Lifetime l{d.bytes, d.kind == rt::BufferKind::Input ? -1 : first[id],
-               d.kind == rt::BufferKind::Output || d.kind == rt::BufferKind::Input
-                   ? end
-                   : std::max(last[id], first[id])};
-    lifetimes.push_back(l);
-    placed.push_back(id);
-  }
-  std::vector<uint64_t> offsets = planArena(lifetimes, kAlignment, p.arenaBytes);
-  for (size_t k = 0; k < placed.size(); ++k) p.buffers[placed[k]].offset = offsets[k];
-  for (const rt::InPlaceUpdate &u : p.updates) p.buffers[u.output].offset = p.buffers[u.input].offset;
-  for (const rt::BufferView &v : p.views) p.buffers[v.view].offset = p.buffers[v.base].offset;
   std::string invalid = p.validate();
   if (!invalid.empty()) {
     err = "generated program is invalid: " + invalid;

@@ -29,7 +29,9 @@ std::vector<RoundedCopy> roundedCopies(const Program &p) {
   std::vector<RoundedCopy> copies;
   for (size_t i = 0; i < p.instrs.size(); ++i) {
     const Instr &I = p.instrs[i];
-    if (!hasCopy(I))
+    // Out-of-range ids are validate()'s to report; skipping them keeps
+    // this safe on a program not yet validated (a fuzzed artifact).
+    if (!hasCopy(I) || I.out[3] >= p.buffers.size())
       continue;
     int64_t input = updatedInput(p, I);
     if (input >= 0)

@@ -141,6 +141,11 @@ TEST(RoundedCopies, ValidateRefusesMalformedCopies) {
   std::swap(twoWriters.instrs.back().in, twoWriters.instrs.back().out); // ... writing the copy
   e = twoWriters.validate();
   EXPECT_NE(e.find("has 2 writers, not AdamW alone"), std::string::npos) << e;
+  // A fuzzed artifact: the copy's id out of range is an error (the Cast
+  // reads a buffer nothing writes), not a write out of bounds.
+  Program outOfRange = step(true);
+  outOfRange.instrs[1].out[3] = 999;
+  EXPECT_NE(outOfRange.validate(), "");
 }
 
 } // namespace

@@ -992,7 +992,7 @@ TEST(TrainingKernels, ValidateRejectsWrongArityShapesAndAttributes) {
   expectBroken(9, "takes 6 to 7 inputs, got 5", [](Program &, Instr &I) { I.in.pop_back(); });
   expectBroken(11, "takes 1 inputs, got 2",
                [](Program &, Instr &I) { I.in.push_back(I.in[0]); });
-  expectBroken(9, "takes 3 outputs, got 2", [](Program &, Instr &I) { I.out.pop_back(); });
+  expectBroken(9, "takes 3 to 4 outputs, got 2", [](Program &, Instr &I) { I.out.pop_back(); });
   expectBroken(9, "takes 4 float attributes, got 3",
                [](Program &, Instr &I) { I.floats.pop_back(); });
 
