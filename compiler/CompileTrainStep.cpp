@@ -108,6 +108,60 @@ bool rowsPerRank(int64_t batch, const TrainOptions &o, int64_t &rows, PipelineLa
 bool compileImported(mlir::ModuleOp module, const std::string &path, int64_t batch, int64_t seq,
                      const TrainOptions &o, TrainProgram &out, std::string &err,
                      const std::function<void(mlir::ModuleOp)> &inspectStep,
+                     ParallelismRefusal *refusal);
+
+} // namespace
+
+bool compileTrainStep(const std::string &path, int64_t batch, int64_t seq,
+                      const TrainOptions &o, TrainProgram &out, std::string &err,
+                      const std::function<void(mlir::ModuleOp)> &inspectStep) {
+  int64_t rows = 0;
+  PipelineLayout layout;
+  if (!rowsPerRank(batch, o, rows, layout, err))
+    return false;
+  // Sequence parallelism and the vocabulary-parallel loss are on by
+  // default with tp; a model whose attention or head tp does not split
+  // refuses them (the pass records which: ParallelismRefusal.h). Left to
+  // their defaults, the step is built again without the one refused (each
+  // at most once), and the program says so.
+  TrainOptions opts = o;
+  std::vector<std::string> notes;
+  for (;;) {
+    mlir::MLIRContext ctx;
+    // Static shapes: each rank's step is built for its own rows.
+    auto module = importModel(ctx, path, rows, seq, opts.weightsAsShapes, err);
+    if (!module)
+      return false;
+    ParallelismRefusal refusal;
+    if (compileImported(*module, path, batch, seq, opts, out, err, inspectStep, &refusal)) {
+      out.notes.insert(out.notes.end(), notes.begin(), notes.end());
+      return true;
+    }
+    bool sp = opts.tpSpDefaulted && refusal.feature == RefusedParallelism::Sequence;
+    bool loss = opts.lossParallelDefaulted && refusal.feature == RefusedParallelism::Loss;
+    if (!sp && !loss)
+      return false;
+    (sp ? opts.tpSp : opts.lossParallel) = false;
+    (sp ? opts.tpSpDefaulted : opts.lossParallelDefaulted) = false;
+    notes.push_back(std::string(sp ? "tp_sp" : "loss_parallel") + "=off for this model (" +
+                    refusal.reason + "); the plan's default, say " +
+                    (sp ? "tp_sp" : "loss_parallel") + "=on to require it");
+    err.clear();
+  }
+}
+
+bool compileImportedTrainStep(mlir::ModuleOp module, const std::string &path, int64_t batch,
+                              int64_t seq, const TrainOptions &o, TrainProgram &out,
+                              std::string &err,
+                              const std::function<void(mlir::ModuleOp)> &inspectStep) {
+  return compileImported(module, path, batch, seq, o, out, err, inspectStep, nullptr);
+}
+
+namespace {
+
+bool compileImported(mlir::ModuleOp module, const std::string &path, int64_t batch, int64_t seq,
+                     const TrainOptions &o, TrainProgram &out, std::string &err,
+                     const std::function<void(mlir::ModuleOp)> &inspectStep,
                      ParallelismRefusal *refusal) {
   int64_t rows = 0;
   PipelineLayout layout;
@@ -253,50 +307,5 @@ bool compileImported(mlir::ModuleOp module, const std::string &path, int64_t bat
 }
 
 } // namespace
-
-bool compileTrainStep(const std::string &path, int64_t batch, int64_t seq,
-                      const TrainOptions &o, TrainProgram &out, std::string &err,
-                      const std::function<void(mlir::ModuleOp)> &inspectStep) {
-  int64_t rows = 0;
-  PipelineLayout layout;
-  if (!rowsPerRank(batch, o, rows, layout, err))
-    return false;
-  // Sequence parallelism and the vocabulary-parallel loss are on by
-  // default with tp; a model whose attention or head tp does not split
-  // refuses them (the pass records which: ParallelismRefusal.h). Left to
-  // their defaults, the step is built again without the one refused (each
-  // at most once), and the program says so.
-  TrainOptions opts = o;
-  std::vector<std::string> notes;
-  for (;;) {
-    mlir::MLIRContext ctx;
-    // Static shapes: each rank's step is built for its own rows.
-    auto module = importModel(ctx, path, rows, seq, opts.weightsAsShapes, err);
-    if (!module)
-      return false;
-    ParallelismRefusal refusal;
-    if (compileImported(*module, path, batch, seq, opts, out, err, inspectStep, &refusal)) {
-      out.notes.insert(out.notes.end(), notes.begin(), notes.end());
-      return true;
-    }
-    bool sp = opts.tpSpDefaulted && refusal.feature == RefusedParallelism::Sequence;
-    bool loss = opts.lossParallelDefaulted && refusal.feature == RefusedParallelism::Loss;
-    if (!sp && !loss)
-      return false;
-    (sp ? opts.tpSp : opts.lossParallel) = false;
-    (sp ? opts.tpSpDefaulted : opts.lossParallelDefaulted) = false;
-    notes.push_back(std::string(sp ? "tp_sp" : "loss_parallel") + "=off for this model (" +
-                    refusal.reason + "); the plan's default, say " +
-                    (sp ? "tp_sp" : "loss_parallel") + "=on to require it");
-    err.clear();
-  }
-}
-
-bool compileImportedTrainStep(mlir::ModuleOp module, const std::string &path, int64_t batch,
-                              int64_t seq, const TrainOptions &o, TrainProgram &out,
-                              std::string &err,
-                              const std::function<void(mlir::ModuleOp)> &inspectStep) {
-  return compileImported(module, path, batch, seq, o, out, err, inspectStep, nullptr);
-}
 
 } // namespace loom::compiler

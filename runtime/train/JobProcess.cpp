@@ -4,13 +4,16 @@
 //
 //===----------------------------------------------------------------------===//
 #include "loom/train/JobProcess.h"
+#include "loom/train/RankPinning.h"
 
 #include <cstdio>
 
 namespace loom::train {
 
 bool checkLocalRanks(int64_t nproc, const rt::LaunchEnv &env, int planRanks,
-                     const std::string &planText, std::string &err) {
+                     const std::string &planText, const std::string &pinRanks, std::string &err) {
+  if (PinRanks mode; !parsePinRanks(pinRanks, mode, err))
+    return false;
   if (nproc < 1)
     err = "--nproc must be at least 1";
   else if (nproc > 1 && env.multiProcess)
@@ -48,6 +51,9 @@ bool joinJob(const rt::LaunchEnv &env, int planRanks, const std::string &planTex
     err = out.rankPrefix + "cannot silence stdout";
     return false;
   }
+  // Where the launcher put this rank (--pin-ranks), as the rank sees it.
+  if (std::string cpus = describeRankCpus(); out.lead && !cpus.empty())
+    std::printf("%s\n", cpus.c_str());
   return true;
 }
 

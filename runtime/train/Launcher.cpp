@@ -270,4 +270,17 @@ int launchLocalRanks(const std::string &command, int nproc, const std::vector<st
   return 1;
 }
 
+int launchPinnedLocalRanks(const std::string &command, int nproc,
+                           const std::vector<std::string> &args, const std::string &pinRanks,
+                           int threads) {
+  PinRanks mode;
+  RankPinning pinning;
+  std::string err;
+  if (!parsePinRanks(pinRanks, mode, err) || !planRankPinning(mode, nproc, threads, pinning, err)) {
+    std::fprintf(stderr, "loom %s: error: %s\n", command.c_str(), err.c_str());
+    return 1;
+  }
+  return launchLocalRanks(command, nproc, args, pinning);
+}
+
 } // namespace loom::train

@@ -20,7 +20,6 @@
 #include "loom/train/Launcher.h"
 #include "loom/train/PipelineRunner.h"
 #include "loom/train/PipelineStageCosts.h"
-#include "loom/train/RankPinning.h"
 #include "loom/train/TrainJob.h"
 #include "loom/train/WeightFiles.h"
 #include "planner/Plan.h"
@@ -83,8 +82,7 @@ int runTrain(int argc, char **argv) {
   args.flag("world-size", "ranks the job has (default: the plan's product)");
   args.flag("nproc", "run the plan's ranks as this many local processes (1: simulated ranks)",
             false, "1");
-  args.flag("pin-ranks", "--nproc: run each rank on CPUs of its own (auto: when there are "
-            "enough, on: or refuse, off)", false, "auto");
+  args.flag("pin-ranks", "--nproc: each rank on CPUs of its own (auto, on, off)", false, "auto");
   args.flag("rendezvous-timeout", "seconds for every rank to join a multi-process job", false,
             "60");
   args.flag("collective-timeout",
@@ -181,17 +179,11 @@ int runTrain(int argc, char **argv) {
   if (!rt::readLaunchEnv(env, err))
     return fail("train", err);
   int64_t nproc = args.getInt("nproc");
-  if (!checkLocalRanks(nproc, env, plan.gpus(), args.get("plan"), err))
+  if (!checkLocalRanks(nproc, env, plan.gpus(), args.get("plan"), args.get("pin-ranks"), err))
     return fail("train", err);
-  PinRanks pinMode;
-  if (!parsePinRanks(args.get("pin-ranks"), pinMode, err))
-    return fail("train", err);
-  if (nproc > 1) {
-    RankPinning pinning;
-    if (!planRankPinning(pinMode, int(nproc), int(args.getInt("threads")), pinning, err))
-      return fail("train", err);
-    return launchLocalRanks("train", int(nproc), argsWithout(argc, argv, 1, "nproc"), pinning);
-  }
+  if (nproc > 1)
+    return launchPinnedLocalRanks("train", int(nproc), argsWithout(argc, argv, 1, "nproc"),
+                                  args.get("pin-ranks"), int(args.getInt("threads")));
   JobProcess job;
   if (!joinJob(env, plan.gpus(), args.get("plan"), args.getDouble("rendezvous-timeout"), job, err))
     return fail("train", err);
@@ -228,8 +220,6 @@ int runTrain(int argc, char **argv) {
   printTrainHeader(args.positional()[0], tp, state,
                    fp8 == "off" ? precision : precision + " + fp8 " + fp8, steps, compileS);
   printRunnerSummary(plan, tp, *runner, args.get("backend"), job.env.multiProcess);
-  if (std::string cpus = describeRankCpus(); !cpus.empty())
-    std::printf("%s\n", cpus.c_str());
   if (args.has("fail-rank") &&
       !runner->injectRankFailure(args.getInt("fail-rank"), args.getInt("fail-step"), err))
     return die(err);

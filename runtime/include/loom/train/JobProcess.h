@@ -30,9 +30,10 @@ struct JobProcess {
 
 /// `--nproc N`: at least 1, and N > 1 (this process launches the ranks)
 /// only outside a launched job and equal to the plan's `planRanks`
-/// (`planText` names the plan). False with `err`.
+/// (`planText` names the plan); `--pin-ranks` auto, on or off. False with
+/// `err`.
 bool checkLocalRanks(int64_t nproc, const rt::LaunchEnv &env, int planRanks,
-                     const std::string &planText, std::string &err);
+                     const std::string &planText, const std::string &pinRanks, std::string &err);
 
 /// For `env` (read by the caller): in a multi-process job, checks that the
 /// job has the plan's `planRanks` ranks (`planText` names the plan in the

@@ -32,6 +32,13 @@ constexpr int kExitPeerFailed = 3;
 int launchLocalRanks(const std::string &command, int nproc, const std::vector<std::string> &args,
                      const RankPinning &pinning = {});
 
+/// launchLocalRanks with the ranks placed by planRankPinning under
+/// `pinRanks` ("auto", "on", "off") for `threads` CPU threads in all; with
+/// "on" and too few CPUs, one error line and status 1 before any rank starts.
+int launchPinnedLocalRanks(const std::string &command, int nproc,
+                           const std::vector<std::string> &args, const std::string &pinRanks,
+                           int threads);
+
 /// argv[first..] without `--name VALUE` / `--name=VALUE`.
 std::vector<std::string> argsWithout(int argc, char **argv, int first, const std::string &name);
 
