@@ -77,6 +77,11 @@ SERIAL_STEPS=${SERIAL_STEPS:-4}
 SCHEDULES=${SCHEDULES:-gpipe:1 1f1b:1 interleaved:2 zb:1 zb:2} # kind:virtual stages
 MICROBATCHES=${MICROBATCHES:-4 8}
 PIN=${PIN:-auto}
+# REPEAT=R launches each row's serial and pipelined runs R times, in turn,
+# and compares per-rank medians: on a VM a rank process's speed can differ
+# by tens of percent from one launch to the next (the run/serial column),
+# noise that one pair of launches cannot tell from a planner error.
+REPEAT=${REPEAT:-1}
 mkdir -p "$OUT"
 echo "# bench/pp/bubble.sh on $(hostname), $(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg); model $(basename "$MODEL"), batch $BATCH x seq $SEQ, $STEPS steps (serial: $SERIAL_STEPS)"
 # What the placement can go by: sockets, cores, SMT and memory nodes as
@@ -88,7 +93,11 @@ for sched in $SCHEDULES; do
   kind=${sched%:*}
   v=${sched#*:}
   for m in $MICROBATCHES; do
+    bases=()
+    for rep in $(seq 1 "$REPEAT"); do
     tag=$kind-v$v-m$m
+    [ "$REPEAT" -gt 1 ] && tag=$tag-r$rep
+    bases+=("$OUT/$tag")
     common=(--data "$DATA" --batch "$BATCH" --seq "$SEQ" --nproc 2 --threads 2 --pin-ranks "$PIN")
     "$LOOM" schedule --pp 2 --microbatches "$m" --schedule "$kind" --virtual "$v" --serial \
       --csv "$OUT/$tag.serial.csv" > "$OUT/$tag.serial.txt"
@@ -108,44 +117,54 @@ for sched in $SCHEDULES; do
     "$LOOM" plan "$MODEL" --gpus 2 --gpu h100 --batch $((BATCH / m)) --seq "$SEQ" \
       --global-batch "$BATCH" --activation-bytes 4 --top 1000 --json \
       --stage-costs "$OUT/$tag.costs.json" > "$OUT/$tag.plan.json"
-    python3 - "$OUT/$tag" "$kind" "$v" "$m" <<'EOF' || status=1
-import json, re, sys
-base, kind, v, m = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+    done
+    python3 - "$kind" "$v" "$m" "${bases[@]}" <<'EOF' || status=1
+import json, re, statistics, sys
+kind, v, m, bases = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4:]
 P = 2
-text = open(base + '.train.txt').read()
-# Where the launcher put the ranks, in the serial run and in this one.
-placement = lambda t: (re.findall(r'^(?:pinned ranks|ranks not pinned).*$', t, re.M) or ['?'])[0]
-same_place = placement(open(base + '.serial.txt').read()) == placement(text)
-idle = [float(x) for x in re.findall(r'^  rank \d+: ([0-9.]+)% \(', text, re.M)]
-# The run's own timeline: its schedule replayed with its own mean action
-# times (loom train prints it in parentheses).
-replay = [float(x) for x in re.findall(r'^  rank \d+: [0-9.]+% \(([0-9.]+)%\)', text, re.M)]
-held = [int(x) for x in re.findall(r'^  rank \d+: (\d+) B \(', text, re.M)]
-plans = [p for p in json.load(open(base + '.plan.json'))['plans']
-         if p['pp'] == P and p['schedule'] == kind and p['virtual_stages'] == v
-         and p['microbatches'] == m and p['checkpoint'] == 'none' and not p['fp8']]
-if not plans or plans[0]['time'].get('stage_costs', 'model') == 'model':
-    sys.exit('%s: loom plan did not time the plan with the measured stage costs' % base)
-p = plans[0]
-pidle = [100 * f for f in p['time']['idle_fraction_per_pipeline_rank']]
-pact = p['activations_per_pipeline_rank']
-# CPU time over wall time of the compute actions (steps after the first).
-# Per rank, the run's compute time over what the serial run's medians
-# (the costs loom plan was given) say the same actions take: 1.00 when the
-# machine ran both runs at one speed. Unequal ratios mean a rank computed
-# at another speed in the run than in the serial run (another core, clock
-# or memory node): loom plan's input then does not describe the run.
-costs = json.load(open(base + '.costs.json'))['stage_costs']
-field = {'F': 'forward_s', 'B': 'backward_s', 'I': 'backward_input_s', 'W': 'backward_weight_s'}
-ran, serial = [0.0] * P, [0.0] * P
-cpu = wall = 0.0
-for e in json.load(open(base + '.trace.json'))['traceEvents']:
-    if e.get('cat') == 'compute' and e['args']['step'] >= 1:
-        cpu += e['args']['cpu_ms'] * 1e3
-        wall += e['dur']
-        ran[e['tid']] += e['dur'] / 1e6
-        serial[e['tid']] += costs[e['args']['stage']][field[e['name'].split()[0]]]
-speed = [r / s if s else 0 for r, s in zip(ran, serial)]
+
+def one(base):
+    text = open(base + '.train.txt').read()
+    # Where the launcher put the ranks, in the serial run and in this one.
+    placement = lambda t: (re.findall(r'^(?:pinned ranks|ranks not pinned).*$', t, re.M) or ['?'])[0]
+    same_place = placement(open(base + '.serial.txt').read()) == placement(text)
+    idle = [float(x) for x in re.findall(r'^  rank \d+: ([0-9.]+)% \(', text, re.M)]
+    # The run's own timeline: its schedule replayed with its own mean action
+    # times (loom train prints it in parentheses).
+    replay = [float(x) for x in re.findall(r'^  rank \d+: [0-9.]+% \(([0-9.]+)%\)', text, re.M)]
+    held = [int(x) for x in re.findall(r'^  rank \d+: (\d+) B \(', text, re.M)]
+    plans = [p for p in json.load(open(base + '.plan.json'))['plans']
+             if p['pp'] == P and p['schedule'] == kind and p['virtual_stages'] == v
+             and p['microbatches'] == m and p['checkpoint'] == 'none' and not p['fp8']]
+    if not plans or plans[0]['time'].get('stage_costs', 'model') == 'model':
+        sys.exit('%s: loom plan did not time the plan with the measured stage costs' % base)
+    p = plans[0]
+    pidle = [100 * f for f in p['time']['idle_fraction_per_pipeline_rank']]
+    pact = p['activations_per_pipeline_rank']
+    # CPU time over wall time of the compute actions (steps after the first).
+    # Per rank, the run's compute time over what the serial run's medians
+    # (the costs loom plan was given) say the same actions take: 1.00 when the
+    # machine ran both runs at one speed. Unequal ratios mean a rank computed
+    # at another speed in the run than in the serial run (another core, clock
+    # or memory node): loom plan's input then does not describe the run.
+    costs = json.load(open(base + '.costs.json'))['stage_costs']
+    field = {'F': 'forward_s', 'B': 'backward_s', 'I': 'backward_input_s', 'W': 'backward_weight_s'}
+    ran, serial = [0.0] * P, [0.0] * P
+    cpu = wall = 0.0
+    for e in json.load(open(base + '.trace.json'))['traceEvents']:
+        if e.get('cat') == 'compute' and e['args']['step'] >= 1:
+            cpu += e['args']['cpu_ms'] * 1e3
+            wall += e['dur']
+            ran[e['tid']] += e['dur'] / 1e6
+            serial[e['tid']] += costs[e['args']['stage']][field[e['name'].split()[0]]]
+    speed = [r / s if s else 0 for r, s in zip(ran, serial)]
+    return idle, replay, held, pidle, pact, speed, cpu / wall if wall else 0, same_place
+
+runs = [one(b) for b in bases]
+med = lambda k: [statistics.median(r[k][i] for r in runs) for i in range(P)]
+idle, replay, held, pidle, pact, speed = med(0), med(1), med(2), med(3), med(4), med(5)
+cpuwall = statistics.median(r[6] for r in runs)
+same_place = all(r[7] for r in runs)
 ok = all(abs(a - b) <= 5 for a, b in zip(idle, pidle))
 theory = None
 if kind in ('gpipe', '1f1b'):
@@ -155,11 +174,15 @@ if kind in ('gpipe', '1f1b'):
 mib = lambda b: b / 2**20
 print('%-16s %2d | %5.1f%% / %5.1f%% | %5.1f%% / %5.1f%% | %-6s | %8.2f | %6.2f / %6.2f, %6.2f / %6.2f | %5.1f%% / %5.1f%% | %4.2f / %4.2f | %s'
       % ('%s v=%d' % (kind, v), m, idle[0], idle[1], pidle[0], pidle[1],
-         '-' if theory is None else '%.1f%%' % theory, cpu / wall if wall else 0,
+         '-' if theory is None else '%.1f%%' % theory, cpuwall,
          mib(held[0]), mib(held[1]), mib(pact[0]), mib(pact[1]), replay[0], replay[1],
          speed[0], speed[1], ('PASS' if ok else 'FAIL') + (
              ' (rank speeds drifted)' if min(speed) > 0 and max(speed) / min(speed) > 1.05 else '') + (
              '' if same_place else ' (ranks placed differently in the two runs)')))
+if len(runs) > 1:  # each launch pair's own figures, to show the spread
+    for b, r in zip(bases, runs):
+        print('  %-40s measured %5.1f%% / %5.1f%%, loom plan %5.1f%% / %5.1f%%, run/serial %4.2f / %4.2f'
+              % (b.split('/')[-1], r[0][0], r[0][1], r[3][0], r[3][1], r[5][0], r[5][1]))
 sys.exit(0 if ok else 1)
 EOF
   done
