@@ -4,21 +4,18 @@
 //
 //===----------------------------------------------------------------------===//
 #include "compiler/PipelinePlan.h"
+#include "loom/io/FileBytes.h"
 
-#include <fstream>
-#include <sstream>
 
 namespace loom::compiler {
 
 bool readScheduleFile(const std::string &path, rt::PipelineSchedule &out, std::string &err) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
+  std::string text;
+  if (!io::readFileBytes(path, text)) {
     err = "cannot read schedule file '" + path + "'";
     return false;
   }
-  std::stringstream text;
-  text << in.rdbuf();
-  return rt::parseScheduleCsv(text.str(), path, out, err);
+  return rt::parseScheduleCsv(text, path, out, err);
 }
 
 bool planSchedule(const planner::Plan &plan, rt::PipelineSchedule &out, std::string &err) {

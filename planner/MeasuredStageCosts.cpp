@@ -4,8 +4,8 @@
 //
 //===----------------------------------------------------------------------===//
 #include "planner/MeasuredStageCosts.h"
+#include "loom/io/FileBytes.h"
 
-#include <fstream>
 #include <sstream>
 
 namespace loom::planner {
@@ -17,15 +17,13 @@ bool loadStageCostProfiles(const std::string &paths, const PlanRequest &req,
   while (std::getline(list, path, ',')) {
     if (path.empty())
       continue;
-    std::ifstream in(path, std::ios::binary);
-    if (!in) {
+    std::string text;
+    if (!io::readFileBytes(path, text)) {
       err = "cannot read stage costs '" + path + "'";
       return false;
     }
-    std::stringstream text;
-    text << in.rdbuf();
     rt::StageCostProfile p;
-    if (!rt::parseStageCostProfile(text.str(), path, p, err))
+    if (!rt::parseStageCostProfile(text, path, p, err))
       return false;
     if (p.microbatchRows != req.microbatch || p.seq != req.seq) {
       err = path + ": measured on microbatches of " + std::to_string(p.microbatchRows) + " x " +

@@ -5,6 +5,7 @@
 //===----------------------------------------------------------------------===//
 #include "loom/train/Checkpoint.h"
 #include "loom/io/Checksum.h"
+#include "loom/io/FileBytes.h"
 #include "loom/io/Json.h"
 #include "loom/io/Safetensors.h"
 
@@ -22,16 +23,6 @@ namespace loom::train {
 namespace {
 
 constexpr int kVersion = 1;
-
-bool readWhole(const std::string &path, std::string &out) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in)
-    return false;
-  std::stringstream ss;
-  ss << in.rdbuf();
-  out = ss.str();
-  return true;
-}
 
 io::NamedTensor f32Tensor(const std::string &name, const std::vector<int64_t> &shape,
                           const std::vector<float> &v) {
@@ -114,7 +105,7 @@ bool saveCheckpointAt(const std::string &dir, const TrainState &s, int64_t step,
   json::Value files = json::Value::object();
   for (const char *f : {"params.safetensors", "optimizer.safetensors"}) {
     std::string bytes;
-    if (!readWhole((tmp / f).string(), bytes)) {
+    if (!io::readFileBytes((tmp / f).string(), bytes)) {
       cleanup();
       err = "cannot read back '" + (tmp / f).string() + "'";
       return false;
@@ -184,7 +175,7 @@ bool loadCheckpoint(const std::string &path, TrainState &s, std::string &loadedF
     return false;
   };
   std::string text;
-  if (!readWhole((dir / "manifest.json").string(), text))
+  if (!io::readFileBytes((dir / "manifest.json").string(), text))
     return refuse("manifest.json is missing");
   json::Value m;
   std::string jerr;
@@ -203,7 +194,7 @@ bool loadCheckpoint(const std::string &path, TrainState &s, std::string &loadedF
     std::string bytes;
     if (!e || !e->isObject() || !e->get("bytes") || !e->get("fnv1a64"))
       return refuse(std::string("manifest.json has no entry for ") + f);
-    if (!readWhole((dir / f).string(), bytes))
+    if (!io::readFileBytes((dir / f).string(), bytes))
       return refuse(std::string(f) + " is missing");
     if (uint64_t(bytes.size()) != uint64_t(e->get("bytes")->integer()))
       return refuse(std::string(f) + " has " + std::to_string(bytes.size()) + " bytes, the manifest says " +

@@ -4,12 +4,11 @@
 //
 //===----------------------------------------------------------------------===//
 #include "loom/train/Npy.h"
+#include "loom/io/FileBytes.h"
+#include "loom/train/AtomicFile.h"
 
 #include <cstdio>
 #include <cstring>
-#include <fstream>
-#include <sstream>
-#include <unistd.h>
 
 namespace loom::train {
 
@@ -71,14 +70,12 @@ static std::string headerField(const std::string &h, const std::string &key) {
 }
 
 bool readNpy(const std::string &path, NpyArray &out, std::string &err) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
+  std::string bytes;
+  if (!io::readFileBytes(path, bytes)) {
     err = "cannot open '" + path + "'";
     return false;
   }
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return parseNpy(ss.str(), path, out, err);
+  return parseNpy(bytes, path, out, err);
 }
 
 bool parseNpy(const std::string &f, const std::string &path, NpyArray &out, std::string &err) {
@@ -132,26 +129,12 @@ bool writeNpy(const std::string &path, const NpyArray &a, std::string &err) {
   std::string h = "{'descr': '" + a.dtype + "', 'fortran_order': False, 'shape': " + shape + ", }";
   while ((10 + h.size() + 1) % 64) h += ' ';
   h += '\n';
-  std::string tmp = path + ".tmp." + std::to_string(getpid());
-  {
-    std::ofstream out(tmp, std::ios::binary);
-    uint16_t len = uint16_t(h.size());
-    out.write("\x93NUMPY\x01\x00", 8);
-    out.write(reinterpret_cast<const char *>(&len), 2);
-    out.write(h.data(), std::streamsize(h.size()));
-    out.write(a.data.data(), std::streamsize(a.data.size()));
-    if (!out) {
-      std::remove(tmp.c_str());
-      err = "cannot write '" + path + "'";
-      return false;
-    }
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    std::remove(tmp.c_str());
-    err = "cannot write '" + path + "'";
-    return false;
-  }
-  return true;
+  uint16_t len = uint16_t(h.size());
+  std::string bytes = std::string("\x93NUMPY\x01\x00", 8);
+  bytes.append(reinterpret_cast<const char *>(&len), 2);
+  bytes += h;
+  bytes.append(a.data.data(), a.data.size());
+  return writeAtomically(path, bytes, err);
 }
 
 } // namespace loom::train
@@ -162,14 +145,11 @@ namespace loom::train {
 // uncompressed (method 0), which is all we read; the local file headers
 // carry the sizes, so the central directory is not needed.
 bool readNpz(const std::string &path, std::map<std::string, NpyArray> &out, std::string &err) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
+  std::string f;
+  if (!io::readFileBytes(path, f)) {
     err = "cannot open '" + path + "'";
     return false;
   }
-  std::stringstream ss;
-  ss << in.rdbuf();
-  std::string f = ss.str();
   size_t at = 0;
   while (at + 30 <= f.size() && load<uint32_t>(&f[at]) == 0x04034b50) {
     uint16_t flags = load<uint16_t>(&f[at + 6]), method = load<uint16_t>(&f[at + 8]);

@@ -4,11 +4,10 @@
 //
 //===----------------------------------------------------------------------===//
 #include "loom/train/TokenData.h"
+#include "loom/io/FileBytes.h"
 #include "loom/train/Npy.h"
 
 #include <cstring>
-#include <fstream>
-#include <sstream>
 
 namespace loom::train {
 
@@ -43,14 +42,11 @@ static bool loadNpyTokens(const std::string &path, std::vector<int64_t> &tokens,
 bool TokenFile::load(const std::string &path, std::string &err) {
   if (path.size() > 4 && path.compare(path.size() - 4, 4, ".npy") == 0)
     return loadNpyTokens(path, tokens, err);
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
+  std::string bytes;
+  if (!io::readFileBytes(path, bytes)) {
     err = "cannot open token file '" + path + "'";
     return false;
   }
-  std::stringstream ss;
-  ss << in.rdbuf();
-  std::string bytes = ss.str();
   size_t width = path.find(".u32") != std::string::npos ? 4 : 2;
   if (bytes.size() % width) {
     err = "token file '" + path + "' size is not a multiple of " + std::to_string(width);
