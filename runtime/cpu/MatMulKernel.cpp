@@ -9,7 +9,8 @@
 // broadcast) turns the batch into extra rows: one [batch*M, K] x [K, N]
 // product, the shape of every linear layer.
 //
-// With LOOM_HAVE_CBLAS each product is one cblas_sgemm. Without it, a
+// With LOOM_HAVE_CBLAS each product is cblas_sgemm calls on fixed row blocks,
+// one OpenBLAS thread each, spread over the pool. Without it, a
 // cache-blocked kernel: the output is cut into MC x NC tiles spread over the
 // pool; for each KC-deep slab a tile packs its slice of A (MC x KC, 64 KiB)
 // and of B (KC x NC, 128 KiB) contiguously, and a 4 x 8 register-tile
@@ -136,35 +137,48 @@ namespace loom::rt {
 namespace {
 
 /// OpenBLAS starts a thread per core in every process and spins them
-/// between products, so N ranks of one host (--nproc, each with --threads
-/// / N) would run N x cores busy threads: the ranks' GEMMs then wait for
-/// each other's spinning. Products get the executor's pool size instead,
-/// as every other kernel does (ranks of one process share the value).
-void limitBlasThreads(int threads) {
-  static std::atomic<int> current{0};
-  if (openblas_set_num_threads && current.exchange(threads) != threads)
-    openblas_set_num_threads(threads);
+/// between products, so N ranks of one host (--nproc) would run N x cores
+/// busy threads. And a product it threads itself may round differently
+/// with another thread count (seen with OPENBLAS_CORETYPE=Haswell on an
+/// AVX-512 EPYC: 1 and 4 threads gave other bits), while a run must not
+/// depend on --threads. So OpenBLAS runs one thread per call, and the
+/// pool runs the calls: each product's rows in blocks whose size depends
+/// on the product alone, never on the pool.
+void useOneBlasThread() {
+  static std::atomic<bool> done{false};
+  if (openblas_set_num_threads && !done.exchange(true))
+    openblas_set_num_threads(1);
+}
+
+/// Rows per block: about 2^22 multiply-adds, at least 16 rows (a fixed
+/// function of the shape, so the blocks, and each element's sum, are the
+/// same for every thread count).
+int64_t rowsPerBlock(const Gemm &g) {
+  int64_t perRow = std::max<int64_t>(1, g.n * g.k);
+  return std::min(g.m, std::max<int64_t>(16, (int64_t(1) << 22) / perRow));
 }
 
 void runGemms(const std::vector<Gemm> &gemms, ThreadPool &pool) {
-  limitBlasThreads(pool.size());
-  auto one = [](const Gemm &g) {
+  useOneBlasThread();
+  auto rows = [](const Gemm &g, int64_t r0, int64_t r1) {
+    // op(A)'s rows r0..r1: stored A's rows, or its columns when transposed.
+    const float *a = g.ta ? g.a.p + r0 : g.a.p + r0 * g.lda;
     cblas_sgemm(CblasRowMajor, g.ta ? CblasTrans : CblasNoTrans, g.tb ? CblasTrans : CblasNoTrans,
-                int(g.m), int(g.n), int(g.k), 1.0f, g.a.p, int(g.lda), g.b.p, int(g.ldb), 0.0f,
-                g.c, int(g.n));
+                int(r1 - r0), int(g.n), int(g.k), 1.0f, a, int(g.lda), g.b.p, int(g.ldb), 0.0f,
+                g.c + r0 * g.n, int(g.n));
   };
-  // OpenBLAS threads large products itself. Many small ones (attention
-  // scores of an unfused graph) it would run one by one on one core, so
-  // those are spread over the pool instead.
-  const Gemm &g0 = gemms[0];
-  bool small = g0.m * g0.n * g0.k < (int64_t(1) << 18);
-  if (small && gemms.size() > 1) {
-    pool.parallelFor(int64_t(gemms.size()), 1, [&](int64_t begin, int64_t end) {
-      for (int64_t i = begin; i < end; ++i) one(gemms[size_t(i)]);
-    });
-  } else {
-    for (const Gemm &g : gemms) one(g);
-  }
+  // Tasks: (product, first row) over every product's row blocks.
+  std::vector<std::pair<size_t, int64_t>> tasks;
+  for (size_t i = 0; i < gemms.size(); ++i) // (m, n, k > 0: matMulF32 returned earlier)
+    for (int64_t r = 0, step = rowsPerBlock(gemms[i]); r < gemms[i].m; r += step)
+      tasks.emplace_back(i, r);
+  pool.parallelFor(int64_t(tasks.size()), 1, [&](int64_t begin, int64_t end) {
+    for (int64_t t = begin; t < end; ++t) {
+      const Gemm &g = gemms[tasks[size_t(t)].first];
+      int64_t r0 = tasks[size_t(t)].second;
+      rows(g, r0, std::min(g.m, r0 + rowsPerBlock(g)));
+    }
+  });
 }
 #endif
 
