@@ -118,6 +118,7 @@ bool lowerPipelineStep(mlir::ModuleOp module, const std::string &path, int64_t b
   auto prog = std::make_shared<rt::PipelineProgram>();
   prog->schedule = layout.schedule;
   prog->microbatches = layout.microbatches;
+  prog->stageCuts = layout.cuts;
   prog->ranksPerStage = o.dpReplicate * o.dpShard * o.tp;
   std::map<size_t, ParamSlot> slots;
   size_t actSums = 0;

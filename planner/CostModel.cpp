@@ -4,6 +4,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "planner/CostModel.h"
+#include "planner/StageBalance.h"
 #include "loom/runtime/PipelineProfile.h"
 #include "loom/runtime/PipelineSchedule.h"
 #include "planner/Collectives.h"
@@ -198,11 +199,7 @@ const std::vector<CostModel::GroupTimes> &CostModel::groupTimes(int tp, int cp, 
 int CostModel::deviceOf(int layer, const Plan &p) const {
   if (p.pp == 1)
     return 0;
-  if (layer <= kEmbedLayer)
-    return 0;
-  int chunks = p.pp * p.virtualStages;
-  int chunk = layer >= m.numLayers ? chunks - 1
-                                   : int(int64_t(layer) * chunks / std::max(1, m.numLayers));
+  int chunk = stageOf(layer, p);
   // Zero bubble with two chunks per rank folds them into a V (ZBV): the
   // head's last chunk comes back to rank 0.
   if (p.schedule == Schedule::ZeroBubble && p.virtualStages == 2 && chunk >= p.pp)
@@ -212,11 +209,41 @@ int CostModel::deviceOf(int layer, const Plan &p) const {
 
 int CostModel::stageOf(int layer, const Plan &p) const {
   int chunks = p.pp * p.virtualStages;
-  if (layer <= kEmbedLayer)
+  if (chunks <= 1 || layer <= kEmbedLayer)
     return 0;
   if (layer >= m.numLayers)
     return chunks - 1;
-  return int(int64_t(layer) * chunks / std::max(1, m.numLayers));
+  const std::vector<int64_t> &cuts = stageCuts(p);
+  if (cuts.empty()) // more stages than layers: rejected, split as evenly as it goes
+    return int(int64_t(layer) * chunks / std::max(1, m.numLayers));
+  return int(std::upper_bound(cuts.begin(), cuts.end(), int64_t(layer)) - cuts.begin());
+}
+
+double CostModel::groupStepTime(const GroupTimes &t, int g, const Plan &p) const {
+  bool layer = g >= 1 && g <= m.numLayers;
+  double recompute = 0;
+  if (layer && p.checkpoint == Checkpoint::Full)
+    recompute = t.fullRecompute + t.tpFwd + std::max(0.0, t.cpFwd - t.attnFwd);
+  else if (layer && p.checkpoint == Checkpoint::Selective)
+    recompute = t.selectiveRecompute;
+  return t.fwd + t.bwd + recompute + t.tpFwd + t.tpBwd + std::max(0.0, t.cpFwd - t.attnFwd) +
+         std::max(0.0, t.cpBwd - t.attnBwd);
+}
+
+std::vector<double> CostModel::groupStepTimes(const Plan &p) const {
+  const std::vector<GroupTimes> &gt = groupTimes(p.tp, p.cp, p.fp8, req.gpusPerNode);
+  std::vector<double> out(size_t(numGroups), 0);
+  for (int g = 0; g < numGroups; ++g) out[size_t(g)] = groupStepTime(gt[size_t(g)], g, p);
+  return out;
+}
+
+const std::vector<int64_t> &CostModel::stageCuts(const Plan &p) const {
+  int chunks = p.pp * p.virtualStages;
+  auto key = std::make_tuple(chunks, p.tp, p.cp, p.fp8, int(p.checkpoint));
+  auto it = cutsCache.find(key);
+  if (it == cutsCache.end())
+    it = cutsCache.emplace(key, balanceStageCuts(groupStepTimes(p), chunks)).first;
+  return it->second;
 }
 
 const rt::PipelineSchedule *CostModel::pipelineSchedule(const Plan &p) const {
@@ -249,12 +276,16 @@ const rt::StageCostProfile *CostModel::measuredStageCosts(const Plan &p,
                                                           const rt::PipelineSchedule &s) const {
   if (!stageCosts_ || p.checkpoint != Checkpoint::None || p.fp8 || p.cp != 1)
     return nullptr;
-  for (const rt::StageCostProfile &m : *stageCosts_)
-    if (m.ranks == p.pp && m.stages == s.stages && m.splitBackward == s.splitBackward &&
-        m.microbatchRows == req.microbatch && m.seq == req.seq && m.tp == p.tp &&
-        m.dpShard == p.dpShard && m.dpReplicate == p.dpReplicate &&
-        int(m.costs.size()) == s.stages)
-      return &m;
+  // Stage times describe the layers the run cut: only a profile measured
+  // at the cuts this model chooses fits (one without cuts was split evenly).
+  const std::vector<int64_t> &cuts = stageCuts(p);
+  std::vector<int64_t> even = evenStageCuts(m.numLayers, s.stages);
+  for (const rt::StageCostProfile &prof : *stageCosts_)
+    if (prof.ranks == p.pp && prof.stages == s.stages && prof.splitBackward == s.splitBackward &&
+        (prof.cuts.empty() ? even : prof.cuts) == cuts && prof.microbatchRows == req.microbatch &&
+        prof.seq == req.seq && prof.tp == p.tp && prof.dpShard == p.dpShard &&
+        prof.dpReplicate == p.dpReplicate && int(prof.costs.size()) == s.stages)
+      return &prof;
   return nullptr;
 }
 
@@ -331,16 +362,17 @@ std::vector<std::string> CostModel::constraintViolations(const Plan &p) const {
       }
     }
   }
+  // Stages are whole layers, cut where the per-layer costs balance
+  // (stageCuts), so any count up to the layers' runs.
+  int chunks = p.pp * p.virtualStages;
   if (p.pp > 1 && m.numLayers == 0)
     why.push_back("no transformer layers to split into pp=" + str(p.pp) + " stages");
-  else if (m.numLayers % p.pp)
-    why.push_back(str(m.numLayers) + " layers not divisible into pp=" + str(p.pp) + " stages");
+  else if (chunks > 1 && m.numLayers < chunks)
+    why.push_back(str(m.numLayers) + " layers cannot fill " +
+                  (chunks == p.pp ? "pp=" + str(p.pp) + " stages"
+                                  : "pp*v=" + str(chunks) + " interleaved chunks"));
   if (p.schedule == Schedule::Interleaved ||
       (p.schedule == Schedule::ZeroBubble && p.virtualStages > 1)) {
-    int chunks = p.pp * p.virtualStages;
-    if (m.numLayers % chunks)
-      why.push_back(str(m.numLayers) + " layers not divisible into pp*v=" + str(chunks) +
-                    " interleaved chunks");
     if (p.schedule == Schedule::Interleaved && p.microbatches % p.pp)
       why.push_back("interleaved 1F1B needs microbatches (" + str(p.microbatches) +
                     ") divisible by pp=" + str(p.pp));
@@ -465,6 +497,8 @@ PlanEstimate CostModel::evaluate(const Plan &plan, bool detail) const {
   }
   est.memory = est.analytical;
   est.memorySource = "analytical";
+  if (pp > 1)
+    est.stageCuts = stageCuts(plan);
   bool compilable = tp == 1 && cp == 1 && pp == 1 && plan.dpShard == 1 && mb == 1 && !plan.fp8;
   int policy = int(plan.checkpoint);
   bool planned = policy == 0 ? m.hasBufferPlan : m.hasPolicyBufferPlan[policy];

@@ -66,6 +66,7 @@ struct PlanEstimate {
   // timeline (the schedule loom train runs, timed with this model's costs).
   std::vector<double> bubbleFraction;
   std::vector<double> activationsPerRank; // each pipeline rank's saved activations at its peak
+  std::vector<int64_t> stageCuts; // pipeline plans: the first layer of stages 1.. (stageCuts)
   // Where the schedule's stage costs came from: "" (this model) or the
   // source of the measured stage-cost profile it was timed with.
   std::string stageCostSource;
@@ -104,9 +105,18 @@ public:
   /// How many microbatches' activations a pipeline rank holds at its peak
   /// (in microbatches of all its stages), walking the schedule it runs.
   double inFlight(int device, const Plan &plan) const;
-  /// The pipeline stage (chunk) of a layer group: stages split the layers
-  /// evenly, the embedding in the first, the head in the last.
+  /// The pipeline stage (chunk) of a layer group under stageCuts: the
+  /// embedding in the first, the head in the last.
   int stageOf(int layer, const Plan &plan) const;
+  /// Where the plan's pipeline cuts the layers (the first layer of stages
+  /// 1..pp*v-1, --pp-split's spelling): the split that makes the costliest
+  /// stage cheapest under this model's per-group time (forward, backward,
+  /// the plan's recompute and exposed tp/cp communication; StageBalance.h).
+  /// loom train takes the same cuts (planner/ir/PipelineCuts.h). Empty
+  /// for pp*v = 1 or more stages than layers.
+  const std::vector<int64_t> &stageCuts(const Plan &plan) const;
+  /// The per-group step time stageCuts balances: [embedding, layers, head].
+  std::vector<double> groupStepTimes(const Plan &plan) const;
   /// The plan's schedule, as rt::buildSchedule makes it for loom train
   /// (built once per kind, pp, v and microbatches); null for pp = 1 or a
   /// combination it refuses.
@@ -148,6 +158,7 @@ private:
     double maxOut = 0;                            // largest op output, elements
   };
   const std::vector<GroupTimes> &groupTimes(int tp, int cp, bool fp8, int gpusPerNode) const;
+  double groupStepTime(const GroupTimes &t, int g, const Plan &plan) const;
   /// The compiled program that runs `plan`'s step on each GPU, priced on
   /// this profile (null when the plan is not one device's step: tp, cp,
   /// pp, dp_shard or several microbatches, or none was compiled).
@@ -173,6 +184,8 @@ private:
   mutable std::map<std::tuple<int, int, bool>, std::vector<GroupTimes>> cache;
   mutable std::map<std::tuple<int, int, int, int>, std::shared_ptr<rt::PipelineSchedule>> schedules;
   std::shared_ptr<const std::vector<rt::StageCostProfile>> stageCosts_;
+  // stageCuts per (stages, tp, cp, fp8, checkpoint).
+  mutable std::map<std::tuple<int, int, int, bool, int>, std::vector<int64_t>> cutsCache;
   // Per schedule key and activation policy: each rank's peak of held bytes
   // and the bytes its stages keep per microbatch.
   mutable std::map<std::tuple<int, int, int, int, int, bool, int>,

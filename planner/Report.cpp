@@ -4,6 +4,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "planner/Report.h"
+#include "planner/StageBalance.h"
 #include "planner/Collectives.h"
 #include "loom/runtime/PipelineProfile.h"
 
@@ -158,6 +159,11 @@ json::Value planJson(const PlanEstimate &e) {
     for (double f : e.bubbleFraction) idle.push(f);
     t.set("idle_fraction_per_pipeline_rank", idle);
     t.set("stage_costs", e.stageCostSource.empty() ? std::string("model") : e.stageCostSource);
+  }
+  if (!e.stageCuts.empty()) {
+    json::Value cuts = json::Value::array();
+    for (int64_t c : e.stageCuts) cuts.push(c);
+    o.set("stage_cuts", cuts);
   }
   if (!e.activationsPerRank.empty()) {
     json::Value act = json::Value::array();
@@ -459,6 +465,14 @@ void printExplain(std::ostream &os, const CostModel &cm, const PlanEstimate &e, 
        << (p.virtualStages > 1 ? " with " + std::to_string(p.virtualStages) + " chunks per rank" : "");
   os << ", " << p.microbatches << " microbatch(es) of " << m.batch << " x " << m.seq
      << " per step per data-parallel rank\n";
+  if (!e.stageCuts.empty()) {
+    std::vector<int64_t> even = evenStageCuts(m.numLayers, int(e.stageCuts.size()) + 1);
+    os << "  stages: layers " << describeStageCuts(e.stageCuts, m.numLayers)
+       << (e.stageCuts == even ? " (the even split is as balanced as any)"
+                               : " (balanced by per-layer cost; evenly: " +
+                                     describeStageCuts(even, m.numLayers) + ")")
+       << "; loom train --pp-split " << ppSplitSpelling(e.stageCuts) << "\n";
+  }
   for (size_t d = 0; d < e.deviceGroups.size(); ++d) {
     std::string groups;
     for (int g : e.deviceGroups[d])

@@ -178,6 +178,11 @@ std::string stageCostProfileJson(const StageCostProfile &p) {
   v.set("dp_replicate", p.dpReplicate);
   v.set("threads_per_rank", p.threadsPerRank);
   v.set("steps", p.steps);
+  if (!p.cuts.empty()) {
+    json::Value cuts = json::Value::array();
+    for (int64_t c : p.cuts) cuts.push(c);
+    v.set("cuts", std::move(cuts));
+  }
   json::Value costs = json::Value::array();
   for (size_t st = 0; st < p.costs.size(); ++st) {
     const StageCost &c = p.costs[st];
@@ -244,6 +249,17 @@ bool parseStageCostProfile(const std::string &text, const std::string &path,
   if (!split || split->kind() != json::Value::Kind::Bool)
     return bad("\"split_backward\" is missing or not true/false");
   out.splitBackward = split->boolean();
+  if (const json::Value *cuts = v.get("cuts")) {
+    if (!cuts->isArray() || int(cuts->items().size()) != out.stages - 1)
+      return bad(cat("\"cuts\" must list the first layer of each of the ", out.stages - 1,
+                     " stages after the first"));
+    for (const json::Value &c : cuts->items()) {
+      if (!c.isNumber() || c.number() < 1 || c.number() != double(int64_t(c.number())) ||
+          (!out.cuts.empty() && int64_t(c.number()) <= out.cuts.back()))
+        return bad("\"cuts\" must be increasing layer numbers >= 1");
+      out.cuts.push_back(int64_t(c.number()));
+    }
+  }
   if (out.stages % out.ranks)
     return bad(cat(out.stages, " stages do not spread evenly over pp=", out.ranks));
   const json::Value *costs = v.get("stage_costs");

@@ -68,6 +68,7 @@ bool writeStageCosts(const TrainProgram &tp, const StepRunner &r, const std::str
   p.dpReplicate = tp.dpReplicate;
   p.threadsPerRank = threadsPerRank;
   p.steps = int(steps.size());
+  p.cuts = pp.stageCuts;
   if (!writeAtomically(path, rt::stageCostProfileJson(p), err))
     return false;
   std::printf("wrote %s (stage costs over %zu steps of schedule %s)\n", path.c_str(), steps.size(),

@@ -23,6 +23,7 @@
 #include "loom/train/TrainJob.h"
 #include "loom/train/WeightFiles.h"
 #include "planner/Plan.h"
+#include "planner/ir/PipelineCuts.h"
 
 #include <chrono>
 #include <cstdio>
@@ -93,7 +94,8 @@ int runTrain(int argc, char **argv) {
   args.flag("fsdp-prefetch", "issue each FSDP all-gather this many parameters early", false, "1");
   args.flag("fsdp-keep-gathered", "keep forward's gathered parameters for backward (no reshard)",
             true);
-  args.flag("pp-split", "pipeline plans: the first layer of each stage after the first (e.g. 2,4,6)");
+  args.flag("pp-split", "pipeline plans: the first layer of each stage after the first (e.g. "
+                        "2,4,6), even, or balanced (loom plan's cost model)", false, "balanced");
   args.flag("trace", "pipeline plans: write every rank's actions as chrome-tracing JSON to this file");
   args.flag("stage-costs-out", "pipeline plans: write the measured per-stage action and transfer "
                                "times (medians after step 0) for loom plan --stage-costs");
@@ -198,8 +200,12 @@ int runTrain(int argc, char **argv) {
 
   auto t0 = Clock::now();
   TrainProgram tp;
-  if (!compileTrainStep(args.positional()[0], B, T, opts, tp, err))
+  std::string splitNote;
+  if (!planner::resolvePipelineSplit(args.positional()[0], B, T, opts, splitNote, err) ||
+      !compileTrainStep(args.positional()[0], B, T, opts, tp, err))
     return die(err);
+  if (!splitNote.empty())
+    tp.notes.push_back(splitNote);
   std::printf("%s", recomputeSummary(opts, tp).c_str());
   if (args.has("print-program-stats"))
     std::printf("%s", rt::formatProgramStats(rt::programStats(*tp.program)).c_str());

@@ -16,6 +16,7 @@
 #include "loom/train/AtomicFile.h"
 #include "loom/train/PlanComparison.h"
 #include "planner/BufferPlanMemory.h"
+#include "planner/ir/PipelineCuts.h"
 
 #include <cmath>
 #include <cstdio>
@@ -146,7 +147,9 @@ int runVerify(int argc, char **argv) {
     opts.fsdpPrefetch = args.getInt("fsdp-prefetch");
     opts.fsdpReshardAfterForward = !args.has("fsdp-keep-gathered");
     TrainProgram tp;
-    if (!compileTrainStep(model, B, T, opts, tp, err))
+    std::string splitNote;
+    if (!planner::resolvePipelineSplit(model, B, T, opts, splitNote, err) ||
+        !compileTrainStep(model, B, T, opts, tp, err))
       return fail("verify", "plan " + r.name + ": " + err);
     if (!runPlan(tp, args.get("init-weights"), int(args.getInt("threads")), args.get("backend"),
                  data, B, T, steps, rule, r, err))

@@ -328,6 +328,34 @@ TEST(PlannerCostModel, TensorParallelStep) {
   EXPECT_CLOSE(e.memory.workspace, 9439232);
 }
 
+TEST(PlannerCostModel, StageCutsBalanceAHeavyHead) {
+  // 4 layers of 138 us (F 38 + B 100); a head made 30 + 600 us heavy by a
+  // second GEMM (1e11 FLOPs forward at 0.5 x 1e15 = 200 us, 2e11 backward
+  // = 400 us). pp=2 split evenly puts 276 + 630 us on the last stage; one
+  // layer there (768 us) beats it, and 3 layers + the embedding (420 us)
+  // on the first: no split does better than 768.
+  ModelCost m = testModel(4);
+  m.ops.push_back(op(Phase::Forward, OpKind::Matmul, 4, 1e11, 1000));
+  m.ops.push_back(op(Phase::Backward, OpKind::Matmul, 4, 2e11, 1000));
+  HardwareProfile hw = testGpu();
+  CostModel cm(m, hw, request(2));
+  Plan p = plan(1, 1, 1, 1, 2, 2);
+  EXPECT_EQ(cm.stageCuts(p), (std::vector<int64_t>{3}));
+  EXPECT_EQ(cm.deviceOf(2, p), 0);
+  EXPECT_EQ(cm.deviceOf(3, p), 1);
+  EXPECT_EQ(cm.deviceOf(4, p), 1); // head
+  std::vector<double> t = cm.groupStepTimes(p);
+  ASSERT_EQ(t.size(), 6u);
+  EXPECT_CLOSE(t[5], 630 * us);
+  // pp=4: one layer a stage, the only split there is.
+  CostModel cm4(m, hw, request(4));
+  EXPECT_EQ(cm4.stageCuts(plan(1, 1, 1, 1, 4, 4)), (std::vector<int64_t>{1, 2, 3}));
+  // Without the heavy head the even split stays.
+  ModelCost plain = testModel(4);
+  CostModel cmPlain(plain, hw, request(2));
+  EXPECT_EQ(cmPlain.stageCuts(p), (std::vector<int64_t>{2}));
+}
+
 TEST(PlannerCostModel, PipelineOneFOneB) {
   // pp=2, 1F1B, 2 microbatches: embed + layer 0 on rank 0, layer 1 + head on rank 1.
   ModelCost m = testModel(2);
@@ -456,7 +484,7 @@ TEST(PlannerCostModel, Constraints) {
   {
     CostModel cm(m, hw, request(4));
     EXPECT_EQ(cm.constraintViolations(plan(1, 1, 1, 1, 4, 4)),
-              (std::vector<std::string>{"2 layers not divisible into pp=4 stages"}));
+              (std::vector<std::string>{"2 layers cannot fill pp=4 stages"}));
   }
   {
     CostModel cm(m, hw, request(2, 3));

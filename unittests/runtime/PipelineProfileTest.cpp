@@ -192,6 +192,18 @@ TEST(PipelineProfile, JsonRoundTripAndErrors) {
   ASSERT_EQ(q.costs.size(), 4u);
   EXPECT_DOUBLE_EQ(q.costs[3].forward, 0.04);
   EXPECT_DOUBLE_EQ(q.costs[1].transfer, 1e-4);
+  EXPECT_TRUE(q.cuts.empty()); // the even split
+  p.cuts = {3, 5, 6};
+  ASSERT_TRUE(parseStageCostProfile(stageCostProfileJson(p), "p.json", q, err)) << err;
+  EXPECT_EQ(q.cuts, (std::vector<int64_t>{3, 5, 6}));
+  p.cuts = {3, 5};
+  EXPECT_FALSE(parseStageCostProfile(stageCostProfileJson(p), "p.json", q, err));
+  EXPECT_EQ(err, "p.json: \"cuts\" must list the first layer of each of the 3 stages after the "
+                 "first");
+  p.cuts = {3, 3, 6};
+  EXPECT_FALSE(parseStageCostProfile(stageCostProfileJson(p), "p.json", q, err));
+  EXPECT_EQ(err, "p.json: \"cuts\" must be increasing layer numbers >= 1");
+  p.cuts.clear();
 
   EXPECT_FALSE(parseStageCostProfile("{}", "p.json", q, err));
   EXPECT_EQ(err, "p.json: not a stage-cost profile (\"format\": \"loom-stage-costs\" missing; "

@@ -71,6 +71,9 @@ struct PipelineProgram {
   size_t numParams = 0; // parameters of the whole model
   int microbatches = 1;
   int ranksPerStage = 1; // dp_replicate * dp_shard * tp: world = pp * ranksPerStage
+  // The first layer of stages 1.. as the compiler was given them (empty:
+  // the split pass's even split), for what a measured profile records.
+  std::vector<int64_t> stageCuts;
   int worldSize() const { return schedule.ranks * ranksPerStage; }
   /// The functions of pipeline rank `ppRank`.
   std::vector<const PipelineFunction *> functionsOf(int ppRank) const;

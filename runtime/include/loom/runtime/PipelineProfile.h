@@ -62,6 +62,10 @@ struct StageCostProfile {
   int tp = 1, dpShard = 1, dpReplicate = 1;
   int threadsPerRank = 1;
   int steps = 0; // steps the medians are over
+  // The first layer of stages 1.. the run was cut at ("cuts"; empty: the
+  // even split). The planner times a plan with a profile only when its
+  // own cuts for that plan are these.
+  std::vector<int64_t> cuts;
   std::vector<StageCost> costs; // seconds; activationBytes unused
 };
 
