@@ -6,6 +6,7 @@
 #include "codegen/LowerToProgram.h"
 #include "codegen/ArenaPlanner.h"
 #include "codegen/FoldCasts.h"
+#include "codegen/FoldWeightAmax.h"
 #include "codegen/FoldWeightRounding.h"
 #include "loom/runtime/RoundedCopies.h"
 #include "codegen/FuseFp8Amax.h"
@@ -85,7 +86,7 @@ void placeBuffers(rt::Program &p) {
     for (uint32_t id : p.instrs[i].out) first[id] = i;
     for (uint32_t id : p.instrs[i].in) last[id] = last[base[id]] = i;
   }
-  // AdamW's rounded copies keep their bytes from one run to the next.
+  // AdamW's rounded copies and amaxes keep their bytes from one run to the next.
   for (const rt::RoundedCopy &c : rt::roundedCopies(p)) {
     first[c.copy] = -1;
     last[c.copy] = end;
@@ -546,8 +547,15 @@ bool ProgramBuilder::build(func::FuncOp func, std::string &err) {
   // its own pass: an A/B switch for timing the fusion.
   const char *fuseAmax = std::getenv("LOOM_FUSE_FP8_AMAX");
   bool fuseAmaxOn = !fuseAmax || std::string(fuseAmax) != "0";
+  // The weights' amaxes come from AdamW (after the in-place updates are
+  // known). LOOM_FOLD_WEIGHT_AMAX=0 keeps only this fold off: each weight's
+  // Fp8Scale reads the parameter, the A/B switch for timing it alone.
+  const char *weightAmax = std::getenv("LOOM_FOLD_WEIGHT_AMAX");
+  bool weightAmaxOn = fuseAmaxOn && (!weightAmax || std::string(weightAmax) != "0");
   if (fuseAmaxOn)
     fuseFp8Amax(p);
+  if (weightAmaxOn)
+    foldWeightAmax(p);
   placeBuffers(p);
   // The weights' rounded copies live for the whole run. Without recompute
   // they were live across the forward/backward peak anyway, and the arena
@@ -558,6 +566,8 @@ bool ProgramBuilder::build(func::FuncOp func, std::string &err) {
     makeReshapeViews(*withCasts);
     if (fuseAmaxOn)
       fuseFp8Amax(*withCasts);
+    if (weightAmaxOn)
+      foldWeightAmax(*withCasts);
     placeBuffers(*withCasts);
     if (p.arenaBytes * 100 > withCasts->arenaBytes * 101)
       p = std::move(*withCasts);

@@ -232,11 +232,14 @@ public:
 
   bool run(std::string &err) override {
     for (const RoundedCopy &r : staleCopies_.take()) {
-      KernelCall round;
-      round.in = {tensor(r.input)};
-      round.out = {tensor(r.copy)};
+      KernelCall refresh; // round(input), or max |input| as Fp8Amax finds it
+      refresh.in = {tensor(r.input)};
+      refresh.out = {tensor(r.copy)};
       std::string why;
-      runCast(round, pool_, why);
+      if (r.kind == RoundedCopy::Amax)
+        runFp8Amax(refresh, pool_, why);
+      else
+        runCast(refresh, pool_, why);
     }
     for (size_t i = 0; i < calls_.size(); ++i) {
       std::string why;
@@ -318,7 +321,7 @@ private:
   Communicator *comm_;
   int rank_;
   std::vector<KernelCall> calls_;
-  StaleRoundedCopies staleCopies_; // AdamW's bf16 copies to refresh
+  StaleRoundedCopies staleCopies_; // AdamW's bf16 copies and amaxes to refresh
 };
 
 } // namespace

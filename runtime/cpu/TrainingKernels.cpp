@@ -21,8 +21,11 @@
 #include "cpu/Kernels.h"
 #include "cpu/Strided.h"
 #include "lib/Diagnostics.h"
+#include "loom/runtime/Fp8.h"
+#include "loom/runtime/RoundedCopies.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -520,7 +523,10 @@ bool runSliceGrad(const KernelCall &c, ThreadPool &pool, std::string &) {
 //   p' = p' - lr / (1 - b1^t) * m' / (sqrt(v') / sqrt(1 - b2^t) + eps)
 // Each element is computed in double and rounded once per output. With a
 // seventh input (the clip coefficient) g is first the f32 product g * scale,
-// the value a Mul in front of AdamW would have stored.
+// the value a Mul in front of AdamW would have stored. Its kept outputs
+// (RoundedCopies.h): the rounded copy of p', and max |p'| as the unsigned
+// maximum of fp8AbsBits(p'[i]) (exact in any order, so the chunks' maxima
+// combine atomically), what Fp8Scale would find reading p' next run.
 bool runAdamW(const KernelCall &c, ThreadPool &pool, std::string &) {
   const float *p = c.in[0].as<float>(), *g = c.in[1].as<float>();
   bool scaled = c.in.size() > 6;
@@ -532,11 +538,14 @@ bool runAdamW(const KernelCall &c, ThreadPool &pool, std::string &) {
   float *po = c.out[0].as<float>(), *mo = c.out[1].as<float>(), *vo = c.out[2].as<float>();
   // The rounded copy (RoundedCopies.h): staged as f32 scratch that the
   // executor rounds to bf16 after the kernel, as a Cast would.
-  float *copy = c.out.size() > 3 ? c.out[3].as<float>() : nullptr;
+  float *copy = adamwKeepsCopy(*c.instr) ? c.out[3].as<float>() : nullptr;
+  float *amax = adamwKeepsAmax(*c.instr) ? c.out.back().as<float>() : nullptr;
+  std::atomic<uint32_t> amaxBits{0};
   double stepSize = lr / (1.0 - std::pow(b1, t));
   double bc2Sqrt = std::sqrt(1.0 - std::pow(b2, t));
   double decay = 1.0 - lr * wd;
   pool.parallelFor(c.in[0].numel(), 1 << 12, [&](int64_t begin, int64_t end) {
+    uint32_t chunkMax = 0;
     for (int64_t i = begin; i < end; ++i) {
       float gs = scaled ? g[i] * scale : g[i];
       double gi = gs;
@@ -546,10 +555,17 @@ bool runAdamW(const KernelCall &c, ThreadPool &pool, std::string &) {
       po[i] = float(pi);
       if (copy)
         copy[i] = po[i];
+      if (amax)
+        chunkMax = std::max(chunkMax, fp8AbsBits(po[i]));
       mo[i] = float(mi);
       vo[i] = float(vi);
     }
+    uint32_t seen = amaxBits.load();
+    while (chunkMax > seen && !amaxBits.compare_exchange_weak(seen, chunkMax)) {
+    }
   });
+  if (amax)
+    amax[0] = fp8BitsFloat(amaxBits.load());
   return true;
 }
 

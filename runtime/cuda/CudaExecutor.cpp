@@ -342,8 +342,12 @@ public:
   bool run(std::string &err) override {
     cudaError_t e = cudaSuccess;
     // Outside the captured graph: only after the caller set a parameter.
-    for (const RoundedCopy &r : staleCopies_.take())
-      launchRoundedCopy(tensor(r.input), tensor(r.copy), ctx_);
+    for (const RoundedCopy &r : staleCopies_.take()) {
+      if (r.kind == RoundedCopy::Amax)
+        launchTensorAmax(tensor(r.input), tensor(r.copy), ctx_);
+      else
+        launchRoundedCopy(tensor(r.input), tensor(r.copy), ctx_);
+    }
     if (!useGraph_) {
       for (const CudaCall &c : calls_) {
         std::string why;
@@ -541,7 +545,7 @@ private:
   std::vector<std::vector<int>> subGemms_; // per instruction: GEMMs it runs inside
   std::vector<CudaCall> calls_;
   bool useGraph_ = true;
-  StaleRoundedCopies staleCopies_{*program_}; // AdamW's bf16 copies to refresh
+  StaleRoundedCopies staleCopies_{*program_}; // AdamW's bf16 copies and amaxes to refresh
   std::unique_ptr<CudnnAttention> cudnn_;
   std::vector<int> cudnnPlans_;
   bool profile_ = false;

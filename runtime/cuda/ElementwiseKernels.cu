@@ -13,6 +13,7 @@
 #include "cuda/CudaCommon.cuh"
 #include "cuda/Fp8Amax.cuh"
 #include "cuda/Fp8Cuda.h"
+#include "loom/runtime/RoundedCopies.h"
 
 #include <climits>
 #include <type_traits>
@@ -391,11 +392,16 @@ __device__ inline void adamwUpdate(const AdamWStep &s, float gf, float &p, float
   v = float(vi);
 }
 
+// amaxBits (the kept amax, RoundedCopies.h; null when not kept): each
+// thread maxes |p'| bits (fp8AbsBits of the f32 value stored) in a
+// register, and flushAmax atomicMaxes the block's maximum into the zeroed
+// buffer: max |p'| bit for bit as the CPU and Fp8Scale find it.
 __global__ void adamwKernel(const float *p, FloatIn g, const float *m, const float *v,
                             const float *lrPtr, const float *stepPtr, const float *scalePtr,
-                            float *po, float *mo, float *vo, FloatOut copy, int64_t n,
-                            double b1, double b2, double eps, double wd) {
+                            float *po, float *mo, float *vo, FloatOut copy, uint32_t *amaxBits,
+                            int64_t n, double b1, double b2, double eps, double wd) {
   AdamWStep s = adamwStep(lrPtr, stepPtr, scalePtr, b1, b2, wd);
+  uint32_t amax = 0;
   LOOM_GRID_STRIDE(i, n) {
     float pi = p[i], mi = m[i], vi = v[i];
     adamwUpdate(s, g[i], pi, mi, vi, b1, b2, eps);
@@ -403,24 +409,31 @@ __global__ void adamwKernel(const float *p, FloatIn g, const float *m, const flo
     mo[i] = mi;
     vo[i] = vi;
     if (copy.p) copy.store(i, pi);
+    amax = max(amax, __float_as_uint(pi) & 0x7fffffffu);
   }
+  flushAmax(amaxBits, amax);
 }
 
 __global__ void adamwPackedKernel(const float *p, FloatIn g, const float *m, const float *v,
                                   const float *lrPtr, const float *stepPtr,
                                   const float *scalePtr, float *po, float *mo, float *vo,
-                                  FloatOut copy, int64_t n, double b1, double b2, double eps,
-                                  double wd) {
+                                  FloatOut copy, uint32_t *amaxBits, int64_t n, double b1,
+                                  double b2, double eps, double wd) {
   AdamWStep s = adamwStep(lrPtr, stepPtr, scalePtr, b1, b2, wd);
+  uint32_t amax = 0;
   LOOM_PACK_STRIDE(i, n) {
     Pack pp = load8({p, false}, i), gp = load8(g, i), mp = load8({m, false}, i),
          vp = load8({v, false}, i);
-    for (int k = 0; k < kPack; ++k) adamwUpdate(s, gp.v[k], pp.v[k], mp.v[k], vp.v[k], b1, b2, eps);
+    for (int k = 0; k < kPack; ++k) {
+      adamwUpdate(s, gp.v[k], pp.v[k], mp.v[k], vp.v[k], b1, b2, eps);
+      amax = max(amax, __float_as_uint(pp.v[k]) & 0x7fffffffu);
+    }
     store8({po, false}, i, pp);
     store8({mo, false}, i, mp);
     store8({vo, false}, i, vp);
     if (copy.p) store8(copy, i, pp);
   }
+  flushAmax(amaxBits, amax);
 }
 
 } // namespace
@@ -525,15 +538,22 @@ void launchAdamW(const CudaCall &c, CudaContext &ctx) {
   // thread reads its elements before it writes them.
   // The optional rounded copy (RoundedCopies.h): p' stored again, rounded
   // to bf16 in the same pass, so the next step needs no Cast of p.
-  bool hasCopy = c.out.size() > 3;
+  bool hasCopy = adamwKeepsCopy(*c.instr);
   FloatOut copy = hasCopy ? floatOut(c.out[3]) : FloatOut{};
+  // The optional amax of p' (RoundedCopies.h): its readers, the step's
+  // Fp8Scales, all ran before this instruction; it accumulates from zero.
+  uint32_t *amax = nullptr;
+  if (adamwKeepsAmax(*c.instr)) {
+    amax = static_cast<uint32_t *>(c.out.back().data);
+    cudaMemsetAsync(amax, 0, sizeof(uint32_t), ctx.stream);
+  }
   bool packed = packable(n, {&c.in[0], &c.in[1], &c.in[2], &c.in[3], &c.out[0], &c.out[1],
                              &c.out[2], hasCopy ? &c.out[3] : &c.out[2]});
   auto kernel = packed ? adamwPackedKernel : adamwKernel;
   kernel<<<packed ? packGrid(n) : gridFor(n), kThreads, 0, ctx.stream>>>(
       c.in[0].as<float>(), floatIn(c.in[1]), c.in[2].as<float>(), c.in[3].as<float>(),
       c.in[4].as<float>(), c.in[5].as<float>(), scale, c.out[0].as<float>(),
-      c.out[1].as<float>(), c.out[2].as<float>(), copy, n, f[0], f[1], f[2], f[3]);
+      c.out[1].as<float>(), c.out[2].as<float>(), copy, amax, n, f[0], f[1], f[2], f[3]);
 }
 
 namespace {

@@ -21,6 +21,9 @@ namespace loom::rt::cuda {
 void launchFp8Scale(const CudaCall &c, CudaContext &ctx);
 void launchFp8Cast(const CudaCall &c, CudaContext &ctx);
 void launchFp8Amax(const CudaCall &c, CudaContext &ctx);
+/// amax[0] = max |x| as Fp8Amax finds it: an AdamW-kept amax refreshed
+/// before a run whose parameter the caller set (RoundedCopies.h).
+void launchTensorAmax(const DevTensor &x, const DevTensor &amax, CudaContext &ctx);
 
 /// Fused amax outputs (loom/runtime/Fp8Amax.h) around one instruction's
 /// launch: the constructor zeroes them; a kernel that finds the amax of

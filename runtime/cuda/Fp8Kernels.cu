@@ -265,9 +265,11 @@ void launchFp8Scale(const CudaCall &c, CudaContext &ctx) {
       s.numel(), f, pow2, FloatIn{}, s.as<float>(), inv.as<float>());
 }
 
-void launchFp8Amax(const CudaCall &c, CudaContext &ctx) {
-  cudaMemsetAsync(c.out[0].data, 0, sizeof(float), ctx.stream);
-  tensorAmax(c.in[0], static_cast<uint32_t *>(c.out[0].data), ctx);
+void launchFp8Amax(const CudaCall &c, CudaContext &ctx) { launchTensorAmax(c.in[0], c.out[0], ctx); }
+
+void launchTensorAmax(const DevTensor &x, const DevTensor &amax, CudaContext &ctx) {
+  cudaMemsetAsync(amax.data, 0, sizeof(float), ctx.stream);
+  tensorAmax(x, static_cast<uint32_t *>(amax.data), ctx);
 }
 
 bool kernelFindsAmax(OpCode op) {

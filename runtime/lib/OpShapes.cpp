@@ -7,6 +7,7 @@
 //===----------------------------------------------------------------------===//
 #include "lib/OpShapes.h"
 #include "loom/runtime/Fp8Amax.h"
+#include "loom/runtime/RoundedCopies.h"
 #include "lib/Diagnostics.h"
 
 #include <algorithm>
@@ -663,10 +664,21 @@ std::string checkCollective(const OpView &v, const Instr &I) {
   return "";
 }
 
-std::string checkAdamW(const OpView &v) {
-  // A fourth output stores the new parameter again (RoundedCopies.h).
-  if (std::string e = v.arity(6, 7, 3, 4, 0, 4); !e.empty())
+std::string checkAdamW(const Program &prog, const OpView &v, const Instr &I) {
+  // Optional outputs (RoundedCopies.h): the new parameter stored again,
+  // and with ints = [1] its amax, last.
+  if (!I.ints.empty() && !adamwKeepsAmax(I))
+    return cat("ints must be empty or [1] (an amax output), got ", I.ints.size(),
+               " values starting with ", I.ints[0]);
+  bool amax = adamwKeepsAmax(I);
+  if (std::string e = v.arity(6, 7, amax ? 4 : 3, amax ? 5 : 4, I.ints.size(), 4); !e.empty())
     return e;
+  if (amax) {
+    const BufferDesc &a = prog.buffers[I.out.back()]; // its own dtype: never bf16 storage
+    if (a.shape != Shape{1, 1} || a.dtype != DType::F32)
+      return cat("the amax output must be [1, 1] f32, got ", shapeStr(a.shape), " ",
+                 dtypeName(a.dtype));
+  }
   const Shape &p = v.in(0).shape;
   static const char *names[] = {"param", "grad", "exp_avg", "exp_avg_sq", "lr", "step",
                                 "grad_scale"};
@@ -676,7 +688,7 @@ std::string checkAdamW(const OpView &v) {
     if (v.in(k).dtype != DType::F32)
       return cat(names[k], " must be f32, got ", dtypeName(v.in(k).dtype));
   }
-  for (size_t k = 0; k < v.numOut(); ++k) {
+  for (size_t k = 0; k < v.numOut() - (amax ? 1 : 0); ++k) {
     if (std::string e = v.outShape(p, k); !e.empty())
       return e;
     if (v.out(k).dtype != DType::F32)
@@ -885,7 +897,7 @@ std::string checkOpShapes(const Program &p, const Instr &I) {
   case OpCode::SoftmaxGrad: return checkSoftmaxGrad(v, I);
   case OpCode::CrossEntropyGrad: return checkCrossEntropyGrad(v);
   case OpCode::SliceGrad: return checkSliceGrad(v, I);
-  case OpCode::AdamW: return checkAdamW(v);
+  case OpCode::AdamW: return checkAdamW(p, v, I);
   case OpCode::AllReduce: case OpCode::AllGather: case OpCode::ReduceScatter:
   case OpCode::AllToAll:
     return checkCollective(v, I);

@@ -20,6 +20,7 @@ ProgramStats programStats(const Program &p) {
   s.views = int64_t(p.views.size());
   std::vector<int64_t> writer(p.buffers.size(), -1);
   std::vector<std::vector<int64_t>> readers(p.buffers.size());
+  std::vector<uint32_t> base = viewBases(p);
   for (size_t i = 0; i < p.instrs.size(); ++i) {
     for (uint32_t id : p.instrs[i].out) writer[id] = int64_t(i);
     for (uint32_t id : p.instrs[i].in) readers[id].push_back(int64_t(i));
@@ -49,6 +50,12 @@ ProgramStats programStats(const Program &p) {
         ++s.fusedAttention;
       else
         ++s.attentionRefusals[c.why];
+    }
+    if (I.op == OpCode::Fp8Scale) {
+      const BufferDesc &x = p.buffers[I.in[0]];
+      int64_t w = writer[base[I.in[0]]]; // a reshape view's bytes are its base's
+      ++s.fp8ScaleSources[cat(x.numElements() == 1 ? "amax" : "tensor", " from ",
+                              w < 0 ? "input" : opcodeName(p.instrs[size_t(w)].op))];
     }
     if (I.op != OpCode::Cast)
       continue;
@@ -107,6 +114,10 @@ std::string formatProgramStats(const ProgramStats &s) {
   }
   out += "instructions per opcode:\n";
   appendSorted(out, s.perOpcode, "  ");
+  if (!s.fp8ScaleSources.empty()) {
+    out += "fp8_scale inputs:\n";
+    appendSorted(out, s.fp8ScaleSources, "  ");
+  }
   out += "casts by dtype:\n";
   appendSorted(out, s.castKinds, "  ");
   out += "converting casts by producer -> consumers:\n";

@@ -1,4 +1,4 @@
-//===- RoundedCopies.cpp - Parameters' bf16 copies kept between runs ------===//
+//===- RoundedCopies.cpp - What AdamW keeps of a parameter between runs ---===//
 //
 // Part of loom, under the Apache License v2.0.
 //
@@ -6,14 +6,14 @@
 #include "loom/runtime/RoundedCopies.h"
 #include "lib/Diagnostics.h"
 
+#include <utility>
+
 namespace loom::rt {
 namespace {
 
 std::string label(const Program &p, uint32_t id) {
   return cat("buffer ", id, " '", p.buffers[id].name, "'");
 }
-
-bool hasCopy(const Instr &I) { return I.op == OpCode::AdamW && I.out.size() == 4; }
 
 /// The input that `I`'s first output updates in place, or -1.
 int64_t updatedInput(const Program &p, const Instr &I) {
@@ -23,19 +23,30 @@ int64_t updatedInput(const Program &p, const Instr &I) {
   return -1;
 }
 
+/// The buffers AdamW instruction `I` keeps between runs, with their kinds.
+std::vector<std::pair<uint32_t, RoundedCopy::Kind>> keptOutputs(const Instr &I) {
+  std::vector<std::pair<uint32_t, RoundedCopy::Kind>> kept;
+  if (adamwKeepsCopy(I))
+    kept.push_back({I.out[3], RoundedCopy::Rounded});
+  if (adamwKeepsAmax(I) && I.out.size() > 3)
+    kept.push_back({I.out.back(), RoundedCopy::Amax});
+  return kept;
+}
+
 } // namespace
 
 std::vector<RoundedCopy> roundedCopies(const Program &p) {
   std::vector<RoundedCopy> copies;
   for (size_t i = 0; i < p.instrs.size(); ++i) {
     const Instr &I = p.instrs[i];
-    // Out-of-range ids are validate()'s to report; skipping them keeps
-    // this safe on a program not yet validated (a fuzzed artifact).
-    if (!hasCopy(I) || I.out[3] >= p.buffers.size())
+    if (I.op != OpCode::AdamW || I.out.empty())
       continue;
     int64_t input = updatedInput(p, I);
-    if (input >= 0)
-      copies.push_back({I.out[3], uint32_t(input), i});
+    for (auto [id, kind] : keptOutputs(I))
+      // Out-of-range ids are validate()'s to report; skipping them keeps
+      // this safe on a program not yet validated (a fuzzed artifact).
+      if (input >= 0 && id < p.buffers.size())
+        copies.push_back({id, uint32_t(input), i, kind});
   }
   return copies;
 }
@@ -52,23 +63,28 @@ std::string checkRoundedCopies(const Program &p) {
       isView[v.view] = true;
   for (size_t i = 0; i < p.instrs.size(); ++i) {
     const Instr &I = p.instrs[i];
-    if (!hasCopy(I) || I.in.empty() || I.out[0] >= p.buffers.size() ||
-        I.out[3] >= p.buffers.size() || I.in[0] >= p.buffers.size())
+    std::vector<std::pair<uint32_t, RoundedCopy::Kind>> kept = keptOutputs(I);
+    bool idsInRange = !I.in.empty() && I.out[0] < p.buffers.size() && I.in[0] < p.buffers.size();
+    for (auto [id, kind] : kept)
+      idsInRange = idsInRange && id < p.buffers.size();
+    if (kept.empty() || !idsInRange)
       continue; // arity and ids are checkInstrIds/checkOpShapes' to report
     std::string where = cat("instr ", i, " (adamw): ");
     int64_t input = updatedInput(p, I);
-    if (input < 0 || uint32_t(input) != I.in[0])
-      return where + cat("a rounded copy ", label(p, I.out[3]),
-                         " needs the parameter updated in place, but ",
-                         label(p, I.out[0]), " is not an in-place update of ",
-                         label(p, I.in[0]));
-    const BufferDesc &copy = p.buffers[I.out[3]];
-    if (copy.kind != BufferKind::Temp || isView[I.out[3]])
-      return where + cat("the rounded copy ", label(p, I.out[3]),
-                         " must be a temporary that is no view");
-    if (writers[I.out[3]] != 1)
-      return where + cat("the rounded copy ", label(p, I.out[3]), " has ",
-                         writers[I.out[3]], " writers, not AdamW alone");
+    for (auto [id, kind] : kept) {
+      const char *what = kind == RoundedCopy::Amax ? "amax" : "rounded copy";
+      if (input < 0 || uint32_t(input) != I.in[0])
+        return where + cat(kind == RoundedCopy::Amax ? "an " : "a ", what, " ", label(p, id),
+                           " needs the parameter updated in place, but ",
+                           label(p, I.out[0]), " is not an in-place update of ",
+                           label(p, I.in[0]));
+      const BufferDesc &copy = p.buffers[id];
+      if (copy.kind != BufferKind::Temp || isView[id])
+        return where + cat("the ", what, " ", label(p, id), " must be a temporary that is no view");
+      if (writers[id] != 1)
+        return where + cat("the ", what, " ", label(p, id), " has ", writers[id],
+                           " writers, not AdamW alone");
+    }
   }
   return "";
 }

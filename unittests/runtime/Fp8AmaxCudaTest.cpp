@@ -5,12 +5,16 @@
 // On a GPU: each producing kernel's fused amax (cuda/Fp8Amax.cuh: block
 // maxima of |stored value| bits, atomicMax across blocks) equals the amax
 // of the values it stored, bit for bit, on every case of Fp8AmaxCases.h;
-// the standalone Fp8Amax and Fp8Scale of a [1, 1] amax equal the CPU's.
+// the standalone Fp8Amax and Fp8Scale of a [1, 1] amax equal the CPU's;
+// AdamW's kept weight amax (WeightAmaxCases.h) is max |p'| of the weights
+// it stored, bit for bit as the CPU defines it, run after run and after a
+// refresh, and the folded step's scales equal the unfolded step's.
 // Without a GPU every test reports SKIPPED.
 //===----------------------------------------------------------------------===//
 #include "GpuTestUtil.h"
 
 #include "Fp8AmaxCases.h"
+#include "WeightAmaxCases.h"
 
 namespace loom::rt::test {
 namespace {
@@ -37,6 +41,13 @@ TEST(CudaFp8Amax, StandaloneAmaxAndItsScaleEqualTheCpus) {
       ASSERT_TRUE(gpu.ok) << gpu.err;
       for (size_t k = 0; k < 3; ++k) EXPECT_EQ(gpu.outputs[k], cpu.outputs[k]) << "output " << k;
     }
+}
+
+TEST(CudaFp8Amax, AdamWsWeightAmaxEqualsTheStoredWeightsAmax) {
+  REQUIRE_GPU();
+  expectWeightAmaxFoldExact("cuda", {3, 37});   // element-wise kernel, one block
+  expectWeightAmaxFoldExact("cuda", {96, 256}); // packed kernel, several blocks
+  expectWeightAmaxFoldExact("cuda", {97, 255}); // element-wise kernel, many blocks
 }
 
 } // namespace

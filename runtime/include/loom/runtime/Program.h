@@ -197,6 +197,10 @@ enum class OpCode : uint16_t {
   // floats: [beta1, beta2, eps, weight_decay]. PyTorch AdamW, t = step + 1:
   // p' = p (1 - lr wd); m' = b1 m + (1-b1) g; v' = b2 v + (1-b2) g^2;
   // p' -= lr / (1 - b1^t) * m' / (sqrt(v') / sqrt(1 - b2^t) + eps).
+  // Optional outputs kept between runs (loom/runtime/RoundedCopies.h):
+  // out[3], p' stored again (bf16 storage allowed); with ints = [1] (else
+  // no ints) a last output amax[1, 1] (f32) = max |p'|, the maximum of the
+  // magnitudes' bit patterns as for Fp8Scale.
   AdamW = 89,
   // in: gate, up, dy (same shape) -> dgate, dup of SwiGlu:
   // dup = dy silu(gate); dgate = dy up silu'(gate),

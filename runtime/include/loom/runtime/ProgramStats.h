@@ -41,6 +41,11 @@ struct ProgramStats {
   // Attention and AttentionGrad instructions, those that fused bf16
   // flash-attention engines may run (FusedAttentionEligibility.h), and the
   // others by reason.
+  // Fp8Scale instructions by what they read: "amax from OPCODE" (a [1, 1]
+  // maximum that instruction found: a fused producer, AdamW's kept weight
+  // amax, Fp8Amax) or "tensor from OPCODE" / "tensor from input" (a pass
+  // over the whole tensor or its rows).
+  std::map<std::string, int64_t> fp8ScaleSources;
   int64_t attention = 0, fusedAttention = 0;
   std::map<std::string, int64_t> attentionRefusals;
   int64_t instrs = 0;
