@@ -12,10 +12,15 @@
 // the ranks share one GPU's compute.
 //
 // Semantics, as NCCL on a side stream (PyTorch's process groups):
-//   - each rank has a communication stream; collective k of rank r starts
-//     on it once r's stream and the streams of every member of r's group
-//     have reached collective k (one event per rank and collective, the
-//     host making sure each is recorded before anyone waits on it);
+//   - each rank has a communication stream; the n-th collective a rank
+//     makes over a group meets the n-th of every other member (a meeting
+//     on the host, where each member leaves its input's address and its
+//     ready event); it starts on the rank's stream once the streams of
+//     every member have reached it. Counting per group matters for
+//     pipelines: the ranks of different stages run different programs, so
+//     they make different numbers of collectives over their own groups
+//     before they meet in a common one (a rank-wide count, or the rank's
+//     own slot numbers, would pair the wrong collectives, or wait forever);
 //   - its output is computed on r's communication stream from the group's
 //     inputs (device pointers into the other ranks' arenas, same device);
 //   - the executor joins it (its stream waits for the collective to have
@@ -153,9 +158,6 @@ public:
           return fail(err, cudaErr("cannot create a CUDA event", e));
       }
     }
-    size_t k = r.groups.size();
-    r.source.resize(k, nullptr);
-    r.seq.resize(k, 0);
     // One staging buffer serves every program of the rank (they run one
     // at a time): the largest any of them needs.
     uint64_t need = cuda::collectiveStagingBytes(p);
@@ -180,7 +182,6 @@ public:
     if (slot == r.slotOf.end())
       return fail(err, cat("collective ", k, " was not prepared"));
     k = slot->second; // from here on, the rank's slot of the collective
-    r.runLog.push_back(k);
     const std::vector<int> &group = r.groups[size_t(k)];
     const int n = int(group.size());
     int me = 0;
@@ -208,27 +209,35 @@ public:
     if (e != cudaSuccess)
       return failAndAbort(rank, err, cudaErr("collective input staging", e));
     // Host rendezvous: every member has recorded its ready event and said
-    // where its input lives.
+    // where its input lives, at this meeting of the group.
+    Meeting *meeting = nullptr;
+    GroupPtrs ptrs{};
+    std::vector<cudaEvent_t> readies(static_cast<size_t>(n));
     {
       std::unique_lock<std::mutex> lock(m_);
-      r.source[size_t(k)] = source;
-      r.seq[size_t(k)] = ++r.arrived;
+      auto key = std::make_pair(group, r.made[group]++);
+      meeting = &meetings_[key];
+      meeting->key = key;
+      if (meeting->source.empty()) {
+        meeting->source.assign(size_t(n), nullptr);
+        meeting->ready.assign(size_t(n), nullptr);
+        meeting->done.assign(size_t(n), nullptr);
+      }
+      meeting->source[size_t(me)] = source;
+      meeting->ready[size_t(me)] = r.ready[size_t(k)];
+      meeting->done[size_t(me)] = r.done[size_t(k)];
+      ++meeting->arrived;
       cv_.notify_all();
-      int64_t want = r.arrived;
-      cv_.wait(lock, [&] {
-        if (aborted_) return true;
-        for (int g : group)
-          if (ranks_[size_t(g)].arrived < want) return false;
-        return true;
-      });
+      cv_.wait(lock, [&] { return aborted_ || meeting->arrived == n; });
       if (aborted_)
         return fail(err, abortWhy_);
+      for (int g = 0; g < n; ++g) ptrs.p[g] = meeting->source[size_t(g)];
+      readies = meeting->ready;
+      r.runLog.push_back(meeting);
     }
-    for (int g : group)
-      if ((e = cudaStreamWaitEvent(r.comm, ranks_[size_t(g)].ready[size_t(k)], 0)) != cudaSuccess)
+    for (cudaEvent_t ready : readies)
+      if ((e = cudaStreamWaitEvent(r.comm, ready, 0)) != cudaSuccess)
         return failAndAbort(rank, err, cudaErr("ordering a collective after its inputs", e));
-    GroupPtrs ptrs{};
-    for (int g = 0; g < n; ++g) ptrs.p[g] = ranks_[size_t(group[size_t(g)])].source[size_t(k)];
     bool mean = I.ints[0] == 1;
     int blocks = 0;
     auto reduce = [&](size_t from, float *dst, size_t count) {
@@ -282,7 +291,7 @@ public:
     if (e != cudaSuccess)
       return failAndAbort(rank, err, cudaErr(opcodeName(I.op), e));
     std::lock_guard<std::mutex> lock(m_);
-    r.recorded = r.seq[size_t(k)];
+    ++meeting->recorded;
     cv_.notify_all();
     return true;
   }
@@ -291,23 +300,22 @@ public:
     Rank &r = ranks_[size_t(rank)];
     k = std::min(k, int(r.runLog.size()) - 1);
     for (int n = r.joined + 1; n <= k; ++n) {
-      int j = r.runLog[size_t(n)];
-      const std::vector<int> &group = r.groups[size_t(j)];
-      int64_t want = r.seq[size_t(j)];
+      Meeting *meeting = r.runLog[size_t(n)];
+      std::vector<cudaEvent_t> done;
       {
         std::unique_lock<std::mutex> lock(m_);
-        cv_.wait(lock, [&] {
-          if (aborted_) return true;
-          for (int g : group)
-            if (ranks_[size_t(g)].recorded < want) return false;
-          return true;
-        });
+        int members = int(meeting->done.size());
+        cv_.wait(lock, [&] { return aborted_ || meeting->recorded == members; });
         if (aborted_)
           return fail(err, abortWhy_);
+        done = meeting->done;
+        // The last member to join forgets the meeting (its events are the
+        // ranks' own, per collective slot).
+        if (++meeting->left == members)
+          meetings_.erase(meeting->key);
       }
-      for (int g : group)
-        if (cudaError_t e = cudaStreamWaitEvent(stream, ranks_[size_t(g)].done[size_t(j)], 0);
-            e != cudaSuccess)
+      for (cudaEvent_t d : done)
+        if (cudaError_t e = cudaStreamWaitEvent(stream, d, 0); e != cudaSuccess)
           return failAndAbort(rank, err, cudaErr("joining a collective", e));
       r.joined = n;
     }
@@ -476,17 +484,25 @@ private:
     return true;
   }
 
+  /// The n-th collective of a group: per member (group order) its input,
+  /// ready and done events; how many have arrived, recorded their part
+  /// and joined it.
+  struct Meeting {
+    std::pair<std::vector<int>, int64_t> key;
+    std::vector<const float *> source;
+    std::vector<cudaEvent_t> ready, done;
+    int arrived = 0, recorded = 0, left = 0;
+  };
+
   struct Rank {
     cudaStream_t comm = nullptr;
     cudaStream_t host = nullptr; // sendRecv's own stream
     std::map<const Instr *, int> slotOf;    // every prepared program's collectives
-    std::vector<int> runLog;                // slots enqueued since the last wait
+    std::vector<Meeting *> runLog;          // meetings enqueued since the last wait
     std::vector<std::vector<int>> groups;   // per collective: the group, rank order
     std::vector<char> staged;               // per collective: through staging
     std::vector<cudaEvent_t> ready, done;   // per collective
-    std::vector<const float *> source;      // per collective: what peers read
-    std::vector<int64_t> seq;               // per collective: its `arrived` count
-    int64_t arrived = 0, recorded = 0;      // collectives enqueued / done recorded
+    std::map<std::vector<int>, int64_t> made; // collectives made per group
     int joined = -1;                        // runLog entries joined this run
     void *staging = nullptr;
     uint64_t stagingBytes = 0;
@@ -503,6 +519,7 @@ private:
   }
 
   std::vector<Rank> ranks_;
+  std::map<std::pair<std::vector<int>, int64_t>, Meeting> meetings_;
   std::map<std::pair<int, int>, std::deque<Posted>> sends_, recvs_; // per (from, to)
   std::map<std::pair<int, int>, uint64_t> matched_;
   mutable std::mutex m_;
