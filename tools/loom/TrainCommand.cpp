@@ -96,6 +96,8 @@ int runTrain(int argc, char **argv) {
             true);
   args.flag("pp-split", "pipeline plans: the first layer of each stage after the first (e.g. "
                         "2,4,6), even, or balanced (loom plan's cost model)", false, "balanced");
+  args.flag("pp-cost-profile", "--pp-split balanced: the hardware profile the layers are costed on "
+                               "(h100, h200 or a loom calibrate JSON)", false, "h100");
   args.flag("trace", "pipeline plans: write every rank's actions as chrome-tracing JSON to this file");
   args.flag("stage-costs-out", "pipeline plans: write the measured per-stage action and transfer "
                                "times (medians after step 0) for loom plan --stage-costs");
@@ -201,7 +203,8 @@ int runTrain(int argc, char **argv) {
   auto t0 = Clock::now();
   TrainProgram tp;
   std::string splitNote;
-  if (!planner::resolvePipelineSplit(args.positional()[0], B, T, opts, splitNote, err) ||
+  if (!planner::resolvePipelineSplit(args.positional()[0], B, T, opts, splitNote, err,
+                                     args.get("pp-cost-profile")) ||
       !compileTrainStep(args.positional()[0], B, T, opts, tp, err))
     return die(err);
   if (!splitNote.empty())
