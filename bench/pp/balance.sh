@@ -6,7 +6,7 @@
 #
 # Model: test/fixtures/pp/llama-l8-v4k (8 layers, a tied 4096-token head),
 # batch 8 x seq 256, pp=2 1F1B with 8 microbatches of one sequence. The
-# balanced cuts are loom train's default (--pp-split balanced) costed on
+# balanced cuts are loom train's default (--pp-split balanced:PROFILE) costed on
 # test/fixtures/pp/h100-flops-and-bytes.json (FLOPs and bytes, no launch
 # cost), the even split --pp-split even. For each split:
 #  1. the serial schedule (`loom schedule --serial`) measures each stage's
@@ -28,12 +28,13 @@ mkdir -p "$OUT"
 common=(--data "$DATA" --batch 8 --seq 256 --nproc 2 --threads 2)
 echo "# bench/pp/balance.sh on $(hostname), $(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg); $(basename "$MODEL"), batch 8 x seq 256, pp=2 1F1B, M=8; REPEAT=$REPEAT"
 "$LOOM" schedule --pp 2 --microbatches 8 --schedule 1f1b --serial --csv "$OUT/serial.csv" > /dev/null
+split_arg() { [ "$1" = even ] && echo even || echo "balanced:$PROFILE"; }
 for split in even balanced; do
   "$LOOM" train "$MODEL" "${common[@]}" --steps 4 --plan "pp=2,pp_schedule=$OUT/serial.csv,microbatches=8" \
-    --pp-split $split --pp-cost-profile "$PROFILE" --stage-costs-out "$OUT/$split.costs.json" > "$OUT/$split.serial.txt"
+    --pp-split "$(split_arg $split)" --stage-costs-out "$OUT/$split.costs.json" > "$OUT/$split.serial.txt"
   for r in $(seq 1 "$REPEAT"); do
     "$LOOM" train "$MODEL" "${common[@]}" --steps 8 --plan pp=2,pp_schedule=1f1b,microbatches=8 \
-      --pp-split $split --pp-cost-profile "$PROFILE" > "$OUT/$split.run$r.txt"
+      --pp-split "$(split_arg $split)" > "$OUT/$split.run$r.txt"
   done
   gpu=$PROFILE; [ $split = even ] && gpu=h100
   "$LOOM" plan "$MODEL" --gpus 2 --gpu "$gpu" --batch 1 --seq 256 --global-batch 8 --activation-bytes 4 \

@@ -11,6 +11,7 @@
 #include "Commands.h"
 #include "compiler/CompileTrainStep.h"
 #include "compiler/PipelineProgram.h"
+#include "compiler/PrecisionFlags.h"
 #include "compiler/RecomputeFlags.h"
 #include "compiler/SpmdPlan.h"
 #include "frontends/onnx/OnnxExporter.h"
@@ -94,10 +95,7 @@ int runTrain(int argc, char **argv) {
   args.flag("fsdp-prefetch", "issue each FSDP all-gather this many parameters early", false, "1");
   args.flag("fsdp-keep-gathered", "keep forward's gathered parameters for backward (no reshard)",
             true);
-  args.flag("pp-split", "pipeline plans: the first layer of each stage after the first (e.g. "
-                        "2,4,6), even, or balanced (loom plan's cost model)", false, "balanced");
-  args.flag("pp-cost-profile", "--pp-split balanced: the hardware profile the layers are costed on "
-                               "(h100, h200 or a loom calibrate JSON)", false, "h100");
+  args.flag("pp-split", "pipeline cuts: balanced[:PROFILE], even or layers (2,4,6)", false, "balanced");
   args.flag("trace", "pipeline plans: write every rank's actions as chrome-tracing JSON to this file");
   args.flag("stage-costs-out", "pipeline plans: write the measured per-stage action and transfer "
                                "times (medians after step 0) for loom plan --stage-costs");
@@ -124,13 +122,6 @@ int runTrain(int argc, char **argv) {
   std::string batching = args.get("batching"), precision = args.get("precision");
   if (batching != "sequential" && batching != "fixture")
     return fail("train", "--batching must be sequential or fixture, not '" + batching + "'");
-  if (precision != "fp32" && precision != "bf16")
-    return fail("train", "--precision must be fp32 or bf16, not '" + precision + "'");
-  std::string fp8 = args.get("fp8");
-  if (fp8 != "off" && fp8 != "tensorwise" && fp8 != "rowwise")
-    return fail("train", "--fp8 must be off, tensorwise or rowwise, not '" + fp8 + "'");
-  if (fp8 == "off" && args.has("fp8-lm-head"))
-    return fail("train", "--fp8-lm-head needs --fp8 tensorwise or rowwise");
   BatchRule rule = batching == "fixture" ? BatchRule::Fixture : BatchRule::Sequential;
 
   std::string err;
@@ -151,9 +142,8 @@ int runTrain(int argc, char **argv) {
   opts.maxGradNorm = args.getDouble("max-grad-norm");
   opts.trainable = args.get("trainable");
   opts.frozen = args.get("frozen");
-  opts.bf16 = precision == "bf16";
-  opts.fp8 = fp8 == "off" ? "" : fp8;
-  opts.fp8LmHead = args.has("fp8-lm-head");
+  if (!readPrecisionFlags(precision, args.get("fp8"), args.has("fp8-lm-head"), opts, err))
+    return fail("train", err);
   opts.returnGradients = args.has("expect-grads");
   planner::Plan plan;
   if (!parseSpmdPlan(args.get("plan"), args.has("world-size") ? int(args.getInt("world-size")) : 0,
@@ -202,13 +192,8 @@ int runTrain(int argc, char **argv) {
 
   auto t0 = Clock::now();
   TrainProgram tp;
-  std::string splitNote;
-  if (!planner::resolvePipelineSplit(args.positional()[0], B, T, opts, splitNote, err,
-                                     args.get("pp-cost-profile")) ||
-      !compileTrainStep(args.positional()[0], B, T, opts, tp, err))
+  if (!planner::compileTrainStepWithCuts(args.positional()[0], B, T, opts, tp, err))
     return die(err);
-  if (!splitNote.empty())
-    tp.notes.push_back(splitNote);
   std::printf("%s", recomputeSummary(opts, tp).c_str());
   if (args.has("print-program-stats"))
     std::printf("%s", rt::formatProgramStats(rt::programStats(*tp.program)).c_str());
@@ -227,7 +212,7 @@ int runTrain(int argc, char **argv) {
     return die(err);
   double compileS = std::chrono::duration<double>(Clock::now() - t0).count();
   printTrainHeader(args.positional()[0], tp, state,
-                   fp8 == "off" ? precision : precision + " + fp8 " + fp8, steps, compileS);
+                   opts.fp8.empty() ? precision : precision + " + fp8 " + opts.fp8, steps, compileS);
   printRunnerSummary(plan, tp, *runner, args.get("backend"), job.env.multiProcess);
   if (args.has("fail-rank") &&
       !runner->injectRankFailure(args.getInt("fail-rank"), args.getInt("fail-step"), err))

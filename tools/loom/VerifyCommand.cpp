@@ -66,8 +66,7 @@ int runVerify(int argc, char **argv) {
   args.flag("precision", "fp32 or bf16", false, "fp32");
   args.flag("threads", "CPU threads (0: all)", false, "0");
   args.flag("backend", "cpu, or cuda: every plan's ranks on this machine's one GPU", false, "cpu");
-  args.flag("pp-cost-profile", "pipeline plans: the hardware profile their layers are balanced on "
-                               "(h100, h200 or a loom calibrate JSON)", false, "h100");
+  args.flag("pp-split", "pipeline cuts: balanced[:PROFILE], even or layers (2,4,6)", false, "balanced");
   args.flag("ddp-bucket-mib", "gradient MiB per dp_replicate all-reduce (0: one per gradient)",
             false, "25");
   args.flag("fsdp-prefetch", "issue each FSDP all-gather this many parameters early", false, "1");
@@ -149,13 +148,9 @@ int runVerify(int argc, char **argv) {
     opts.fsdpPrefetch = args.getInt("fsdp-prefetch");
     opts.fsdpReshardAfterForward = !args.has("fsdp-keep-gathered");
     TrainProgram tp;
-    std::string splitNote;
-    if (!planner::resolvePipelineSplit(model, B, T, opts, splitNote, err,
-                                       args.get("pp-cost-profile")) ||
-        !compileTrainStep(model, B, T, opts, tp, err))
+    opts.ppSplit = args.get("pp-split");
+    if (!planner::compileTrainStepWithCuts(model, B, T, opts, tp, err))
       return fail("verify", "plan " + r.name + ": " + err);
-    if (!splitNote.empty())
-      std::printf("plan %s: %s\n", r.name.c_str(), splitNote.c_str());
     if (!runPlan(tp, args.get("init-weights"), int(args.getInt("threads")), args.get("backend"),
                  data, B, T, steps, rule, r, err))
       return fail("verify", err);
