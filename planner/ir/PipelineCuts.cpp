@@ -12,8 +12,7 @@
 namespace loom::planner {
 
 bool resolvePipelineSplit(const std::string &model, int64_t batch, int64_t seq,
-                          compiler::TrainOptions &o, std::string &note, std::string &err,
-                          const std::string &profile) {
+                          compiler::TrainOptions &o, std::string &note, std::string &err) {
   note.clear();
   const Plan &plan = o.pipeline;
   if (plan.pp <= 1)
@@ -23,15 +22,21 @@ bool resolvePipelineSplit(const std::string &model, int64_t batch, int64_t seq,
     note = "pipeline stages: the layers split evenly (--pp-split even)";
     return true;
   }
-  if (!o.ppSplit.empty() && o.ppSplit != "balanced")
+  const std::string kBalanced = "balanced";
+  std::string profile = "h100";
+  if (o.ppSplit.compare(0, kBalanced.size() + 1, kBalanced + ":") == 0)
+    profile = o.ppSplit.substr(kBalanced.size() + 1);
+  else if (!o.ppSplit.empty() && o.ppSplit != kBalanced)
     return true; // the user's cuts; planPipelineLayout checks them
   int64_t dp = int64_t(o.dpReplicate) * o.dpShard, rows = batch / std::max<int64_t>(1, dp);
   rows /= std::max(1, plan.microbatches);
   if (rows < 1) // planPipelineLayout refuses the batch with its own message
     return o.ppSplit.clear(), true;
   HardwareProfile hw;
-  if (!loadProfile(profile, hw, err))
+  if (!loadProfile(profile, hw, err)) {
+    err = "--pp-split " + o.ppSplit + ": " + err;
     return false;
+  }
   IrCostOptions irOpts;
   irOpts.batch = rows;
   irOpts.seq = seq;
@@ -61,6 +66,18 @@ bool resolvePipelineSplit(const std::string &model, int64_t batch, int64_t seq,
   note = "pipeline stages: layers " + describeStageCuts(cuts, cost.numLayers) + " (" +
          (even ? "even: as balanced as" : "balanced by") + " loom plan's " + hw.name +
          " cost model; --pp-split " + o.ppSplit + ")";
+  return true;
+}
+
+bool compileTrainStepWithCuts(const std::string &model, int64_t batch, int64_t seq,
+                              compiler::TrainOptions &o, compiler::TrainProgram &out,
+                              std::string &err) {
+  std::string note;
+  if (!resolvePipelineSplit(model, batch, seq, o, note, err) ||
+      !compiler::compileTrainStep(model, batch, seq, o, out, err))
+    return false;
+  if (!note.empty())
+    out.notes.push_back(note);
   return true;
 }
 
