@@ -4,6 +4,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "planner/ir/PipelineCuts.h"
+#include "compiler/PipelinePlan.h"
 #include "planner/CostModel.h"
 #include "planner/HardwareProfile.h"
 #include "planner/StageBalance.h"
@@ -52,7 +53,13 @@ bool resolvePipelineSplit(const std::string &model, int64_t batch, int64_t seq,
   req.microbatch = rows;
   req.seq = seq;
   CostModel cm(cost, hw, req);
+  // The stages are the schedule's (a custom CSV schedule's count is its
+  // own: `loom schedule --serial` of an interleaved plan has pp x v).
+  rt::PipelineSchedule schedule;
+  if (!compiler::planSchedule(plan, schedule, err))
+    return false;
   Plan costed = plan;
+  costed.virtualStages = std::max(1, schedule.stages / plan.pp);
   costed.dpReplicate = o.dpReplicate;
   costed.dpShard = o.dpShard;
   costed.tp = o.tp;
