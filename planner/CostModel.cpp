@@ -219,21 +219,31 @@ int CostModel::stageOf(int layer, const Plan &p) const {
   return int(std::upper_bound(cuts.begin(), cuts.end(), int64_t(layer)) - cuts.begin());
 }
 
-double CostModel::groupStepTime(const GroupTimes &t, int g, const Plan &p) const {
+CostModel::GroupStep CostModel::groupStep(const GroupTimes &t, int g, const Plan &p) const {
   bool layer = g >= 1 && g <= m.numLayers;
-  double recompute = 0;
-  if (layer && p.checkpoint == Checkpoint::Full)
-    recompute = t.fullRecompute + t.tpFwd + std::max(0.0, t.cpFwd - t.attnFwd);
-  else if (layer && p.checkpoint == Checkpoint::Selective)
+  double recompute = 0, recomputeComm = 0;
+  if (layer && p.checkpoint == Checkpoint::Full) {
+    // The layer's forward runs again (what the backward needs of it), its
+    // tensor-parallel gathers included.
+    recompute = t.fullRecompute;
+    recomputeComm = t.tpFwd + std::max(0.0, t.cpFwd - t.attnFwd);
+  } else if (layer && p.checkpoint == Checkpoint::Selective) {
     recompute = t.selectiveRecompute;
-  return t.fwd + t.bwd + recompute + t.tpFwd + t.tpBwd + std::max(0.0, t.cpFwd - t.attnFwd) +
-         std::max(0.0, t.cpBwd - t.attnBwd);
+  }
+  // Tensor-parallel collectives sit on the critical path; the
+  // context-parallel ring hides behind attention when it can.
+  return {t.fwd, t.bwd + recompute,
+          t.tpFwd + t.tpBwd + recomputeComm + std::max(0.0, t.cpFwd - t.attnFwd) +
+              std::max(0.0, t.cpBwd - t.attnBwd)};
 }
 
 std::vector<double> CostModel::groupStepTimes(const Plan &p) const {
   const std::vector<GroupTimes> &gt = groupTimes(p.tp, p.cp, p.fp8, req.gpusPerNode);
   std::vector<double> out(size_t(numGroups), 0);
-  for (int g = 0; g < numGroups; ++g) out[size_t(g)] = groupStepTime(gt[size_t(g)], g, p);
+  for (int g = 0; g < numGroups; ++g) {
+    GroupStep s = groupStep(gt[size_t(g)], g, p);
+    out[size_t(g)] = s.forward + s.backward + s.comm;
+  }
   return out;
 }
 
@@ -522,22 +532,10 @@ PlanEstimate CostModel::evaluate(const Plan &plan, bool detail) const {
   for (int g = 0; g < numGroups; ++g) {
     int d = deviceOf(g - 1, plan);
     const GroupTimes &t = gt[g];
-    bool layer = g >= 1 && g <= m.numLayers;
-    double recompute = 0, recomputeComm = 0;
-    if (layer && plan.checkpoint == Checkpoint::Full) {
-      // The layer's forward runs again (what the backward needs of it), its
-      // tensor-parallel gathers included.
-      recompute = t.fullRecompute;
-      recomputeComm = t.tpFwd + std::max(0.0, t.cpFwd - t.attnFwd);
-    } else if (layer && plan.checkpoint == Checkpoint::Selective) {
-      recompute = t.selectiveRecompute;
-    }
-    fc[d] += t.fwd;
-    bc[d] += t.bwd + recompute;
-    // Tensor-parallel collectives sit on the critical path; the
-    // context-parallel ring hides behind attention when it can.
-    comm[d] += t.tpFwd + t.tpBwd + recomputeComm + std::max(0.0, t.cpFwd - t.attnFwd) +
-               std::max(0.0, t.cpBwd - t.attnBwd);
+    GroupStep step = groupStep(t, g, plan);
+    fc[d] += step.forward;
+    bc[d] += step.backward;
+    comm[d] += step.comm;
     ++groupsOnDevice[d];
     if (plan.dpShard > 1) {
       const GroupStatic &s = statics[g];

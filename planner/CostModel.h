@@ -158,7 +158,12 @@ private:
     double maxOut = 0;                            // largest op output, elements
   };
   const std::vector<GroupTimes> &groupTimes(int tp, int cp, bool fp8, int gpusPerNode) const;
-  double groupStepTime(const GroupTimes &t, int g, const Plan &plan) const;
+  /// Group g's time per microbatch on its rank: forward, backward (with
+  /// the plan's recompute) and exposed tp/cp communication.
+  struct GroupStep {
+    double forward = 0, backward = 0, comm = 0;
+  };
+  GroupStep groupStep(const GroupTimes &t, int g, const Plan &plan) const;
   /// The compiled program that runs `plan`'s step on each GPU, priced on
   /// this profile (null when the plan is not one device's step: tp, cp,
   /// pp, dp_shard or several microbatches, or none was compiled).
