@@ -430,9 +430,21 @@ void SplitPipelinePass::runOnOperation() {
       if (l.stage == st)
         mine.push_back(l);
     // The backward: cut at arguments, received gradients and the
-    // forward's values that have a stage (stage-free ones are recomputed).
+    // forward's values that have a stage (stage-free ones are recomputed,
+    // and so is the exact widening of a narrower float: autocast's bf16
+    // values widened back to f32 are saved at their own 2 bytes, the
+    // backward widens them again, as the one-program step stores them).
+    auto widened = [&](Value v) {
+      auto c = v.getDefiningOp<CastOp>();
+      if (!c)
+        return false;
+      Type from = getElementTypeOrSelf(c.getInput().getType());
+      Type to = getElementTypeOrSelf(v.getType());
+      return isa<FloatType>(from) && isa<FloatType>(to) &&
+             from.getIntOrFloatBitWidth() < to.getIntOrFloatBitWidth();
+    };
     auto backwardCut = [&](Value v) {
-      return isRecv(v) || (isForwardValue(v) && stage(v) != kNone);
+      return isRecv(v) || (isForwardValue(v) && stage(v) != kNone && !widened(v));
     };
     SmallVector<Value> inputGradOuts, leafOuts;
     for (const Transfer &t : bwdSends) inputGradOuts.push_back(t.value);
