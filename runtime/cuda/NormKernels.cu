@@ -5,7 +5,8 @@
 // Row kernels: one block per row (or per softmax line, or per reduced output
 // element); the block's threads stride over the row and combine with a
 // fixed-shape tree (blockSum/blockMax), accumulating in double as the CPU
-// reference does. The weight gradients of the norms are column sums over all
+// reference does. RmsNorm rows of at most 256 elements (per-head q/k norms)
+// take one warp each instead (warpSum). The weight gradients of the norms are column sums over all
 // rows; they run as two deterministic passes, partial sums over chunks of
 // kChunkRows rows and then the chunks in order, so no float atomics are
 // needed and every run gives the same bits. The norms' backward keeps each
@@ -138,33 +139,112 @@ __global__ void rmsNormGradRowKernel(const float *x, const float *w, FloatIn dy,
 
 // LayerNormGrad, per row, xhat = (x - mean) r, g = dy w:
 //   dx = r (g - mean(g) - xhat mean(g xhat)); keeps mean and r. dy and dx
-//   may be bf16 storage.
+//   may be bf16 storage. With `packed` a thread owns eight consecutive
+//   columns per step, as in rmsNormGradRowKernel.
 __global__ void layerNormGradRowKernel(const float *x, const float *w, FloatIn dy, FloatOut dx,
-                                       double *stats, int64_t D, double eps) {
+                                       double *stats, int64_t D, double eps, bool packed) {
   __shared__ double red[32];
   int64_t row = blockIdx.x;
   const float *xr = x + row * D;
+  FloatIn xs{xr, false};
+  const int64_t width = packed ? kPack : 1, first = int64_t(threadIdx.x) * width,
+                step = int64_t(blockDim.x) * width;
+  auto forColumns = [&](auto &&body) {
+    for (int64_t i = first; i < D; i += step) {
+      if (packed) {
+        Pack xp = load8(xs, i), gp = load8(dy, row * D + i);
+#pragma unroll
+        for (int k = 0; k < kPack; ++k) body(i + k, xp.v[k], gp.v[k]);
+      } else {
+        body(i, xr[i], dy[row * D + i]);
+      }
+    }
+  };
   double sum = 0;
-  for (int64_t i = threadIdx.x; i < D; i += blockDim.x) sum += xr[i];
+  forColumns([&](int64_t, float xv, float) { sum += xv; });
   double mu = blockSum(sum, red) / double(D), sq = 0;
-  for (int64_t i = threadIdx.x; i < D; i += blockDim.x) sq += (xr[i] - mu) * (xr[i] - mu);
+  forColumns([&](int64_t, float xv, float) { sq += (xv - mu) * (xv - mu); });
   double r = 1.0 / sqrt(blockSum(sq, red) / double(D) + eps);
   double g = 0, gx = 0;
-  for (int64_t i = threadIdx.x; i < D; i += blockDim.x) {
-    double gi = double(dy[row * D + i]) * w[i];
+  forColumns([&](int64_t i, float xv, float dyv) {
+    double gi = double(dyv) * w[i];
     g += gi;
-    gx += gi * (xr[i] - mu) * r;
-  }
+    gx += gi * (xv - mu) * r;
+  });
   double meanG = blockSum(g, red) / double(D);
   double meanGx = blockSum(gx, red) / double(D);
-  for (int64_t i = threadIdx.x; i < D; i += blockDim.x)
-    dx.store(row * D + i,
-             float(r * (double(dy[row * D + i]) * w[i] - meanG - (xr[i] - mu) * r * meanGx)));
+  if (packed) {
+    for (int64_t i = first; i < D; i += step) {
+      Pack xp = load8(xs, i), gp = load8(dy, row * D + i);
+#pragma unroll
+      for (int k = 0; k < kPack; ++k)
+        xp.v[k] = float(r * (double(gp.v[k]) * w[i + k] - meanG - (xp.v[k] - mu) * r * meanGx));
+      store8(dx, row * D + i, xp);
+    }
+  } else {
+    for (int64_t i = first; i < D; i += step)
+      dx.store(row * D + i,
+               float(r * (double(dy[row * D + i]) * w[i] - meanG - (xr[i] - mu) * r * meanGx)));
+  }
   if (threadIdx.x == 0) {
     stats[2 * row] = mu;
     stats[2 * row + 1] = r;
   }
 }
+
+// Rows of at most kWarpRow elements (per-head q/k norms, [B, T, H, 128])
+// take one warp each, four rows to a block: a block per row would leave
+// most of its threads idle and pay block-wide reductions for 128 values.
+// The arithmetic is the block kernels'; only the summation tree differs.
+constexpr int64_t kWarpRow = 256;
+
+__device__ inline int64_t warpRow() {
+  return int64_t(blockIdx.x) * (blockDim.x >> 5) + (threadIdx.x >> 5);
+}
+
+__global__ void rmsNormWarpKernel(FloatIn x, const float *w, FloatOut y, int64_t rows, int64_t D,
+                                  double eps, uint32_t *amax) {
+  int64_t row = warpRow(), lane = threadIdx.x & 31;
+  uint32_t m = 0;
+  if (row < rows) {
+    int64_t base = row * D;
+    double ss = 0;
+    for (int64_t i = lane; i < D; i += 32) ss += double(x[base + i]) * x[base + i];
+    double inv = 1.0 / sqrt(warpSum(ss) / double(D) + eps);
+    for (int64_t i = lane; i < D; i += 32) {
+      float v = float(x[base + i] * inv * w[i]);
+      y.store(base + i, v);
+      m = max(m, storedAbsBits(y, v));
+    }
+  }
+  flushAmax(amax, m); // every thread of the block, rows or not
+}
+
+__global__ void rmsNormGradWarpKernel(const float *x, const float *w, FloatIn dy, FloatOut dx,
+                                      double *rstd, int64_t rows, int64_t D, double eps,
+                                      uint32_t *amax) {
+  int64_t row = warpRow(), lane = threadIdx.x & 31;
+  uint32_t m = 0;
+  if (row < rows) {
+    const float *xr = x + row * D;
+    int64_t base = row * D;
+    double ss = 0;
+    for (int64_t i = lane; i < D; i += 32) ss += double(xr[i]) * xr[i];
+    double r = 1.0 / sqrt(warpSum(ss) / double(D) + eps);
+    double gn = 0;
+    for (int64_t i = lane; i < D; i += 32) gn += double(dy[base + i]) * w[i] * (xr[i] * r);
+    double meanGn = warpSum(gn) / double(D);
+    for (int64_t i = lane; i < D; i += 32) {
+      float v = float(r * (double(dy[base + i]) * w[i] - xr[i] * r * meanGn));
+      dx.store(base + i, v);
+      m = max(m, storedAbsBits(dx, v));
+    }
+    if (lane == 0) rstd[row] = r;
+  }
+  flushAmax(amax, m);
+}
+
+unsigned warpRowBlocks(int64_t rows) { return unsigned((rows + kRowThreads / 32 - 1) / (kRowThreads / 32)); }
 
 /// The terms of the norms' weight gradients, per (row, column):
 ///   kind 0: dy x rstd          (RmsNorm dw; stats = rstd per row)
@@ -203,11 +283,57 @@ __global__ void columnPartialKernel(int kind, const float *x, FloatIn dy,
   }
 }
 
-// Pass 2: out[col] = sum over chunks, in chunk order.
+// LayerNorm's dw (kind 1) and db (kind 2) partials in one pass over x
+// and dy: the same terms summed in the same row order as two
+// columnPartialKernel passes, reading the two tensors once instead of twice.
+__global__ void layerNormColumnPartialKernel(const float *x, FloatIn dy, const double *stats,
+                                             double *partialW, double *partialB, int64_t rows,
+                                             int64_t D) {
+  int64_t chunk = blockIdx.y;
+  int64_t r0 = chunk * kChunkRows, r1 = min(rows, r0 + kChunkRows);
+  for (int64_t col = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; col < D;
+       col += int64_t(gridDim.x) * blockDim.x) {
+    double accW = 0, accB = 0;
+    constexpr int kBatch = 8;
+    int64_t r = r0;
+    for (; r + kBatch <= r1; r += kBatch) {
+      double tw[kBatch], tb[kBatch];
+#pragma unroll
+      for (int k = 0; k < kBatch; ++k) {
+        tw[k] = normTerm(1, x, dy, stats, r + k, col, D);
+        tb[k] = normTerm(2, x, dy, stats, r + k, col, D);
+      }
+#pragma unroll
+      for (int k = 0; k < kBatch; ++k) {
+        accW += tw[k];
+        accB += tb[k];
+      }
+    }
+    for (; r < r1; ++r) {
+      accW += normTerm(1, x, dy, stats, r, col, D);
+      accB += normTerm(2, x, dy, stats, r, col, D);
+    }
+    partialW[chunk * D + col] = accW;
+    partialB[chunk * D + col] = accB;
+  }
+}
+
+// Pass 2: out[col] = sum over chunks, in chunk order. Eight partials are
+// loaded before they are added (in order): thousands of chunks (the q/k
+// norms' 131,072 rows of 128) otherwise cost a memory latency each.
 __global__ void columnFinishKernel(const double *partial, float *out, int64_t chunks, int64_t D) {
   LOOM_GRID_STRIDE(col, D) {
     double acc = 0;
-    for (int64_t c = 0; c < chunks; ++c) acc += partial[c * D + col];
+    constexpr int kBatch = 8;
+    int64_t c = 0;
+    for (; c + kBatch <= chunks; c += kBatch) {
+      double t[kBatch];
+#pragma unroll
+      for (int k = 0; k < kBatch; ++k) t[k] = partial[(c + k) * D + col];
+#pragma unroll
+      for (int k = 0; k < kBatch; ++k) acc += t[k];
+    }
+    for (; c < chunks; ++c) acc += partial[c * D + col];
     out[col] = float(acc);
   }
 }
@@ -395,13 +521,21 @@ size_t normScratchBytes(const Program &p, const Instr &I) {
   int64_t D = x.shape.empty() ? 1 : x.shape.back();
   int64_t rows = D ? x.numElements() / D : 0;
   int64_t chunks = (rows + kChunkRows - 1) / kChunkRows;
-  // per-row statistics (2 doubles) + per-chunk partial column sums
-  return size_t(2 * rows + chunks * D) * sizeof(double) + 256;
+  // per-row statistics (2 doubles) + per-chunk partial column sums (two
+  // sets for LayerNorm: dw and db in one pass)
+  int64_t sets = I.op == OpCode::LayerNormGrad ? 2 : 1;
+  return size_t(2 * rows + sets * chunks * D) * sizeof(double) + 256;
 }
 
 void launchRmsNorm(const CudaCall &c, CudaContext &ctx) {
   int64_t rows = rowsOf(c.in[0]), D = c.in[0].shape().back();
   if (rows == 0) return;
+  if (D <= kWarpRow) {
+    rmsNormWarpKernel<<<warpRowBlocks(rows), kRowThreads, 0, ctx.stream>>>(
+        floatIn(c.in[0]), c.in[1].as<float>(), floatOut(c.out[0]), rows, D, c.instr->floats[0],
+        fusedAmaxBits(c, 0));
+    return;
+  }
   rmsNormKernel<<<unsigned(rows), kRowThreads, 0, ctx.stream>>>(
       floatIn(c.in[0]), c.in[1].as<float>(), floatOut(c.out[0]), D, c.instr->floats[0],
       rowsPackable(D, {&c.in[0], &c.out[0]}), fusedAmaxBits(c, 0));
@@ -419,7 +553,11 @@ void launchRmsNormGrad(const CudaCall &c, CudaContext &ctx) {
   int64_t rows = rowsOf(c.in[0]), D = c.in[0].shape().back();
   auto *stats = static_cast<double *>(ctx.scratch);
   double *partial = stats + 2 * rows;
-  if (rows > 0)
+  if (rows > 0 && D <= kWarpRow)
+    rmsNormGradWarpKernel<<<warpRowBlocks(rows), kRowThreads, 0, ctx.stream>>>(
+        c.in[0].as<float>(), c.in[1].as<float>(), floatIn(c.in[2]), floatOut(c.out[0]), stats,
+        rows, D, c.instr->floats[0], fusedAmaxBits(c, 0));
+  else if (rows > 0)
     rmsNormGradRowKernel<<<unsigned(rows), kRowThreads, 0, ctx.stream>>>(
         c.in[0].as<float>(), c.in[1].as<float>(), floatIn(c.in[2]), floatOut(c.out[0]), stats, D,
         c.instr->floats[0], rowsPackable(D, {&c.in[0], &c.in[2], &c.out[0]}), fusedAmaxBits(c, 0));
@@ -434,11 +572,21 @@ void launchLayerNormGrad(const CudaCall &c, CudaContext &ctx) {
   if (rows > 0)
     layerNormGradRowKernel<<<unsigned(rows), kRowThreads, 0, ctx.stream>>>(
         c.in[0].as<float>(), c.in[1].as<float>(), floatIn(c.in[2]), floatOut(c.out[0]), stats, D,
-        c.instr->floats[0]);
-  columnSums(1, c.in[0].as<float>(), floatIn(c.in[2]), stats, partial, c.out[1].as<float>(),
-             rows, D, ctx.stream);
-  columnSums(2, c.in[0].as<float>(), floatIn(c.in[2]), stats, partial, c.out[2].as<float>(),
-             rows, D, ctx.stream);
+        c.instr->floats[0], rowsPackable(D, {&c.in[0], &c.in[2], &c.out[0]}));
+  int64_t chunks = (rows + kChunkRows - 1) / kChunkRows;
+  if (chunks == 0) {
+    cudaMemsetAsync(c.out[1].data, 0, size_t(D) * sizeof(float), ctx.stream);
+    cudaMemsetAsync(c.out[2].data, 0, size_t(D) * sizeof(float), ctx.stream);
+    return;
+  }
+  double *partialB = partial + chunks * D; // normScratchBytes counts both
+  dim3 grid(unsigned((D + kThreads - 1) / kThreads), unsigned(chunks));
+  layerNormColumnPartialKernel<<<grid, kThreads, 0, ctx.stream>>>(
+      c.in[0].as<float>(), floatIn(c.in[2]), stats, partial, partialB, rows, D);
+  columnFinishKernel<<<gridFor(D), kThreads, 0, ctx.stream>>>(partial, c.out[1].as<float>(),
+                                                              chunks, D);
+  columnFinishKernel<<<gridFor(D), kThreads, 0, ctx.stream>>>(partialB, c.out[2].as<float>(),
+                                                              chunks, D);
 }
 
 void launchSoftmax(const CudaCall &c, CudaContext &ctx) {

@@ -728,6 +728,43 @@ TEST(CudaBackend, LossAndBackwardKernels) {
   expectSameOnGpu(t.b.p, t.inputs, 1e-5, 1e-6);
 }
 
+TEST(CudaBackend, NormsOnEveryPath) {
+  // Each path of the norm kernels: RmsNorm rows of at most 256 take a warp
+  // each (128: a per-head q/k norm), longer ones a block with eight-wide
+  // accesses (264) or without (300); LayerNormGrad's packed and scalar row
+  // kernels; and 4100 rows, whose column sums finish over 65 chunks (the
+  // batched loads), with bf16 dy and dx as autocast stores them.
+  REQUIRE_GPU();
+  Rng rng;
+  for (auto [N, D] : {std::pair<int64_t, int64_t>{70, 128}, {70, 264}, {70, 300}, {4100, 16}}) {
+    for (bool bf16 : {false, true}) {
+      SCOPED_TRACE(std::to_string(N) + " rows of " + std::to_string(D) + (bf16 ? ", bf16" : ""));
+      OneOp t;
+      uint32_t x = t.f32(rng, {N, D}), w = t.f32(rng, {D}, 0.5, 1.5), bias = t.f32(rng, {D});
+      uint32_t dy = bf16 ? bf16Input(t.b, t.inputs, rng, {N, D}) : t.f32(rng, {N, D});
+      // A bf16 result is compared widened (Cast after the instruction):
+      // one rounding step apart where the two f32 values straddle one.
+      std::vector<std::pair<uint32_t, uint32_t>> widen;
+      auto out = [&](const Shape &s) {
+        if (!bf16) return t.b.output(DType::F32, s);
+        uint32_t y = t.b.temp(DType::BF16, s);
+        widen.push_back({y, t.b.output(DType::F32, s)});
+        return y;
+      };
+      t.b.instr(OpCode::RmsNorm, {x, w}, {out({N, D})}, {}, {1e-6});
+      t.b.instr(OpCode::RmsNormGrad, {x, w, dy}, {out({N, D}), t.b.output(DType::F32, {D})}, {},
+                {1e-6});
+      t.b.instr(OpCode::LayerNorm, {x, w, bias}, {out({N, D})}, {}, {1e-5});
+      t.b.instr(OpCode::LayerNormGrad, {x, w, dy},
+                {out({N, D}), t.b.output(DType::F32, {D}), t.b.output(DType::F32, {D})}, {},
+                {1e-5});
+      for (auto [from, to] : widen) t.b.instr(OpCode::Cast, {from}, {to});
+      ASSERT_EQ(t.b.p.validate(), "");
+      expectSameOnGpu(t.b.p, t.inputs, bf16 ? 1e-2 : 1e-5, bf16 ? 1e-2 : 1e-5);
+    }
+  }
+}
+
 TEST(CudaBackend, TinyModelEndToEnd) {
   REQUIRE_GPU();
   Rng rng;
