@@ -4,6 +4,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "planner/ProgramCost.h"
+#include "loom/runtime/GemmStaging.h"
 
 #include <algorithm>
 #include <cmath>
@@ -100,6 +101,7 @@ InstrWork describeInstr(const rt::Program &p, const rt::Instr &I) {
              : at == DType::F32 && bt == DType::F32      ? GemmRate::F32
              : out.dtype == DType::F32                   ? GemmRate::Bf16F32Out
                                                          : GemmRate::Bf16;
+    w.stagingBytes = double(rt::planGemmStaging(p, I).copyBytes());
     return w;
   }
   if (I.op == OpCode::Attention || I.op == OpCode::AttentionGrad) {
@@ -168,8 +170,14 @@ double instrSeconds(const InstrWork &w, const HardwareProfile &hw, std::string *
       say("calibrated bf16 GEMM curve", false);
       break;
     }
-    // A skinny product is bound by its bytes instead.
-    return std::max(w.flops / (peak * eff), w.bytes / hw.hbmBandwidth);
+    // A skinny product is bound by its bytes instead. Rows restaged to a
+    // 16-byte pitch are copied like Concat's pieces (cudaMemcpy2DAsync).
+    double staging = 0;
+    if (w.stagingBytes > 0) {
+      auto it = hw.classBandwidth.find("concat");
+      staging = w.stagingBytes / (it != hw.classBandwidth.end() ? it->second : hw.hbmBandwidth);
+    }
+    return std::max(w.flops / (peak * eff), w.bytes / hw.hbmBandwidth) + staging;
   }
   case InstrKind::Attention: {
     // The table of the nearest calibrated head dim, else the default one.

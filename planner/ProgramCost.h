@@ -49,6 +49,7 @@ struct InstrWork {
   double seq = 0;        // attention: query length (the efficiency lookup)
   double headDim = 0;    // attention: the head dim (which calibrated table)
   bool backward = false; // attention_grad
+  double stagingBytes = 0; // GEMM: the CUDA backend's padded-row copies (GemmStaging.h)
 };
 
 /// The opcode class of an instruction: the opcode's name, and for GEMMs

@@ -25,6 +25,7 @@
 #include "cuda/Fp8Cuda.h"
 #include "cuda/StreamCommunicator.h"
 #include "lib/Diagnostics.h"
+#include "loom/runtime/GemmStaging.h"
 #include "loom/runtime/RoundedCopies.h"
 
 #include <cuda_runtime.h>
@@ -49,7 +50,8 @@ size_t scratchBytesOf(const Program &p) {
   size_t scratch = 256;
   for (const Instr &I : p.instrs)
     scratch = std::max<size_t>({scratch, lossScratchBytes(p, I), attentionScratchBytes(p, I),
-                                normScratchBytes(p, I), cudnnAttentionScratchEstimate(p, I)});
+                                normScratchBytes(p, I), cudnnAttentionScratchEstimate(p, I),
+                                size_t(planGemmStaging(p, I).scratchBytes())});
   return scratch;
 }
 
@@ -462,6 +464,41 @@ private:
     if (gemmMs > 0)
       std::fprintf(stderr, "  GEMMs: %.1f TFLOP/s achieved (%.2f TFLOP per run)\n",
                    gemmFlops / (gemmMs / runs * 1e-3) / 1e12, gemmFlops / 1e12);
+    printGemmShapes(runs);
+  }
+
+  /// The GEMMs grouped by problem (M x N x K, transposes, operand and
+  /// result dtypes, a bias), costliest first: which shapes run below the
+  /// tensor cores' rate (an unaligned leading dimension, a thin K) is
+  /// what the opcode table cannot say.
+  void printGemmShapes(double runs) const {
+    struct Shape { double ms = 0, flops = 0; int n = 0; };
+    std::map<std::string, Shape> byShape;
+    for (size_t i = 0; i < calls_.size(); ++i) {
+      const Instr &I = *calls_[i].instr;
+      if (I.op != OpCode::MatMul && I.op != OpCode::ScaledMatMul)
+        continue;
+      const BufferDesc &a = program_->buffers[I.in[0]], &b = program_->buffers[I.in[1]],
+                       &o = program_->buffers[I.out[0]];
+      int64_t k = I.ints[0] ? a.shape[a.shape.size() - 2] : a.shape.back();
+      int64_t n = o.shape.back(), m = o.numElements() / std::max<int64_t>(n, 1);
+      std::string key = cat(m, "x", n, "x", k, I.ints[0] ? " tA" : "", I.ints[1] ? " tB" : "",
+                            " ", dtypeName(a.dtype), ",", dtypeName(b.dtype), "->",
+                            dtypeName(o.dtype), I.op == OpCode::MatMul && I.in.size() > 2 ? " +bias" : "");
+      Shape &s = byShape[key];
+      s.ms += opMs_[i];
+      s.flops += 2.0 * double(o.numElements()) * double(k); // per run
+      s.n += 1;
+    }
+    std::vector<std::pair<double, std::string>> rows;
+    for (const auto &[key, s] : byShape) rows.push_back({s.ms, key});
+    std::sort(rows.rbegin(), rows.rend());
+    std::fprintf(stderr, "  %-44s %6s %10s %9s\n", "GEMM (M x N x K)", "instrs", "ms/run", "TFLOP/s");
+    for (size_t r = 0; r < rows.size() && r < 16; ++r) {
+      const Shape &s = byShape.at(rows[r].second);
+      std::fprintf(stderr, "  %-44s %6d %10.3f %9.1f\n", rows[r].second.c_str(), s.n, s.ms / runs,
+                   s.ms > 0 ? s.flops / (s.ms / runs * 1e-3) / 1e12 : 0.0);
+    }
   }
 
   void clearError() {

@@ -147,6 +147,13 @@ size_t cudnnAttentionScratchEstimate(const Program &p, const Instr &I);
 /// enqueued) when it has none, and loom's kernels must run it.
 bool launchCudnnAttention(const CudaCall &c, CudaContext &ctx);
 
+/// dst[r, c] = src[r, c] for r < rows, c < cols and 0 elsewhere, over
+/// dstRows x dstCols (row pitches srcLd and dstLd, in elements of 2 or 4
+/// bytes); MovementKernels.cu.
+void copyPadded(const void *src, int64_t srcLd, int64_t rows, int64_t cols, void *dst,
+                int64_t dstLd, int64_t dstRows, int64_t dstCols, size_t elemBytes,
+                cudaStream_t stream);
+
 // MatMul.cpp: batched products through cuBLASLt.
 
 /// One strided-batched product in row-major terms, for every b < batch:

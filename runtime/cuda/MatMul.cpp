@@ -29,10 +29,19 @@
 // to the f32 accumulator before the one conversion to the output type. The
 // bias pointer is an attribute of the descriptor, set before each call (one
 // descriptor per instruction, so a captured graph keeps its pointer).
+//
+// A large product with a dim not a whole number of 16-byte words (GPT-2's
+// 50,257 logits) runs padded to whole words on zero-padded copies in the
+// scratch block (loom/runtime/GemmStaging.h says when and why): operands
+// are copied in before the product and the result's real rows and columns
+// copied out after (copyPadded; cudaMemcpy2DAsync moved such rows at ~165
+// GB/s). Zeros in K add exact zeros to the f32 sums, so each result is a
+// sum of the same products, in the padded kernel's order.
 //===----------------------------------------------------------------------===//
 #include "cpu/Strided.h"
 #include "cuda/CudaKernels.h"
 #include "lib/Diagnostics.h"
+#include "loom/runtime/GemmStaging.h"
 
 #include <cublasLt.h>
 
@@ -72,7 +81,17 @@ struct InstrPlan {
   };
   std::vector<Call> calls;
   size_t inBytes = 4, outBytes = 4;
+  GemmStaging staging; // operands copied to padded rows around the product
 };
+
+/// Copies `m` into its zero-padded layout, or back out of it.
+void stageIn(const StagedMatrix &m, const void *from, void *to, cudaStream_t stream) {
+  copyPadded(from, m.cols, m.rows, m.cols, to, m.paddedCols, m.paddedRows, m.paddedCols,
+             m.elemBytes, stream);
+}
+void stageOut(const StagedMatrix &m, const void *from, void *to, cudaStream_t stream) {
+  copyPadded(from, m.paddedCols, m.rows, m.cols, to, m.cols, m.rows, m.cols, m.elemBytes, stream);
+}
 
 cudaDataType_t ltType(DType t) {
   return t == DType::F64 ? CUDA_R_64F : t == DType::BF16 ? CUDA_R_16BF : CUDA_R_32F;
@@ -201,6 +220,17 @@ public:
       cublasLtMatmulDescSetAttribute(gemms_[size_t(p.gemm)].desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER,
                                      &bias, sizeof bias);
     }
+    if (p.staging.any()) { // one call (planGemmStaging); see the file comment
+      const GemmStaging &g = p.staging;
+      auto *scratch = static_cast<uint8_t *>(ctx.scratch);
+      uint8_t *sa = scratch, *sb = scratch + g.offsetOfB(), *sc = scratch + g.offsetOfOut();
+      if (g.a.staged) stageIn(g.a, a, sa, ctx.stream);
+      if (g.b.staged) stageIn(g.b, b, sb, ctx.stream);
+      run(p.gemm, g.a.staged ? sa : a, g.b.staged ? sb : b, g.out.staged ? sc : out, 1.f, ctx,
+          workspace);
+      if (g.out.staged) stageOut(g.out, sc, out, ctx.stream);
+      return;
+    }
     for (const InstrPlan::Call &call : p.calls)
       run(p.gemm, a + call.a * p.inBytes, b + call.b * p.inBytes, out + call.c * p.outBytes, 1.f,
           ctx, workspace);
@@ -284,6 +314,23 @@ private:
       s.alignA = std::min(s.alignA, alignmentOf(uint64_t(s.strideA) * p.inBytes));
       s.alignB = std::min(s.alignB, alignmentOf(uint64_t(s.strideB) * p.inBytes));
       s.alignC = std::min(s.alignC, alignmentOf(uint64_t(s.strideC) * p.outBytes));
+    }
+    p.staging = planGemmStaging(prog, I);
+    if (p.staging.any()) {
+      if (p.calls.size() != 1 || s.batch != 1) {
+        err = "a staged product must be one call (GemmStaging.cpp and planInstr disagree)";
+        return false;
+      }
+      // The padded problem; scratch regions start 256-byte aligned (the
+      // arena's 64 as elsewhere).
+      const GemmStaging &g = p.staging;
+      s.m = g.m, s.n = g.n, s.k = g.k;
+      s.lda = g.a.staged ? g.a.paddedCols : s.lda;
+      s.ldb = g.b.staged ? g.b.paddedCols : s.ldb;
+      s.ldc = g.out.staged ? g.out.paddedCols : s.ldc;
+      if (g.a.staged) s.alignA = alignmentOf(0);
+      if (g.b.staged) s.alignB = alignmentOf(0);
+      if (g.out.staged) s.alignC = alignmentOf(0);
     }
     p.gemm = plan(s, err);
     return p.gemm >= 0;

@@ -16,6 +16,8 @@
 #include "cuda/Fp8Amax.cuh"
 #include "cuda/Fp8Cuda.h"
 
+#include <algorithm>
+
 namespace loom::rt::cuda {
 namespace {
 
@@ -237,7 +239,40 @@ void rotary(const CudaCall &c, CudaContext &ctx, bool backward) {
       backward);
 }
 
+/// dst[r, c] = src[r, c] inside the source's rows x cols, 0 outside it,
+/// for every r < dstRows, c < dstCols (row pitches srcLd, dstLd): a matrix
+/// copied into a zero-padded one, or a padded one's top-left corner copied
+/// out. A block walks whole rows, consecutive threads consecutive elements,
+/// so both sides move in full sectors whatever the pitches
+/// (cudaMemcpy2DAsync ran such rows at ~165 GB/s on an H100).
+template <typename Word>
+__global__ void paddedCopyKernel(const Word *src, int64_t srcLd, int64_t rows, int64_t cols,
+                                 Word *dst, int64_t dstLd, int64_t dstRows, int64_t dstCols) {
+  for (int64_t r = blockIdx.y; r < dstRows; r += gridDim.y)
+    for (int64_t c = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; c < dstCols;
+         c += int64_t(gridDim.x) * blockDim.x)
+      dst[r * dstLd + c] = r < rows && c < cols ? src[r * srcLd + c] : Word(0);
+}
+
 } // namespace
+
+void copyPadded(const void *src, int64_t srcLd, int64_t rows, int64_t cols, void *dst,
+                int64_t dstLd, int64_t dstRows, int64_t dstCols, size_t elemBytes,
+                cudaStream_t stream) {
+  if (dstRows <= 0 || dstCols <= 0) return;
+  // Enough blocks across a row for a few elements per thread, and rows
+  // down the grid's y (at most 65535; the kernel strides).
+  dim3 grid(unsigned(std::min<int64_t>((dstCols + kThreads * 4 - 1) / (kThreads * 4), 64)),
+            unsigned(std::min<int64_t>(dstRows, 65535)));
+  if (elemBytes == 2)
+    paddedCopyKernel<<<grid, kThreads, 0, stream>>>(static_cast<const uint16_t *>(src), srcLd, rows,
+                                                    cols, static_cast<uint16_t *>(dst), dstLd,
+                                                    dstRows, dstCols);
+  else
+    paddedCopyKernel<<<grid, kThreads, 0, stream>>>(static_cast<const uint32_t *>(src), srcLd, rows,
+                                                    cols, static_cast<uint32_t *>(dst), dstLd,
+                                                    dstRows, dstCols);
+}
 
 void launchTranspose(const CudaCall &c, CudaContext &ctx) {
   Shape own = contiguousStrides(c.in[0].shape()), strides;
