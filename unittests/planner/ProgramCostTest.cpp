@@ -188,8 +188,9 @@ TEST(PlannerProgramCost, AttentionAndEmbedding) {
   EXPECT_NEAR(byDim.classes.at("attention").seconds, fwd / (1000e12 * 0.4), 1e-12);
 }
 
-std::string shippedProfile(const std::string &name) {
-  std::ifstream in(std::string(LOOM_SOURCE_DIR) + "/planner/profiles/" + name);
+/// A profile file under the source tree, e.g. "planner/profiles/h100.json".
+std::string sourceFile(const std::string &path) {
+  std::ifstream in(std::string(LOOM_SOURCE_DIR) + "/" + path);
   std::stringstream s;
   s << in.rdbuf();
   return s.str();
@@ -198,11 +199,17 @@ std::string shippedProfile(const std::string &name) {
 TEST(PlannerProgramCost, ProfileClassBandwidthsParse) {
   // The calibrated H100 profile of 2026-11-23 predates the per-class
   // figures: it still loads, with none.
-  std::string text = shippedProfile("h100.calibrated.json"), err;
+  std::string text = sourceFile("test/planner/Inputs/h100-2026-11-23.calibrated.json"), err;
   HardwareProfile old;
-  ASSERT_TRUE(parseProfile(text, "h100.calibrated.json", old, err)) << err;
+  ASSERT_TRUE(parseProfile(text, "h100-2026-11-23.calibrated.json", old, err)) << err;
   EXPECT_TRUE(old.classBandwidth.empty());
   EXPECT_TRUE(old.gemmF32Out.points.empty());
+  // The shipped one (loom calibrate, 2026-11-27) has them.
+  HardwareProfile shipped;
+  ASSERT_TRUE(parseProfile(sourceFile("planner/profiles/h100.calibrated.json"),
+                           "h100.calibrated.json", shipped, err)) << err;
+  EXPECT_GT(shipped.classBandwidth.size(), 20u);
+  EXPECT_FALSE(shipped.gemmF32Out.points.empty());
   // The same with the figures added.
   std::string key = "\"hbm\": {";
   size_t at = text.find(key);
