@@ -170,8 +170,9 @@ double instrSeconds(const InstrWork &w, const HardwareProfile &hw, std::string *
       say("calibrated bf16 GEMM curve", false);
       break;
     }
-    // A skinny product is bound by its bytes instead. Rows restaged to a
-    // 16-byte pitch are copied like Concat's pieces (cudaMemcpy2DAsync).
+    // A skinny product is bound by its bytes instead. A product run padded
+    // (GemmStaging.h) adds its row-by-row copies, priced at the calibrated
+    // figure of the nearest such copy, Concat's pieces.
     double staging = 0;
     if (w.stagingBytes > 0) {
       auto it = hw.classBandwidth.find("concat");

@@ -50,13 +50,14 @@ def measure(T, gqa):
     return timed(fwd), timed(fwd_bwd)
 
 
-for T in [int(t) for t in sys.argv[1:]] or [512, 1024, 2048, 4096]:
-    fwd_flops = 0.5 * 4.0 * B * HQ * T * T * D
-    row = {"T": T, "B": B, "heads": HQ, "kv_heads": HKV, "head_dim": D, "gpu": torch.cuda.get_device_name(0)}
-    for name, gqa in (("gqa", True), ("repeated_kv", False)):
-        f, fb = measure(T, gqa)
-        row[f"{name}_forward_ms"] = round(f, 4)
-        row[f"{name}_fwd_bwd_ms"] = round(fb, 4)
-        row[f"{name}_fwd_bwd_tflops"] = round(3.5 * fwd_flops / (fb * 1e-3) / 1e12, 1)
-    row["best_fwd_bwd_ms"] = min(row["gqa_fwd_bwd_ms"], row["repeated_kv_fwd_bwd_ms"])
-    print(json.dumps(row), flush=True)
+if __name__ == "__main__":  # gemm_align.py imports timed()
+    for T in [int(t) for t in sys.argv[1:]] or [512, 1024, 2048, 4096]:
+        fwd_flops = 0.5 * 4.0 * B * HQ * T * T * D
+        row = {"T": T, "B": B, "heads": HQ, "kv_heads": HKV, "head_dim": D, "gpu": torch.cuda.get_device_name(0)}
+        for name, gqa in (("gqa", True), ("repeated_kv", False)):
+            f, fb = measure(T, gqa)
+            row[f"{name}_forward_ms"] = round(f, 4)
+            row[f"{name}_fwd_bwd_ms"] = round(fb, 4)
+            row[f"{name}_fwd_bwd_tflops"] = round(3.5 * fwd_flops / (fb * 1e-3) / 1e12, 1)
+        row["best_fwd_bwd_ms"] = min(row["gqa_fwd_bwd_ms"], row["repeated_kv_fwd_bwd_ms"])
+        print(json.dumps(row), flush=True)

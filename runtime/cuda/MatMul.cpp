@@ -34,9 +34,9 @@
 // 50,257 logits) runs padded to whole words on zero-padded copies in the
 // scratch block (loom/runtime/GemmStaging.h says when and why): operands
 // are copied in before the product and the result's real rows and columns
-// copied out after (copyPadded; cudaMemcpy2DAsync moved such rows at ~165
-// GB/s). Zeros in K add exact zeros to the f32 sums, so each result is a
-// sum of the same products, in the padded kernel's order.
+// copied out after (copyPadded, which writes the padding's zeros in the
+// same pass). Zeros in K add exact zeros to the f32 sums, so each result is
+// a sum of the same products, in the padded kernel's order.
 //===----------------------------------------------------------------------===//
 #include "cpu/Strided.h"
 #include "cuda/CudaKernels.h"

@@ -242,9 +242,9 @@ void rotary(const CudaCall &c, CudaContext &ctx, bool backward) {
 /// dst[r, c] = src[r, c] inside the source's rows x cols, 0 outside it,
 /// for every r < dstRows, c < dstCols (row pitches srcLd, dstLd): a matrix
 /// copied into a zero-padded one, or a padded one's top-left corner copied
-/// out. A block walks whole rows, consecutive threads consecutive elements,
-/// so both sides move in full sectors whatever the pitches
-/// (cudaMemcpy2DAsync ran such rows at ~165 GB/s on an H100).
+/// out, zeros and all in one pass (cudaMemcpy2DAsync would need a memset
+/// first). A block walks whole rows, consecutive threads consecutive
+/// elements, so both sides move in full sectors whatever the pitches.
 template <typename Word>
 __global__ void paddedCopyKernel(const Word *src, int64_t srcLd, int64_t rows, int64_t cols,
                                  Word *dst, int64_t dstLd, int64_t dstRows, int64_t dstCols) {

@@ -84,6 +84,32 @@ __global__ void layerNormKernel(FloatIn x, const float *w, const float *b, Float
     y.store(row + i, float((x[row + i] - mean) * inv * w[i] + (b ? b[i] : 0.0)));
 }
 
+/// The columns of one row of a norm's backward that this thread owns, with
+/// x (f32) and dy beside each: with `packed` (D % 8 == 0, 16-byte aligned
+/// rows, as rmsNormKernel) eight consecutive columns per step moved with
+/// 16-byte accesses, else columns t, t + blockDim.x, ...
+struct GradRowColumns {
+  const float *xr;
+  FloatIn dy;
+  int64_t row, D;
+  bool packed;
+  __device__ int64_t first() const { return int64_t(threadIdx.x) * (packed ? kPack : 1); }
+  __device__ int64_t step() const { return int64_t(blockDim.x) * (packed ? kPack : 1); }
+  /// body(column, x, dy) for each owned column, in the thread's order.
+  template <typename Body> __device__ void each(Body &&body) const {
+    FloatIn xs{xr, false};
+    for (int64_t i = first(); i < D; i += step()) {
+      if (packed) {
+        Pack xp = load8(xs, i), gp = load8(dy, row * D + i);
+#pragma unroll
+        for (int k = 0; k < kPack; ++k) body(i + k, xp.v[k], gp.v[k]);
+      } else {
+        body(i, xr[i], dy[row * D + i]);
+      }
+    }
+  }
+};
+
 // RmsNormGrad, per row, r = 1/sqrt(mean(x^2) + eps), n = x r, g = dy w:
 //   dx = r (g - n mean(g n)); keeps r for the dw pass. dy and dx may be
 //   bf16 storage.
@@ -94,26 +120,13 @@ __global__ void rmsNormGradRowKernel(const float *x, const float *w, FloatIn dy,
   int64_t row = blockIdx.x;
   const float *xr = x + row * D;
   FloatIn xs{xr, false};
-  // With `packed` (as rmsNormKernel) a thread owns eight consecutive
-  // columns per step and moves them with 16-byte accesses.
-  const int64_t width = packed ? kPack : 1, first = int64_t(threadIdx.x) * width,
-                step = int64_t(blockDim.x) * width;
-  auto forColumns = [&](auto &&body) {
-    for (int64_t i = first; i < D; i += step) {
-      if (packed) {
-        Pack xp = load8(xs, i), gp = load8(dy, row * D + i);
-#pragma unroll
-        for (int k = 0; k < kPack; ++k) body(i + k, xp.v[k], gp.v[k]);
-      } else {
-        body(i, xr[i], dy[row * D + i]);
-      }
-    }
-  };
+  const GradRowColumns cols{xr, dy, row, D, packed};
+  const int64_t first = cols.first(), step = cols.step();
   double ss = 0;
-  forColumns([&](int64_t, float xv, float) { ss += double(xv) * xv; });
+  cols.each([&](int64_t, float xv, float) { ss += double(xv) * xv; });
   double r = 1.0 / sqrt(blockSum(ss, red) / double(D) + eps);
   double gn = 0;
-  forColumns([&](int64_t i, float xv, float g) { gn += double(g) * w[i] * (xv * r); });
+  cols.each([&](int64_t i, float xv, float g) { gn += double(g) * w[i] * (xv * r); });
   double meanGn = blockSum(gn, red) / double(D);
   uint32_t m = 0; // dx's fused fp8 amax (cuda/Fp8Amax.cuh), if `amax`
   if (packed) {
@@ -147,26 +160,15 @@ __global__ void layerNormGradRowKernel(const float *x, const float *w, FloatIn d
   int64_t row = blockIdx.x;
   const float *xr = x + row * D;
   FloatIn xs{xr, false};
-  const int64_t width = packed ? kPack : 1, first = int64_t(threadIdx.x) * width,
-                step = int64_t(blockDim.x) * width;
-  auto forColumns = [&](auto &&body) {
-    for (int64_t i = first; i < D; i += step) {
-      if (packed) {
-        Pack xp = load8(xs, i), gp = load8(dy, row * D + i);
-#pragma unroll
-        for (int k = 0; k < kPack; ++k) body(i + k, xp.v[k], gp.v[k]);
-      } else {
-        body(i, xr[i], dy[row * D + i]);
-      }
-    }
-  };
+  const GradRowColumns cols{xr, dy, row, D, packed};
+  const int64_t first = cols.first(), step = cols.step();
   double sum = 0;
-  forColumns([&](int64_t, float xv, float) { sum += xv; });
+  cols.each([&](int64_t, float xv, float) { sum += xv; });
   double mu = blockSum(sum, red) / double(D), sq = 0;
-  forColumns([&](int64_t, float xv, float) { sq += (xv - mu) * (xv - mu); });
+  cols.each([&](int64_t, float xv, float) { sq += (xv - mu) * (xv - mu); });
   double r = 1.0 / sqrt(blockSum(sq, red) / double(D) + eps);
   double g = 0, gx = 0;
-  forColumns([&](int64_t i, float xv, float dyv) {
+  cols.each([&](int64_t i, float xv, float dyv) {
     double gi = double(dyv) * w[i];
     g += gi;
     gx += gi * (xv - mu) * r;
