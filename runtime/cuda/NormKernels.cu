@@ -8,8 +8,9 @@
 // reference does. RmsNorm rows of at most 256 elements (per-head q/k norms)
 // take one warp each instead (warpSum). The weight gradients of the norms are column sums over all
 // rows; they run as two deterministic passes, partial sums over chunks of
-// kChunkRows rows and then the chunks in order, so no float atomics are
-// needed and every run gives the same bits. The norms' backward keeps each
+// kChunkRows rows (eight columns a thread where rows allow) and then each
+// column's chunks in one block (strided, then the block's fixed tree), so
+// no float atomics are needed and every run gives the same bits. The norms' backward keeps each
 // row's statistics (mean, 1/std) in scratch for the column pass.
 //===----------------------------------------------------------------------===//
 #include "cuda/CudaCommon.cuh"
@@ -320,36 +321,94 @@ __global__ void layerNormColumnPartialKernel(const float *x, FloatIn dy, const d
   }
 }
 
-// Pass 2: out[col] = sum over chunks, in chunk order. Eight partials are
-// loaded before they are added (in order): thousands of chunks (the q/k
-// norms' 131,072 rows of 128) otherwise cost a memory latency each.
-__global__ void columnFinishKernel(const double *partial, float *out, int64_t chunks, int64_t D) {
-  LOOM_GRID_STRIDE(col, D) {
-    double acc = 0;
-    constexpr int kBatch = 8;
-    int64_t c = 0;
-    for (; c + kBatch <= chunks; c += kBatch) {
-      double t[kBatch];
+// The same partial sums with eight consecutive columns per thread, moved
+// with 16-byte accesses (D % 8 == 0, aligned rows): a thread owns one
+// (chunk, group of eight columns) item, so tall thin inputs (the q/k norms'
+// 131,072 rows of 128) keep every thread busy where one column per thread
+// left half of a block idle. Each column's terms are normTerm's and are
+// added in row order, so the partials are columnPartialKernel's bits. With
+// kSets 2 (LayerNorm) kind 1 goes to `partial` and kind 2 to `partialB`.
+template <int kSets>
+__global__ void columnPartialPackedKernel(int kind, const float *x, FloatIn dy,
+                                          const double *stats, double *partial,
+                                          double *partialB, int64_t rows, int64_t D,
+                                          int64_t chunks) {
+  const int64_t groups = D / kPack;
+  const FloatIn xs{x, false};
+  LOOM_GRID_STRIDE(item, chunks * groups) {
+    int64_t chunk = item / groups, col = item % groups * kPack;
+    int64_t r0 = chunk * kChunkRows, r1 = min(rows, r0 + kChunkRows);
+    double acc[kPack] = {}, accB[kPack] = {};
+#pragma unroll 4
+    for (int64_t r = r0; r < r1; ++r) {
+      Pack g = load8(dy, r * D + col);
+      if (kSets == 1 && kind == 2) {
 #pragma unroll
-      for (int k = 0; k < kBatch; ++k) t[k] = partial[(c + k) * D + col];
+        for (int k = 0; k < kPack; ++k) acc[k] += double(g.v[k]);
+        continue;
+      }
+      Pack xv = load8(xs, r * D + col);
+      if (kSets == 1 && kind == 0) {
+        double s = stats[r];
 #pragma unroll
-      for (int k = 0; k < kBatch; ++k) acc += t[k];
+        for (int k = 0; k < kPack; ++k) acc[k] += double(g.v[k]) * xv.v[k] * s;
+      } else {
+        double mu = stats[2 * r], rs = stats[2 * r + 1];
+#pragma unroll
+        for (int k = 0; k < kPack; ++k) {
+          acc[k] += double(g.v[k]) * (xv.v[k] - mu) * rs;
+          if (kSets == 2) accB[k] += double(g.v[k]);
+        }
+      }
     }
-    for (; c < chunks; ++c) acc += partial[c * D + col];
-    out[col] = float(acc);
+#pragma unroll
+    for (int k = 0; k < kPack; ++k) {
+      partial[chunk * D + col + k] = acc[k];
+      if (kSets == 2) partialB[chunk * D + col + k] = accB[k];
+    }
   }
 }
 
-void columnSums(int kind, const float *x, FloatIn dy, const double *stats, double *partial,
-                float *out, int64_t rows, int64_t D, cudaStream_t stream) {
+// Pass 2: out[col] = the sum of the column's chunk partials, one block per
+// column: thread t adds chunks t, t + blockDim.x, ... in order, then the
+// block's fixed tree (blockSum). A thread per column adding every chunk in
+// turn paid one memory latency per eight chunks: the q/k norms' 2,048
+// chunks cost more than the rest of their gradient.
+__global__ void columnFinishKernel(const double *partial, float *out, int64_t chunks, int64_t D) {
+  __shared__ double red[32];
+  for (int64_t col = blockIdx.x; col < D; col += gridDim.x) {
+    double acc = 0;
+    for (int64_t c = threadIdx.x; c < chunks; c += blockDim.x) acc += partial[c * D + col];
+    acc = blockSum(acc, red);
+    if (threadIdx.x == 0) out[col] = float(acc);
+  }
+}
+
+unsigned finishBlocks(int64_t D) { return unsigned(std::min<int64_t>(std::max<int64_t>(D, 1), 65535)); }
+
+/// Whether the packed column pass applies: eight whole columns per thread
+/// and 16-byte aligned rows in x (f32, when read) and dy.
+bool columnsPackable(int64_t D, const float *x, const DevTensor &dy) {
+  return D % kPack == 0 && reinterpret_cast<uintptr_t>(x) % 16 == 0 &&
+         reinterpret_cast<uintptr_t>(dy.data) % 16 == 0;
+}
+
+void columnSums(int kind, const float *x, const DevTensor &dyT, const double *stats,
+                double *partial, float *out, int64_t rows, int64_t D, cudaStream_t stream) {
   int64_t chunks = (rows + kChunkRows - 1) / kChunkRows;
   if (chunks == 0) {
     cudaMemsetAsync(out, 0, size_t(D) * sizeof(float), stream);
     return;
   }
-  dim3 grid(unsigned((D + kThreads - 1) / kThreads), unsigned(chunks));
-  columnPartialKernel<<<grid, kThreads, 0, stream>>>(kind, x, dy, stats, partial, rows, D);
-  columnFinishKernel<<<gridFor(D), kThreads, 0, stream>>>(partial, out, chunks, D);
+  FloatIn dy = floatIn(dyT);
+  if (columnsPackable(D, x, dyT)) {
+    columnPartialPackedKernel<1><<<gridFor(chunks * (D / kPack)), kThreads, 0, stream>>>(
+        kind, x, dy, stats, partial, nullptr, rows, D, chunks);
+  } else {
+    dim3 grid(unsigned((D + kThreads - 1) / kThreads), unsigned(chunks));
+    columnPartialKernel<<<grid, kThreads, 0, stream>>>(kind, x, dy, stats, partial, rows, D);
+  }
+  columnFinishKernel<<<finishBlocks(D), kRowThreads, 0, stream>>>(partial, out, chunks, D);
 }
 
 // Softmax along one axis of an [outer, len, inner] view; one block per line.
@@ -417,16 +476,32 @@ __global__ void reduceFinishKernel(const double *partial, float *y, int64_t slic
   __shared__ double sh[32];
   int64_t out = blockIdx.x;
   double sum = 0, mx = -INFINITY;
-  for (int64_t i = threadIdx.x; i < slices; i += blockDim.x) {
-    double v = partial[out * slices + i];
+  auto add = [&](double v) {
     sum += v;
     mx = v != v || v > mx ? v : mx;
+  };
+  // Eight partials are loaded before they are added (in order): a large
+  // tensor's thousands of slices otherwise cost a memory latency each.
+  constexpr int kBatch = 8;
+  const int64_t step = blockDim.x;
+  int64_t i = threadIdx.x;
+  for (; i + (kBatch - 1) * step < slices; i += kBatch * step) {
+    double t[kBatch];
+#pragma unroll
+    for (int k = 0; k < kBatch; ++k) t[k] = partial[out * slices + i + k * step];
+#pragma unroll
+    for (int k = 0; k < kBatch; ++k) add(t[k]);
   }
+  for (; i < slices; i += step) add(partial[out * slices + i]);
   double v = kind == 2 ? blockMax(mx, sh) : blockSum(sum, sh);
   if (threadIdx.x == 0) y[out] = float(kind == 1 ? v / double(count) : v);
 }
 
-constexpr int64_t kReduceSlice = 64 * 1024; // elements per block when sliced
+// Elements per block when sliced. Small enough that a 2048 x 8192
+// gradient fills every SM many times over (2,048 blocks): at 64K a
+// parameter's sum of squares ran on two blocks per SM and waited on memory
+// latency at a third of the bandwidth.
+constexpr int64_t kReduceSlice = 8 * 1024;
 
 // SumSquares: a whole-tensor Reduce sum of Mul(x, x) in one read of x, in
 // Reduce's own order: slice blockIdx.x of kReduceSlice elements (all of x
@@ -563,7 +638,7 @@ void launchRmsNormGrad(const CudaCall &c, CudaContext &ctx) {
     rmsNormGradRowKernel<<<unsigned(rows), kRowThreads, 0, ctx.stream>>>(
         c.in[0].as<float>(), c.in[1].as<float>(), floatIn(c.in[2]), floatOut(c.out[0]), stats, D,
         c.instr->floats[0], rowsPackable(D, {&c.in[0], &c.in[2], &c.out[0]}), fusedAmaxBits(c, 0));
-  columnSums(0, c.in[0].as<float>(), floatIn(c.in[2]), stats, partial, c.out[1].as<float>(), rows,
+  columnSums(0, c.in[0].as<float>(), c.in[2], stats, partial, c.out[1].as<float>(), rows,
              D, ctx.stream);
 }
 
@@ -582,13 +657,19 @@ void launchLayerNormGrad(const CudaCall &c, CudaContext &ctx) {
     return;
   }
   double *partialB = partial + chunks * D; // normScratchBytes counts both
-  dim3 grid(unsigned((D + kThreads - 1) / kThreads), unsigned(chunks));
-  layerNormColumnPartialKernel<<<grid, kThreads, 0, ctx.stream>>>(
-      c.in[0].as<float>(), floatIn(c.in[2]), stats, partial, partialB, rows, D);
-  columnFinishKernel<<<gridFor(D), kThreads, 0, ctx.stream>>>(partial, c.out[1].as<float>(),
-                                                              chunks, D);
-  columnFinishKernel<<<gridFor(D), kThreads, 0, ctx.stream>>>(partialB, c.out[2].as<float>(),
-                                                              chunks, D);
+  const float *x = c.in[0].as<float>();
+  if (columnsPackable(D, x, c.in[2])) {
+    columnPartialPackedKernel<2><<<gridFor(chunks * (D / kPack)), kThreads, 0, ctx.stream>>>(
+        1, x, floatIn(c.in[2]), stats, partial, partialB, rows, D, chunks);
+  } else {
+    dim3 grid(unsigned((D + kThreads - 1) / kThreads), unsigned(chunks));
+    layerNormColumnPartialKernel<<<grid, kThreads, 0, ctx.stream>>>(x, floatIn(c.in[2]), stats,
+                                                                    partial, partialB, rows, D);
+  }
+  columnFinishKernel<<<finishBlocks(D), kRowThreads, 0, ctx.stream>>>(
+      partial, c.out[1].as<float>(), chunks, D);
+  columnFinishKernel<<<finishBlocks(D), kRowThreads, 0, ctx.stream>>>(
+      partialB, c.out[2].as<float>(), chunks, D);
 }
 
 void launchSoftmax(const CudaCall &c, CudaContext &ctx) {
@@ -610,7 +691,7 @@ void launchSoftmaxGrad(const CudaCall &c, CudaContext &ctx) {
 void launchReduce(const CudaCall &c, CudaContext &ctx) {
   const Shape &shape = c.in[0].shape();
   if (int64_t rows, D; leadingColumnSum(*c.instr, shape, rows, D)) {
-    columnSums(2, nullptr, floatIn(c.in[0]), nullptr, static_cast<double *>(ctx.scratch),
+    columnSums(2, nullptr, c.in[0], nullptr, static_cast<double *>(ctx.scratch),
                c.out[0].as<float>(), rows, D, ctx.stream);
     return;
   }
