@@ -134,7 +134,9 @@ double unaryValue(OpCode op, double x) {
   case OpCode::Sigmoid: return 1.0 / (1.0 + std::exp(-x));
   case OpCode::Silu: return siluValue(x);
   case OpCode::GeluTanh: return 0.5 * x * (1.0 + std::tanh(kSqrt2OverPi * (x + 0.044715 * x * x * x)));
-  case OpCode::GeluErf: return 0.5 * x * (1.0 + std::erf(x * M_SQRT1_2));
+  // 1 + erf(z) as erfc(-z): the sum cancels for negative z (and the CUDA
+  // backend's erf rounds differently there).
+  case OpCode::GeluErf: return 0.5 * x * std::erfc(-x * M_SQRT1_2);
   case OpCode::Cos: return std::cos(x);
   case OpCode::Sin: return std::sin(x);
   case OpCode::Relu: return x > 0.0 ? x : 0.0;

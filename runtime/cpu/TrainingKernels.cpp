@@ -306,7 +306,8 @@ bool activationGradTyped(const KernelCall &c, ThreadPool &pool, std::string &) {
   auto derivative = [kind](double v) {
     switch (kind) {
     case 0: return siluDerivative(v);
-    case 1: return 0.5 * (1.0 + std::erf(v * M_SQRT1_2)) + v * kInvSqrt2Pi * std::exp(-0.5 * v * v);
+    // Phi(v) as erfc(-v / sqrt 2) / 2: 1 + erf cancels for negative v.
+    case 1: return 0.5 * std::erfc(-v * M_SQRT1_2) + v * kInvSqrt2Pi * std::exp(-0.5 * v * v);
     default: {
       double t = std::tanh(kSqrt2OverPi * (v + 0.044715 * v * v * v));
       return 0.5 * (1.0 + t) +

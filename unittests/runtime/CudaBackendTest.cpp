@@ -416,6 +416,32 @@ TEST(CudaBackend, PackedElementwiseMatchesScalarPath) {
   }
 }
 
+TEST(CudaBackend, Bf16ActivationsKeepTheDoublePathsBits) {
+  // GELU with a bf16 output evaluates in f32 and takes the double path only
+  // where the f32 estimate's error bound straddles a bf16 rounding boundary
+  // (ElementwiseKernels.cu): the bits must still be the CPU's, which
+  // evaluates in double. A million inputs over [-12, 12] reach the
+  // boundaries thousands of times and GELU's cancellation at negative x;
+  // n + 1 elements take the one-element kernels. SiLU and SwiGLU (double
+  // path throughout) ride along.
+  REQUIRE_GPU();
+  Rng rng;
+  for (int64_t n : {int64_t(1) << 20, (int64_t(1) << 16) + 1}) {
+    SCOPED_TRACE(std::to_string(n) + " elements");
+    OneOp t;
+    Shape s = {n};
+    uint32_t x = t.f32(rng, s, -12, 12), dy = t.f32(rng, s, -3, 3), u = t.f32(rng, s, -3, 3);
+    for (OpCode op : {OpCode::Silu, OpCode::GeluTanh, OpCode::GeluErf})
+      t.b.instr(op, {x}, {t.b.output(DType::BF16, s)});
+    for (int64_t kind : {0, 1, 2})
+      t.b.instr(OpCode::ActivationGrad, {x, dy}, {t.b.output(DType::BF16, s)}, {kind});
+    t.b.instr(OpCode::SwiGlu, {x, u}, {t.b.output(DType::BF16, s)});
+    t.b.instr(OpCode::SwiGluGrad, {x, u, dy}, {t.b.output(DType::BF16, s), t.b.output(DType::BF16, s)});
+    ASSERT_EQ(t.b.p.validate(), "");
+    expectSameOnGpu(t.b.p, t.inputs);
+  }
+}
+
 TEST(CudaBackend, MovementOps) {
   REQUIRE_GPU();
   Rng rng;
@@ -436,6 +462,30 @@ TEST(CudaBackend, MovementOps) {
   t.b.instr(OpCode::Rotary, {q, cs, sn}, {t.b.output(DType::F32, {2, 3, 5, 8})});
   ASSERT_EQ(t.b.p.validate(), "");
   expectSameOnGpu(t.b.p, t.inputs, 0, 1e-6);
+}
+
+TEST(CudaBackend, RotaryOnPackedRows) {
+  // Rows of D % 16 == 0 take the packed kernel (a thread per eight columns
+  // and their partners): forward and backward, tables broadcast over heads
+  // ([B, 1, T, D], as exports emit them) or over the batch too ([T, D]),
+  // f32 and bf16 storage. Exact against the CPU: the same double arithmetic.
+  REQUIRE_GPU();
+  Rng rng;
+  for (bool bf16 : {false, true}) {
+    SCOPED_TRACE(bf16 ? "bf16" : "f32");
+    OneOp t;
+    Shape s = {2, 3, 5, 32};
+    uint32_t q = bf16 ? bf16Input(t.b, t.inputs, rng, s) : t.f32(rng, s);
+    uint32_t csB = t.f32(rng, {2, 1, 5, 32}), snB = t.f32(rng, {2, 1, 5, 32});
+    uint32_t cs = t.f32(rng, {5, 32}), sn = t.f32(rng, {5, 32});
+    DType out = bf16 ? DType::BF16 : DType::F32;
+    for (OpCode op : {OpCode::Rotary, OpCode::RotaryGrad}) {
+      t.b.instr(op, {q, csB, snB}, {t.b.output(out, s)});
+      t.b.instr(op, {q, cs, sn}, {t.b.output(out, s)});
+    }
+    ASSERT_EQ(t.b.p.validate(), "");
+    expectSameOnGpu(t.b.p, t.inputs, 0, 0);
+  }
 }
 
 TEST(CudaBackend, CrossEntropyOnBf16LogitsEqualsCastsAround) {
@@ -770,11 +820,14 @@ TEST(CudaBackend, NormsOnEveryPath) {
   // Each path of the norm kernels: RmsNorm rows of at most 256 take a warp
   // each (128: a per-head q/k norm), longer ones a block with eight-wide
   // accesses (264) or without (300); LayerNormGrad's packed and scalar row
-  // kernels; and 4100 rows, whose column sums finish over 65 chunks (the
-  // batched loads), with bf16 dy and dx as autocast stores them.
+  // kernels; the weight gradients' column sums with eight columns a thread
+  // (D % 8 == 0) or one (300); and 4100 and 20000 rows, whose column sums
+  // finish over 65 and 313 chunks (more than a finishing block's threads),
+  // with bf16 dy and dx as autocast stores them.
   REQUIRE_GPU();
   Rng rng;
-  for (auto [N, D] : {std::pair<int64_t, int64_t>{70, 128}, {70, 264}, {70, 300}, {4100, 16}}) {
+  for (auto [N, D] : {std::pair<int64_t, int64_t>{70, 128}, {70, 264}, {70, 300}, {4100, 16},
+                      {20000, 8}}) {
     for (bool bf16 : {false, true}) {
       SCOPED_TRACE(std::to_string(N) + " rows of " + std::to_string(D) + (bf16 ? ", bf16" : ""));
       OneOp t;
