@@ -118,7 +118,7 @@ void compareWithFirst(std::vector<PlanRun> &runs, int64_t steps) {
         r2 += double(ref.grads0[i][k]) * ref.grads0[i][k];
       }
       bool floored;
-      double rel = relativeGradientError(d2, r2, gradientErrorFloor(largest), floored);
+      double rel = relativeGradientError(d2, r2, largest, floored);
       r.gradRel.push_back(rel);
       r.worstGradRel = std::max(r.worstGradRel, rel);
     }
