@@ -467,9 +467,9 @@ std::string checkExpand(const OpView &v) {
   return v.sameDType({&v.in(0), &v.out()});
 }
 
-std::string checkCrossEntropy(const OpView &v) {
-  if (std::string e = v.arity(2, 2, 1, 1, 0, 0); !e.empty())
-    return e;
+/// CrossEntropy's and its gradient's first two operands: [N, V] logits
+/// (N, V > 0) and [N] integer targets.
+std::string checkLogitsAndTargets(const OpView &v) {
   const Shape &logits = v.in(0).shape, &targets = v.in(1).shape;
   if (logits.size() != 2 || targets.size() != 1 || targets[0] != logits[0])
     return cat("logits ", shapeStr(logits), " and targets ", shapeStr(targets),
@@ -478,6 +478,14 @@ std::string checkCrossEntropy(const OpView &v) {
     return cat("logits ", shapeStr(logits), " must have N > 0 rows of V > 0 classes");
   if (!isIndex(v.in(1).dtype))
     return cat("targets must be i64 or i32, got ", dtypeName(v.in(1).dtype));
+  return "";
+}
+
+std::string checkCrossEntropy(const OpView &v) {
+  if (std::string e = v.arity(2, 2, 1, 1, 0, 0); !e.empty())
+    return e;
+  if (std::string e = checkLogitsAndTargets(v); !e.empty())
+    return e;
   // The loss is f32 (whatever the logits' precision), or f64 for f64 logits.
   if (v.out().dtype != DType::F32 && !(v.out().dtype == DType::F64 && v.in(0).dtype == DType::F64))
     return cat("output must be f32 (or f64 with f64 logits), got ", dtypeName(v.out().dtype));
@@ -599,19 +607,13 @@ std::string checkSoftmaxGrad(const OpView &v, const Instr &I) {
 std::string checkCrossEntropyGrad(const OpView &v) {
   if (std::string e = v.arity(3, 3, 1, 1, 0, 0); !e.empty())
     return e;
-  const Shape &logits = v.in(0).shape, &targets = v.in(1).shape;
-  if (logits.size() != 2 || targets.size() != 1 || targets[0] != logits[0])
-    return cat("logits ", shapeStr(logits), " and targets ", shapeStr(targets),
-               " must be [N, V] and [N]");
-  if (logits[0] == 0 || logits[1] == 0)
-    return cat("logits ", shapeStr(logits), " must have N > 0 rows of V > 0 classes");
-  if (!isIndex(v.in(1).dtype))
-    return cat("targets must be i64 or i32, got ", dtypeName(v.in(1).dtype));
+  if (std::string e = checkLogitsAndTargets(v); !e.empty())
+    return e;
   return first([&] { return hasShape(v.in(2), {}, "loss gradient"); },
                [&] { return v.floatDType(v.in(2), "loss gradient"); },
                [&] { return v.floatDType(v.in(0), "logits"); },
                [&] { return v.sameDType({&v.in(0), &v.out()}); },
-               [&] { return v.outShape(logits); });
+               [&] { return v.outShape(v.in(0).shape); });
 }
 
 std::string checkSliceGrad(const OpView &v, const Instr &I) {

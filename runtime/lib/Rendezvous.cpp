@@ -220,6 +220,29 @@ std::unique_ptr<Rendezvous> Rendezvous::join(int rank, int world, const std::str
   return rv;
 }
 
+namespace {
+
+/// Runs one round's transfers (gather's or broadcast's) to the end: false
+/// with the error a user can act on (who did not arrive, who left).
+bool exchangeRound(std::vector<Transfer> &ts, Deadline dl, uint64_t round, int rank,
+                   const std::string &address, double timeoutS, std::string &err) {
+  size_t bad = 0;
+  std::string why;
+  Failure f = exchange(ts, dl, bad, why);
+  if (f == Failure::None)
+    return true;
+  if (f == Failure::Timeout)
+    err = cat("rank", rank == 0 ? "s " : " ", pending(ts), " did not reach step ", round,
+              " of the rendezvous at ", address, " within ", seconds(timeoutS));
+  else if (f == Failure::Closed)
+    err = cat("rank ", ts[bad].peer, " closed its connection (it exited or died)");
+  else
+    err = cat("rendezvous with rank ", ts[bad].peer, ": ", why);
+  return false;
+}
+
+} // namespace
+
 bool Rendezvous::gather(const std::string &mine, std::vector<std::string> &all,
                         std::string &err) {
   uint64_t round = ++round_;
@@ -233,19 +256,7 @@ bool Rendezvous::gather(const std::string &mine, std::vector<std::string> &all,
   } else {
     ts.push_back(sendTo(impl_->conns[0].get(), 0, kData, round, mine));
   }
-  size_t bad = 0;
-  std::string why;
-  Failure f = exchange(ts, dl, bad, why);
-  if (f == Failure::None)
-    return true;
-  if (f == Failure::Timeout)
-    err = cat("rank", rank_ == 0 ? "s " : " ", pending(ts), " did not reach step ", round,
-              " of the rendezvous at ", address_, " within ", seconds(timeoutS_));
-  else if (f == Failure::Closed)
-    err = cat("rank ", ts[bad].peer, " closed its connection (it exited or died)");
-  else
-    err = cat("rendezvous with rank ", ts[bad].peer, ": ", why);
-  return false;
+  return exchangeRound(ts, dl, round, rank_, address_, timeoutS_, err);
 }
 
 bool Rendezvous::broadcast(std::string &bytes, std::string &err) {
@@ -258,19 +269,7 @@ bool Rendezvous::broadcast(std::string &bytes, std::string &err) {
   } else {
     ts.push_back(recvFrom(impl_->conns[0].get(), 0, kData, round, bytes));
   }
-  size_t bad = 0;
-  std::string why;
-  Failure f = exchange(ts, dl, bad, why);
-  if (f == Failure::None)
-    return true;
-  if (f == Failure::Timeout)
-    err = cat("rank", rank_ == 0 ? "s " : " ", pending(ts), " did not reach step ", round,
-              " of the rendezvous at ", address_, " within ", seconds(timeoutS_));
-  else if (f == Failure::Closed)
-    err = cat("rank ", ts[bad].peer, " closed its connection (it exited or died)");
-  else
-    err = cat("rendezvous with rank ", ts[bad].peer, ": ", why);
-  return false;
+  return exchangeRound(ts, dl, round, rank_, address_, timeoutS_, err);
 }
 
 bool Rendezvous::allGather(const std::string &mine, std::vector<std::string> &all,
