@@ -172,13 +172,13 @@ __device__ double unaryValue(int op, double x) {
 // exp and a division in double cost little more than the f32 estimate and
 // its test), so SiLU and SwiGLU keep the double path (certifiedActivation).
 // Below eps = 2^-23 (ulp(1)); bounds are absolute where cancellation makes
-// relative error unbounded (GELU at large negative x), and the input is limited to |x| <= 64 so that no
-// intermediate is subnormal.
-
-constexpr float kEps = 1.0f / 8388608.0f;
+// relative error unbounded (GELU at large negative x), and the input is
+// limited to |x| <= 64 so that no intermediate is subnormal.
 
 /// The activations that take the certified f32 path for bf16 outputs.
 inline bool certifiedActivation(OpCode op) { return op == OpCode::GeluTanh || op == OpCode::GeluErf; }
+
+constexpr float kEps = 1.0f / 8388608.0f;
 constexpr float kSqrt2OverPiF = 0.7978845608f, kGeluA = 0.044715f;
 constexpr float kInvSqrt2F = 0.70710678f, kInvSqrt2PiF = 0.39894228f;
 
@@ -198,19 +198,16 @@ __device__ inline bool fastInput(float x) { return fabsf(x) <= 64.0f; }
 // gelu| <= 2.4 eps |x| + 0.5 eps |y|.
 __device__ inline bool unaryFast(int op, float x, float &y) {
   if (!fastInput(x)) return false;
-  float err;
   switch (OpCode(op)) {
   case OpCode::GeluTanh:
     y = 0.5f * x * (1.0f + tanhf(kSqrt2OverPiF * (x + kGeluA * x * x * x)));
-    err = kEps * (10.0f * fabsf(x) + 4.0f * fabsf(y));
     break;
   case OpCode::GeluErf:
     y = 0.5f * x * (1.0f + erff(x * kInvSqrt2F));
-    err = kEps * (10.0f * fabsf(x) + 4.0f * fabsf(y));
     break;
   default: return false;
   }
-  return bf16Decided(y, err);
+  return bf16Decided(y, kEps * (10.0f * fabsf(x) + 4.0f * fabsf(y)));
 }
 
 // The double path as a call where it is the rare fallback of a certified
@@ -624,9 +621,8 @@ void castTensor(const DevTensor &x, const DevTensor &y, CudaContext &ctx) {
 void launchActivationGrad(const CudaCall &c, CudaContext &ctx) {
   int64_t n = c.out[0].numel();
   if (n == 0) return;
-  int64_t kind = c.instr->ints[0]; // 1, 2: GELU (erf, tanh)
-  bool cert = c.out[0].dtype() == DType::BF16 &&
-              certifiedActivation(kind == 1 ? OpCode::GeluErf : kind == 2 ? OpCode::GeluTanh : OpCode::Silu);
+  int64_t kind = c.instr->ints[0]; // 1, 2: GELU's (erf, tanh), the certifiedActivation ones
+  bool cert = c.out[0].dtype() == DType::BF16 && (kind == 1 || kind == 2);
   if (packable(n, {&c.in[0], &c.in[1], &c.out[0]}))
     (cert ? activationGradPackedKernel<true> : activationGradPackedKernel<false>)<<<
         packGrid(n), kThreads, 0, ctx.stream>>>(int(c.instr->ints[0]), floatIn(c.in[0]),

@@ -199,6 +199,13 @@ __global__ void embeddingKernel(const Word *table, const void *ids, bool ids64, 
 // per-column stride (0 when the table has one column).
 // x (dy) and y (dx) may be bf16 storage of the f32 computation; the tables
 // are f32.
+/// One output element: x cos + sign partner sin, in double, rounded once.
+__device__ inline float rotated(float x, float partner, float c, float s, double sign) {
+  double v = double(x) * c;
+  v += sign * double(partner) * s;
+  return float(v);
+}
+
 __global__ void rotaryKernel(FloatIn x, const float *cosT, const float *sinT, FloatOut y,
                              int64_t rows, int64_t D, StridedMap<2> rowMap, int64_t cd,
                              int64_t sd, bool backward) {
@@ -210,12 +217,9 @@ __global__ void rotaryKernel(FloatIn x, const float *cosT, const float *sinT, Fl
     const float *cr = cosT + off[0], *sr = sinT + off[1];
     bool low = d < half;
     int64_t partner = low ? d + half : d - half;
-    double v = double(x[r * D + d]) * cr[d * cd];
-    if (!backward)
-      v += (low ? -1.0 : 1.0) * double(x[r * D + partner]) * sr[d * sd];
-    else
-      v += (low ? 1.0 : -1.0) * double(x[r * D + partner]) * sr[partner * sd];
-    y.store(i, float(v));
+    double sign = (low != backward) ? -1.0 : 1.0;
+    y.store(i, rotated(x[r * D + d], x[r * D + partner], cr[d * cd],
+                       sr[(backward ? partner : d) * sd], sign));
   }
 }
 
@@ -223,7 +227,7 @@ __global__ void rotaryKernel(FloatIn x, const float *cosT, const float *sinT, Fl
 /// reads those eight and their eight partners with 16-byte accesses and
 /// writes both outputs, so a row's table offsets and the divisions cost
 /// once per sixteen elements instead of once per element (D % 16 == 0,
-/// aligned rows). Each element's arithmetic is rotaryKernel's: same bits.
+/// aligned rows). Each element is rotated(), as in rotaryKernel: same bits.
 __global__ void rotaryPackedKernel(FloatIn x, const float *cosT, const float *sinT, FloatOut y,
                                    int64_t rows, int64_t D, StridedMap<2> rowMap, int64_t cd,
                                    int64_t sd, bool backward) {
@@ -237,16 +241,9 @@ __global__ void rotaryPackedKernel(FloatIn x, const float *cosT, const float *si
 #pragma unroll
     for (int k = 0; k < kPack; ++k) {
       int64_t dl = d0 + k, dh = dl + half; // an element and its partner
-      double vl = double(lo.v[k]) * cr[dl * cd], vh = double(hi.v[k]) * cr[dh * cd];
-      if (!backward) {
-        vl += -1.0 * double(hi.v[k]) * sr[dl * sd];
-        vh += 1.0 * double(lo.v[k]) * sr[dh * sd];
-      } else {
-        vl += 1.0 * double(hi.v[k]) * sr[dh * sd];
-        vh += -1.0 * double(lo.v[k]) * sr[dl * sd];
-      }
-      ylo.v[k] = float(vl);
-      yhi.v[k] = float(vh);
+      float sl = sr[(backward ? dh : dl) * sd], sh = sr[(backward ? dl : dh) * sd];
+      ylo.v[k] = rotated(lo.v[k], hi.v[k], cr[dl * cd], sl, backward ? 1.0 : -1.0);
+      yhi.v[k] = rotated(hi.v[k], lo.v[k], cr[dh * cd], sh, backward ? -1.0 : 1.0);
     }
     store8(y, r * D + d0, ylo);
     store8(y, r * D + half + d0, yhi);

@@ -253,12 +253,18 @@ unsigned warpRowBlocks(int64_t rows) { return unsigned((rows + kRowThreads / 32 
 ///   kind 0: dy x rstd          (RmsNorm dw; stats = rstd per row)
 ///   kind 1: dy (x - mean) rstd (LayerNorm dw; stats = mean, rstd per row)
 ///   kind 2: dy                 (LayerNorm db)
+/// The term from its values (x unused by kind 2), for the one-column and
+/// the packed passes alike.
+__device__ inline double normTermOf(int kind, double g, float x, const double *stats,
+                                    int64_t row) {
+  if (kind == 0) return g * x * stats[row];
+  if (kind == 1) return g * (x - stats[2 * row]) * stats[2 * row + 1];
+  return g;
+}
+
 __device__ double normTerm(int kind, const float *x, FloatIn dy, const double *stats,
                            int64_t row, int64_t col, int64_t D) {
-  double g = dy[row * D + col];
-  if (kind == 0) return g * x[row * D + col] * stats[row];
-  if (kind == 1) return g * (x[row * D + col] - stats[2 * row]) * stats[2 * row + 1];
-  return g;
+  return normTermOf(kind, dy[row * D + col], kind == 2 ? 0.0f : x[row * D + col], stats, row);
 }
 
 // Pass 1: partial[chunk, col] = sum over the chunk's rows, in row order.
@@ -341,24 +347,12 @@ __global__ void columnPartialPackedKernel(int kind, const float *x, FloatIn dy,
     double acc[kPack] = {}, accB[kPack] = {};
 #pragma unroll 4
     for (int64_t r = r0; r < r1; ++r) {
-      Pack g = load8(dy, r * D + col);
-      if (kSets == 1 && kind == 2) {
+      Pack g = load8(dy, r * D + col), xv = {}; // a bias gradient (kind 2) reads dy alone
+      if (kind != 2) xv = load8(xs, r * D + col);
 #pragma unroll
-        for (int k = 0; k < kPack; ++k) acc[k] += double(g.v[k]);
-        continue;
-      }
-      Pack xv = load8(xs, r * D + col);
-      if (kSets == 1 && kind == 0) {
-        double s = stats[r];
-#pragma unroll
-        for (int k = 0; k < kPack; ++k) acc[k] += double(g.v[k]) * xv.v[k] * s;
-      } else {
-        double mu = stats[2 * r], rs = stats[2 * r + 1];
-#pragma unroll
-        for (int k = 0; k < kPack; ++k) {
-          acc[k] += double(g.v[k]) * (xv.v[k] - mu) * rs;
-          if (kSets == 2) accB[k] += double(g.v[k]);
-        }
+      for (int k = 0; k < kPack; ++k) {
+        acc[k] += normTermOf(kind, g.v[k], xv.v[k], stats, r);
+        if (kSets == 2) accB[k] += normTermOf(2, g.v[k], 0.0f, stats, r);
       }
     }
 #pragma unroll

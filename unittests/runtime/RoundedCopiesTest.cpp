@@ -65,22 +65,15 @@ Runs runFour(const Program &p, const std::string &backend, const Values &val) {
   EXPECT_TRUE(exec) << err;
   if (!exec)
     return out;
-  size_t n = size_t(numel(kShape)), bytes = n * 4;
-  std::vector<float> pv = val.p, gv = val.g, restored = val.restored, zeros(n, 0.f);
-  float lr = 3e-2f;
-  bool ok = exec->setInput(0, pv.data(), bytes, err) && exec->setInput(1, gv.data(), bytes, err) &&
-            exec->setInput(2, zeros.data(), bytes, err) && exec->setInput(3, zeros.data(), bytes, err) &&
-            exec->setInput(4, &lr, 4, err);
-  for (int r = 0; r < 4 && ok; ++r) {
-    float s = float(r);
-    if (r == 2)
-      ok = exec->setInput(0, restored.data(), bytes, err);
-    ok = ok && exec->setInput(5, &s, 4, err) && exec->run(err);
+  size_t bytes = size_t(numel(kShape)) * 4;
+  bool ok = runAdamWFourTimes(*exec, val.p, val.g, val.restored, [&](int) {
     Bytes seen(bytes), param(bytes);
-    ok = ok && exec->getOutput(3, seen.data(), bytes, err) && exec->getOutput(0, param.data(), bytes, err);
+    bool read = exec->getOutput(3, seen.data(), bytes, err) &&
+                exec->getOutput(0, param.data(), bytes, err);
     out.seen.push_back(seen);
     out.params.push_back(param);
-  }
+    return read;
+  }, err);
   EXPECT_TRUE(ok) << err;
   return out;
 }

@@ -234,6 +234,29 @@ inline RunResult runProgram(const Program &p, const std::vector<Bytes> &inputs, 
   return r;
 }
 
+/// An AdamW step program (inputs p, g, m, v, lr, step) run four times on
+/// one executor with its state resident: m and v start at zero, run r's
+/// step is r, and p is set again to `restored` before run 2 (as a resumed
+/// job sets it). `after(r)` reads run r's outputs; false (or a failed call)
+/// stops, with the reason in err.
+template <typename After>
+bool runAdamWFourTimes(Executor &exec, const std::vector<float> &p0, const std::vector<float> &g,
+                       const std::vector<float> &restored, After &&after, std::string &err) {
+  size_t bytes = p0.size() * 4;
+  std::vector<float> zeros(p0.size(), 0.f);
+  float lr = 3e-2f;
+  bool ok = exec.setInput(0, p0.data(), bytes, err) && exec.setInput(1, g.data(), bytes, err) &&
+            exec.setInput(2, zeros.data(), bytes, err) &&
+            exec.setInput(3, zeros.data(), bytes, err) && exec.setInput(4, &lr, 4, err);
+  for (int r = 0; r < 4 && ok; ++r) {
+    float s = float(r);
+    if (r == 2)
+      ok = exec.setInput(0, restored.data(), bytes, err);
+    ok = ok && exec.setInput(5, &s, 4, err) && exec.run(err) && after(r);
+  }
+  return ok;
+}
+
 /// Every element within atol + rtol * |want|; NaN never passes. Reports
 /// the worst element rather than every one.
 inline ::testing::AssertionResult allClose(const std::vector<float> &got,

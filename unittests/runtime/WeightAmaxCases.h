@@ -103,27 +103,18 @@ inline WeightRuns runWeightSteps(const Program &prog, const std::string &backend
   EXPECT_TRUE(exec) << err;
   if (!exec)
     return out;
-  size_t n = p0.size(), bytes = n * 4;
-  std::vector<float> zeros(n, 0.f);
-  float lr = 3e-2f;
-  bool ok = exec->setInput(0, p0.data(), bytes, err) && exec->setInput(1, g.data(), bytes, err) &&
-            exec->setInput(2, zeros.data(), bytes, err) &&
-            exec->setInput(3, zeros.data(), bytes, err) && exec->setInput(4, &lr, 4, err);
+  size_t bytes = p0.size() * 4;
   Bytes start = toBytes(p0);
   bool withCopy = prog.outputs.size() > kSeen;
-  for (int r = 0; r < 4 && ok; ++r) {
-    float s = float(r);
-    if (r == 2) {
-      ok = exec->setInput(0, restored.data(), bytes, err);
+  bool ok = runAdamWFourTimes(*exec, p0, g, restored, [&](int r) {
+    if (r == 2)
       start = toBytes(restored);
-    }
-    ok = ok && exec->setInput(5, &s, 4, err) && exec->run(err);
     Bytes param(bytes), scale(4), inv(4), amax(4), seen(withCopy ? bytes : 0);
-    ok = ok && exec->getOutput(kParam, param.data(), bytes, err) &&
-         exec->getOutput(kScale, scale.data(), 4, err) &&
-         exec->getOutput(kInverse, inv.data(), 4, err) &&
-         exec->getOutput(kSeenAmax, amax.data(), 4, err) &&
-         (!withCopy || exec->getOutput(kSeen, seen.data(), bytes, err));
+    bool read = exec->getOutput(kParam, param.data(), bytes, err) &&
+                exec->getOutput(kScale, scale.data(), 4, err) &&
+                exec->getOutput(kInverse, inv.data(), 4, err) &&
+                exec->getOutput(kSeenAmax, amax.data(), 4, err) &&
+                (!withCopy || exec->getOutput(kSeen, seen.data(), bytes, err));
     out.params.push_back(param);
     out.scales.push_back(scale);
     out.inverses.push_back(inv);
@@ -131,7 +122,8 @@ inline WeightRuns runWeightSteps(const Program &prog, const std::string &backend
     out.seen.push_back(seen);
     out.startParams.push_back(start);
     start = param;
-  }
+    return read;
+  }, err);
   EXPECT_TRUE(ok) << err;
   return out;
 }
