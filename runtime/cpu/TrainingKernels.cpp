@@ -307,7 +307,12 @@ bool activationGradTyped(const KernelCall &c, ThreadPool &pool, std::string &) {
     switch (kind) {
     case 0: return siluDerivative(v);
     // Phi(v) as erfc(-v / sqrt 2) / 2: 1 + erf cancels for negative v.
-    case 1: return 0.5 * std::erfc(-v * M_SQRT1_2) + v * kInvSqrt2Pi * std::exp(-0.5 * v * v);
+    // Below 1e-300 (v < -37) erfc and exp return subnormals, which libms
+    // round differently; as +0 the CUDA backend gets the same bits.
+    case 1: {
+      double d = 0.5 * std::erfc(-v * M_SQRT1_2) + v * kInvSqrt2Pi * std::exp(-0.5 * v * v);
+      return std::fabs(d) < 1e-300 ? 0.0 : d;
+    }
     default: {
       double t = std::tanh(kSqrt2OverPi * (v + 0.044715 * v * v * v));
       return 0.5 * (1.0 + t) +

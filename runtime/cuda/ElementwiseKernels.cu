@@ -5,10 +5,11 @@
 // One thread per output element (grid-stride). Binary ops and Where
 // broadcast through a StridedMap (stride 0 on stretched dims). As in the
 // CPU reference, transcendental functions evaluate in double and round once,
-// so both backends agree to the last bit or two; these kernels are bound by
-// memory traffic, not arithmetic, so the double math costs nothing visible,
-// except in GELU, which evaluates in f32 for bf16 outputs and keeps the
-// double path's bits by a certified rounding test (see unaryFast).
+// so both backends agree to the last bit or two; most of these kernels are
+// bound by memory traffic, so the double math costs nothing visible. The
+// activations (GELU, SiLU, SwiGLU and their gradients) are not: for bf16
+// outputs they evaluate in f32 and keep the double path's bits by a
+// certified rounding test (see unaryFast).
 // The f32 kernels may read and write bf16 storage (FloatIn/FloatOut), which
 // is how autocast's casts fold into them.
 //===----------------------------------------------------------------------===//
@@ -155,59 +156,114 @@ __device__ double unaryValue(int op, double x) {
 
 //===--- f32 activations for bf16 outputs, certified ----------------------===//
 //
-// In double GELU and its gradient are compute-bound on Hopper (17 ms of
-// gpt2-large's 147 ms step, four times their memory time). A bf16 output keeps 8
-// of f32's 24 bits, so an f32 evaluation almost always decides its
-// rounding. Ziv's test makes "almost" exact: each f32 estimate y comes with
-// `err`, four times a worst-case bound on |y - the double path's value|
-// (derived below from CUDA's documented errors: expf, tanhf and erff within
-// 2 ulp, + - * / rounded to nearest), and when every value within err of y
-// rounds to the same bf16, that is the double path's bf16; otherwise (about
-// one element in a thousand, near a rounding boundary, and tiny, huge or
+// In double, GELU, SiLU and SwiGLU and their gradients are compute-bound on
+// Hopper (GELU alone was 17 ms of gpt2-large's 147 ms step, four times its
+// memory time). A bf16 output keeps 8 of f32's 24 bits, so a cheap f32
+// evaluation almost always decides its rounding. Ziv's test makes "almost"
+// exact: each f32 estimate y comes with `err`, four times a worst-case
+// bound on |y - the double path's value|, and when every value within err
+// of y rounds to the same bf16, that is the double path's bf16; otherwise
+// (a few elements in a thousand, near a rounding boundary, and tiny, huge or
 // non-finite values) the element takes the double path. So bf16 outputs
 // keep the CPU backend's bits, and f32 outputs always take the double path.
-// Measured on an H100 (loom calibrate, bf16 [8192, 4096]): GELU-tanh 757 ->
-// 1082 GB/s, GELU-erf 711 -> 1037, GELU-tanh's gradient 1047 -> 1193; the
-// same scheme made SwiGLU slower (1612 -> 1531, its gradient 1660 -> 1290:
-// exp and a division in double cost little more than the f32 estimate and
-// its test), so SiLU and SwiGLU keep the double path (certifiedActivation).
-// Below eps = 2^-23 (ulp(1)); bounds are absolute where cancellation makes
-// relative error unbounded (GELU at large negative x), and the input is
-// limited to |x| <= 64 so that no intermediate is subnormal.
+//
+// The estimates use one exponential and one division each, through the
+// logistic function: with E = e^-z and s = 1 / (1 + E) = sigmoid(z),
+//   silu(g)        = g / (1 + e^-g)
+//   gelu_tanh(x)   = x / (1 + e^-2u),   u = sqrt(2/pi)(x + a x^3), since
+//                    (1 + tanh u) / 2 = sigmoid(2u)
+//   silu'(g)       = s (1 + g E s),     since 1 - s = E s
+//   gelu_tanh'(x)  = s (1 + 4 p E s),   p = x/2 sqrt(2/pi)(1 + 3 a x^2), since
+//                    1 - tanh^2 u = 4 s (1 - s)
+// E comes from __expf (CUDA's documented bound: 2 + floor(1.173 |z|) ulp) and
+// the quotients from __fdividef (2 ulp for divisors in [2^-126, 2^126]); +
+// - * round to nearest (within eps / 2, eps = 2^-23 = ulp(1) relative). An
+// error in z of relative d moves E by |z| d relative. The double path has
+// errors of its own where it cancels (1 + tanh u at negative x, 1 - tanh^2
+// u): an absolute term of 2^-46 times the operands' scale covers them (the
+// double rounding is within a few 2^-53). GELU-erf keeps erff (no
+// logistic form): its bound is written with it. Inputs are limited to
+// 2^-100 <= |x| <= 64, so no intermediate is subnormal or overflows unseen.
+//
+// What made it fast is as much the shape of the code as the arithmetic: the
+// estimate and its test are branch-free (& rather than &&; the test counts
+// y's distance to the bf16 rounding midpoint in f32 ulps instead of rounding
+// y - err and y + err), so a pack's eight elements interleave, and the
+// undecided ones take the double path after all eight. Measured on an H100
+// (loom calibrate --memory-only, bf16 [8192, 4096], both forms in one call):
+// SwiGLU 1603 -> 2038 GB/s, its gradient 1646 -> 1713, GELU-tanh 1210 ->
+// 1511, GELU-erf 1090 -> 1384, GELU-tanh's gradient 1183 -> 1220. The first
+// form of this change (an early exit per element, the two-rounding test)
+// was slower than the double path for SwiGLU (1513, gradient 1227).
 
 /// The activations that take the certified f32 path for bf16 outputs.
-inline bool certifiedActivation(OpCode op) { return op == OpCode::GeluTanh || op == OpCode::GeluErf; }
+inline bool certifiedActivation(OpCode op) {
+  return op == OpCode::GeluTanh || op == OpCode::GeluErf || op == OpCode::Silu;
+}
 
-constexpr float kEps = 1.0f / 8388608.0f;
+constexpr float kEps = 1.0f / 8388608.0f, kDoubleSlack = 0x1p-46f;
 constexpr float kSqrt2OverPiF = 0.7978845608f, kGeluA = 0.044715f;
 constexpr float kInvSqrt2F = 0.70710678f, kInvSqrt2PiF = 0.39894228f;
 
-/// True when every value within err of y rounds to y's bf16 (see above).
+/// True when every value within err of y rounds to y's bf16, counted in
+/// y's f32 ulps: m = err / ulp(y), and y's low 16 bits (what bf16 drops)
+/// farther than m + 1 from the rounding midpoint 0x8000 (the 1: the double
+/// path rounds to f32 before bf16). m < 2^13 keeps y -+ err within half a
+/// bf16 step of y's binade (2^14 ulps below it). Also false for |y|
+/// outside [1e-30, 1e30] and NaN. Branch-free (& not &&), so the elements
+/// of a pack interleave.
 __device__ inline bool bf16Decided(float y, float err) {
+  uint32_t bits = __float_as_uint(y);
   float a = fabsf(y);
-  if (!(a >= 1e-30f && a <= 1e30f && err <= 1e30f)) return false; // also NaN
-  return floatToBf16(y - err) == floatToBf16(y + err);
+  // 1 / ulp(y) = 2^(150 - e), e the biased exponent; a normal float for
+  // 24 <= e <= 254, which |y| >= 1e-30 ensures.
+  float m = err * __uint_as_float((277u - ((bits >> 23) & 0xffu)) << 23);
+  float dist = fabsf(float(int(bits & 0xffffu) - 0x8000));
+  return (a >= 1e-30f) & (a <= 1e30f) & (m < 8192.0f) & (dist > m + 1.0f);
 }
 
-__device__ inline bool fastInput(float x) { return fabsf(x) <= 64.0f; }
+__device__ inline bool fastInput(float x) {
+  float a = fabsf(x);
+  return (a <= 64.0f) & (a >= 0x1p-100f);
+}
 
-// GELU, y = (x / 2)(1 + t): t = tanhf(u) (u = sqrt(2/pi)(x + a x^3), within
-// 4 eps relative, a change of at most 0.45 * 4 eps in tanh) or t =
-// erff(x / sqrt 2) (within eps, at most 0.5 eps in erf); with tanhf's or
-// erff's 2 eps and the rounding of 1 + t, 1 + t is within 4.8 eps: |y -
-// gelu| <= 2.4 eps |x| + 0.5 eps |y|.
-__device__ inline bool unaryFast(int op, float x, float &y) {
-  if (!fastInput(x)) return false;
-  switch (OpCode(op)) {
-  case OpCode::GeluTanh:
-    y = 0.5f * x * (1.0f + tanhf(kSqrt2OverPiF * (x + kGeluA * x * x * x)));
-    break;
-  case OpCode::GeluErf:
+/// The logistic pieces of z: E = e^-z, d = 1 + E, and bounds on their
+/// relative errors given zRelErr, z's (kExactZ: z is exact).
+struct Logistic {
+  float e, d, relErrE, relErrD;
+};
+
+template <bool kExactZ> __device__ inline Logistic logistic(float z, float zRelErr = 0.0f) {
+  float e = __expf(-z), az = fabsf(z);
+  float relErrE = kEps * (2.0f + 1.2f * az);
+  if constexpr (!kExactZ) relErrE += az * zRelErr;
+  return {e, 1.0f + e, relErrE, relErrE * fminf(e, 1.0f) + 0.5f * kEps};
+}
+
+/// GELU-tanh's z = 2u; u's relative error is within 3.5 eps (x + a x^3 adds
+/// like-signed terms).
+__device__ inline float geluTanhZ(float x) { return 2.0f * kSqrt2OverPiF * (x + kGeluA * x * x * x); }
+
+// SiLU, GELU-tanh: y = x / d (d's error, the quotient's 2 ulp).
+// GELU-erf, y = (x / 2)(1 + erff(x / sqrt 2)): erff within 2 ulp of an
+// argument within eps, 1 + t within 4.8 eps: |y - gelu| <= 2.4 eps |x| + 0.5
+// eps |y|.
+template <OpCode kOp> __device__ inline bool unaryFast(float x, float &y) {
+  float err;
+  if constexpr (kOp == OpCode::Silu) {
+    Logistic l = logistic<true>(x);
+    y = __fdividef(x, l.d);
+    err = fabsf(y) * (l.relErrD + 2.0f * kEps);
+  } else if constexpr (kOp == OpCode::GeluTanh) {
+    Logistic l = logistic<false>(geluTanhZ(x), 3.5f * kEps);
+    y = __fdividef(x, l.d);
+    err = fabsf(y) * (l.relErrD + 2.0f * kEps) + kDoubleSlack * fabsf(x);
+  } else {
+    static_assert(kOp == OpCode::GeluErf, "not a certified activation");
     y = 0.5f * x * (1.0f + erff(x * kInvSqrt2F));
-    break;
-  default: return false;
+    err = kEps * (2.5f * fabsf(x) + fabsf(y)) + kDoubleSlack * fabsf(x);
   }
-  return bf16Decided(y, kEps * (10.0f * fabsf(x) + 4.0f * fabsf(y)));
+  return fastInput(x) & bf16Decided(y, 4.0f * err);
 }
 
 // The double path as a call where it is the rare fallback of a certified
@@ -216,30 +272,44 @@ __device__ __noinline__ float unaryDoubleCall(int op, float x) {
   return float(unaryValue(op, double(x)));
 }
 
-/// An activation's value as the output stores it: with kCertified (a bf16
-/// output of a certifiedActivation) certified f32 where that decides the
-/// rounding, else the double path.
-template <bool kCertified> __device__ inline float unaryOut(int op, float x) {
-  if constexpr (kCertified) {
+/// kCert: the certified activation (a bf16 output of a
+/// certifiedActivation), or OpCode::Neg for the double path of any op.
+constexpr OpCode kDoublePath = OpCode::Neg;
+
+/// An activation's value as the output stores it: certified f32 where that
+/// decides the rounding, else the double path.
+template <OpCode kCert> __device__ inline float unaryOut(int op, float x) {
+  if constexpr (kCert != kDoublePath) {
     float y;
-    return unaryFast(op, x, y) ? y : unaryDoubleCall(op, x);
+    return unaryFast<kCert>(x, y) ? y : unaryDoubleCall(op, x);
   } else {
     return float(unaryValue(op, double(x)));
   }
 }
 
-template <bool kCertified>
-__global__ void unaryKernel(int op, FloatIn x, FloatOut y, int64_t n) {
-  LOOM_GRID_STRIDE(i, n) y.store(i, unaryOut<kCertified>(op, x[i]));
+template <OpCode kCert> __global__ void unaryKernel(int op, FloatIn x, FloatOut y, int64_t n) {
+  LOOM_GRID_STRIDE(i, n) y.store(i, unaryOut<kCert>(op, x[i]));
 }
 
-template <bool kCertified>
-__global__ void unaryPackedKernel(int op, FloatIn x, FloatOut y, int64_t n) {
+template <OpCode kCert> __global__ void unaryPackedKernel(int op, FloatIn x, FloatOut y, int64_t n) {
   LOOM_PACK_STRIDE(i, n) {
-    Pack p = load8(x, i);
+    Pack p = load8(x, i), r;
+    if constexpr (kCert != kDoublePath) {
+      // Eight straight-line estimates; the undecided elements (rare) take
+      // the double path after them.
+      unsigned undecided = 0;
 #pragma unroll
-    for (int k = 0; k < kPack; ++k) p.v[k] = unaryOut<kCertified>(op, p.v[k]);
-    store8(y, i, p);
+      for (int k = 0; k < kPack; ++k) undecided |= unaryFast<kCert>(p.v[k], r.v[k]) ? 0u : 1u << k;
+      if (undecided) {
+#pragma unroll
+        for (int k = 0; k < kPack; ++k)
+          if (undecided >> k & 1u) r.v[k] = unaryDoubleCall(op, p.v[k]);
+      }
+    } else {
+#pragma unroll
+      for (int k = 0; k < kPack; ++k) r.v[k] = float(unaryValue(op, double(p.v[k])));
+    }
+    store8(y, i, r);
   }
 }
 
@@ -337,6 +407,12 @@ __device__ inline double siluDerivative(double v) {
   return s * (1.0 + v * (1.0 - s));
 }
 
+/// GELU-erf's derivative below 1e-300 as +0, as cpu/TrainingKernels.cpp:
+/// there erfc and exp return subnormal doubles, which CUDA's and glibc's
+/// round differently, and only the sign of the zero product with dy
+/// survived of them.
+__device__ inline double geluErfDerivativeTail(double d) { return fabs(d) < 1e-300 ? 0.0 : d; }
+
 __device__ float activationGrad(int kind, float xf, float dyf) {
   constexpr double kSqrt2OverPi = 0.7978845608028654;
   constexpr double kInvSqrt2Pi = 0.3989422804014327;
@@ -346,7 +422,8 @@ __device__ float activationGrad(int kind, float xf, float dyf) {
   if (kind == 0) {
     d = siluDerivative(v);
   } else if (kind == 1) {
-    d = 0.5 * erfc(-v * 0.7071067811865476) + v * kInvSqrt2Pi * exp(-0.5 * v * v);
+    d = geluErfDerivativeTail(0.5 * erfc(-v * 0.7071067811865476) +
+                              v * kInvSqrt2Pi * exp(-0.5 * v * v));
   } else {
     double t = tanh(kSqrt2OverPi * (v + 0.044715 * v * v * v));
     d = 0.5 * (1.0 + t) + 0.5 * v * (1.0 - t * t) * kSqrt2OverPi * (1.0 + 3.0 * 0.044715 * v * v);
@@ -354,57 +431,84 @@ __device__ float activationGrad(int kind, float xf, float dyf) {
   return float(d * double(dyf));
 }
 
-// The certified f32 form of activationGrad (see unaryFast), dx = d dy:
+// The certified f32 form of activationGrad (see unaryFast), dx = d dy.
+// SiLU's and GELU-tanh's derivatives are s (1 + w) (w = g E s, or 4 p E s):
+// with s = 1 / d from __fdividef (relative error es = d's + 2 eps) and w's
+// relative error ew, 1 + w is within |w| ew + eps/2 |1 + w|, and
+//   |dx - .| <= |s dy| (|w| ew + |1 + w| (es + 1.5 eps)),
+// absolute because 1 + w cancels where the derivative crosses zero (x near
+// -1.28 or -0.75).
 //   gelu erf: (1 + t) / 2 within 1.75 eps; x phi(x) within (x^2 / 4 +
 //     3.5) eps |x phi(x)| <= 1 eps (|x|^3 phi <= 0.47, |x| phi <= 0.25):
 //     |dx - .| <= 3.4 eps |dy| + 0.5 eps |dx|.
-//   gelu tanh: (1 + t) / 2 within 2.4 eps; q = p (1 - t^2), p = x/2
-//     sqrt(2/pi) (1 + 3 a x^2), with 1 - t^2 within 8.8 eps and p within 4 eps
-//     relative: |dx - .| <= |dy| (2.2 eps + 8.8 eps |p| + 4.5 eps |q|) + eps |dx|.
-__device__ inline bool activationGradFast(int kind, float x, float dy, float &dx) {
-  if (!fastInput(x)) return false;
+/// s (1 + w) dy and its bound, from the logistic pieces, w's factor f (g,
+/// or 4p) with relative error ef, and dy's relative error edy.
+__device__ inline float logisticDerivative(const Logistic &l, float f, float ef, float dy,
+                                           float edy, float &err) {
+  float s = __fdividef(1.0f, l.d), es = l.relErrD + 2.0f * kEps;
+  float w = f * l.e * s, ew = ef + l.relErrE + es + kEps;
+  float v = 1.0f + w, sdy = s * dy;
+  err = fabsf(sdy) * (fabsf(w) * ew + fabsf(v) * (es + 1.5f * kEps + edy));
+  return sdy * v;
+}
+
+template <int kKind> __device__ inline bool activationGradFast(float x, float dy, float &dx) {
   float err;
-  if (kind == 1) {
+  if constexpr (kKind == 0) { // silu: w = g E s
+    dx = logisticDerivative(logistic<true>(x), x, 0.0f, dy, 0.0f, err);
+  } else if constexpr (kKind == 1) {
     float d = 0.5f * (1.0f + erff(x * kInvSqrt2F)) + x * kInvSqrt2PiF * expf(-0.5f * x * x);
     dx = d * dy;
-    err = kEps * (14.0f * fabsf(dy) + 4.0f * fabsf(dx));
-  } else if (kind == 2) {
-    float t = tanhf(kSqrt2OverPiF * (x + kGeluA * x * x * x));
-    float p = 0.5f * x * kSqrt2OverPiF * (1.0f + 3.0f * kGeluA * x * x), q = p * (1.0f - t * t);
-    dx = (0.5f * (1.0f + t) + q) * dy;
-    err = kEps * (fabsf(dy) * (10.0f + 36.0f * fabsf(p) + 20.0f * fabsf(q)) + 4.0f * fabsf(dx));
-  } else {
-    return false; // not a certified kind (certifiedActivation)
+    err = kEps * (3.5f * fabsf(dy) + fabsf(dx)) + kDoubleSlack * fabsf(dy);
+  } else { // gelu tanh: w = 4 p E s, p within 4 eps
+    static_assert(kKind == 2, "not a certified kind");
+    float p = 0.5f * kSqrt2OverPiF * x * (1.0f + 3.0f * kGeluA * x * x);
+    dx = logisticDerivative(logistic<false>(geluTanhZ(x), 3.5f * kEps), 4.0f * p, 4.0f * kEps, dy,
+                            0.0f, err);
+    err += kDoubleSlack * fabsf(dy) * (1.0f + 4.0f * fabsf(p));
   }
-  return bf16Decided(dx, err);
+  return fastInput(x) & bf16Decided(dx, 4.0f * err);
 }
 
 __device__ __noinline__ float activationGradDoubleCall(int kind, float x, float dy) {
   return activationGrad(kind, x, dy);
 }
 
-template <bool kCertified> __device__ inline float activationGradOut(int kind, float x, float dy) {
-  if constexpr (kCertified) {
+/// kCert: the certified kind (0-2, a bf16 output), or -1 for the double path.
+template <int kCert> __device__ inline float activationGradOut(int kind, float x, float dy) {
+  if constexpr (kCert >= 0) {
     float dx;
-    return activationGradFast(kind, x, dy, dx) ? dx : activationGradDoubleCall(kind, x, dy);
+    return activationGradFast<kCert>(x, dy, dx) ? dx : activationGradDoubleCall(kind, x, dy);
   } else {
     return activationGrad(kind, x, dy);
   }
 }
 
-template <bool kCertified>
+template <int kCert>
 __global__ void activationGradKernel(int kind, FloatIn x, FloatIn dy, FloatOut dx, int64_t n) {
-  LOOM_GRID_STRIDE(i, n) dx.store(i, activationGradOut<kCertified>(kind, x[i], dy[i]));
+  LOOM_GRID_STRIDE(i, n) dx.store(i, activationGradOut<kCert>(kind, x[i], dy[i]));
 }
 
-template <bool kCertified>
+template <int kCert>
 __global__ void activationGradPackedKernel(int kind, FloatIn x, FloatIn dy, FloatOut dx,
                                            int64_t n) {
   LOOM_PACK_STRIDE(i, n) {
-    Pack v = load8(x, i), d = load8(dy, i);
+    Pack v = load8(x, i), d = load8(dy, i), r;
+    if constexpr (kCert >= 0) { // as unaryPackedKernel
+      unsigned undecided = 0;
 #pragma unroll
-    for (int k = 0; k < kPack; ++k) v.v[k] = activationGradOut<kCertified>(kind, v.v[k], d.v[k]);
-    store8(dx, i, v);
+      for (int k = 0; k < kPack; ++k)
+        undecided |= activationGradFast<kCert>(v.v[k], d.v[k], r.v[k]) ? 0u : 1u << k;
+      if (undecided) {
+#pragma unroll
+        for (int k = 0; k < kPack; ++k)
+          if (undecided >> k & 1u) r.v[k] = activationGradDoubleCall(kind, v.v[k], d.v[k]);
+      }
+    } else {
+#pragma unroll
+      for (int k = 0; k < kPack; ++k) r.v[k] = activationGrad(kind, v.v[k], d.v[k]);
+    }
+    store8(dx, i, r);
   }
 }
 
@@ -413,7 +517,9 @@ __global__ void activationGradPackedKernel(int kind, FloatIn x, FloatIn dy, Floa
 // As cpu/TrainingKernels.cpp, in double and rounded once per output:
 //   y = silu(g) u;  du = dy silu(g);  dg = dy u s (1 + g (1 - s)), s = sigmoid(g)
 // One pass over gate and up (forward) or gate, up and dy (backward): the
-// silu values never reach memory.
+// silu values never reach memory. bf16 outputs take the certified f32
+// forms (see unaryFast and logisticDerivative): y = g / d * u, du = g / d *
+// dy, dg = s (1 + g E s) (dy u).
 __device__ inline float swiGlu(float g, float u) {
   return float(unaryValue(int(OpCode::Silu), g) * double(u));
 }
@@ -424,36 +530,96 @@ __device__ inline void swiGluGrad(float g, float u, float dy, float &dg, float &
   dg = float(d * double(u) * siluDerivative(g));
 }
 
+__device__ inline bool swiGluFast(float g, float u, float &y) {
+  Logistic l = logistic<true>(g);
+  y = __fdividef(g, l.d) * u;
+  return fastInput(g) & bf16Decided(y, 4.0f * fabsf(y) * (l.relErrD + 2.5f * kEps));
+}
+
+__device__ inline bool swiGluGradFast(float g, float u, float dy, float &dg, float &du) {
+  Logistic l = logistic<true>(g);
+  float err;
+  dg = logisticDerivative(l, g, 0.0f, dy * u, 0.5f * kEps, err);
+  du = __fdividef(g, l.d) * dy;
+  return fastInput(g) & bf16Decided(dg, 4.0f * err) &
+         bf16Decided(du, 4.0f * fabsf(du) * (l.relErrD + 2.5f * kEps));
+}
+
+__device__ __noinline__ float swiGluDoubleCall(float g, float u) { return swiGlu(g, u); }
+
+/// (dg, du), returned in registers rather than through pointers.
+__device__ __noinline__ float2 swiGluGradDoubleCall(float g, float u, float dy) {
+  float2 r;
+  swiGluGrad(g, u, dy, r.x, r.y);
+  return r;
+}
+
+template <bool kCertified> __device__ inline float swiGluOut(float g, float u) {
+  if constexpr (kCertified) {
+    float y;
+    return swiGluFast(g, u, y) ? y : swiGluDoubleCall(g, u);
+  } else {
+    return swiGlu(g, u);
+  }
+}
+
+template <bool kCertified>
+__device__ inline void swiGluGradOut(float g, float u, float dy, float &dg, float &du) {
+  if constexpr (kCertified) {
+    if (swiGluGradFast(g, u, dy, dg, du)) return;
+    float2 r = swiGluGradDoubleCall(g, u, dy);
+    dg = r.x;
+    du = r.y;
+  } else {
+    swiGluGrad(g, u, dy, dg, du);
+  }
+}
+
 // amax, amaxG, amaxU: fused fp8 amax outputs (cuda/Fp8Amax.cuh), or null.
+template <bool kCertified>
 __global__ void swiGluKernel(FloatIn g, FloatIn u, FloatOut y, int64_t n, uint32_t *amax) {
   uint32_t m = 0;
   LOOM_GRID_STRIDE(i, n) {
-    float v = swiGlu(g[i], u[i]);
+    float v = swiGluOut<kCertified>(g[i], u[i]);
     y.store(i, v);
     m = max(m, storedAbsBits(y, v));
   }
   flushAmax(amax, m);
 }
 
+template <bool kCertified>
 __global__ void swiGluPackedKernel(FloatIn g, FloatIn u, FloatOut y, int64_t n, uint32_t *amax) {
   uint32_t m = 0;
   LOOM_PACK_STRIDE(i, n) {
-    Pack a = load8(g, i), b = load8(u, i);
-    for (int k = 0; k < kPack; ++k) {
-      a.v[k] = swiGlu(a.v[k], b.v[k]);
-      m = max(m, storedAbsBits(y, a.v[k]));
+    Pack a = load8(g, i), b = load8(u, i), r;
+    if constexpr (kCertified) { // as unaryPackedKernel
+      unsigned undecided = 0;
+#pragma unroll
+      for (int k = 0; k < kPack; ++k)
+        undecided |= swiGluFast(a.v[k], b.v[k], r.v[k]) ? 0u : 1u << k;
+      if (undecided) {
+#pragma unroll
+        for (int k = 0; k < kPack; ++k)
+          if (undecided >> k & 1u) r.v[k] = swiGluDoubleCall(a.v[k], b.v[k]);
+      }
+    } else {
+#pragma unroll
+      for (int k = 0; k < kPack; ++k) r.v[k] = swiGlu(a.v[k], b.v[k]);
     }
-    store8(y, i, a);
+#pragma unroll
+    for (int k = 0; k < kPack; ++k) m = max(m, storedAbsBits(y, r.v[k]));
+    store8(y, i, r);
   }
   flushAmax(amax, m);
 }
 
+template <bool kCertified>
 __global__ void swiGluGradKernel(FloatIn g, FloatIn u, FloatIn dy, FloatOut dg, FloatOut du,
                                  int64_t n, uint32_t *amaxG, uint32_t *amaxU) {
   uint32_t mg = 0, mu = 0;
   LOOM_GRID_STRIDE(i, n) {
     float a, b;
-    swiGluGrad(g[i], u[i], dy[i], a, b);
+    swiGluGradOut<kCertified>(g[i], u[i], dy[i], a, b);
     dg.store(i, a);
     du.store(i, b);
     mg = max(mg, storedAbsBits(dg, a));
@@ -463,18 +629,37 @@ __global__ void swiGluGradKernel(FloatIn g, FloatIn u, FloatIn dy, FloatOut dg, 
   flushAmax(amaxU, mu);
 }
 
+template <bool kCertified>
 __global__ void swiGluGradPackedKernel(FloatIn g, FloatIn u, FloatIn dy, FloatOut dg,
                                        FloatOut du, int64_t n, uint32_t *amaxG, uint32_t *amaxU) {
   uint32_t mg = 0, mu = 0;
   LOOM_PACK_STRIDE(i, n) {
-    Pack a = load8(g, i), b = load8(u, i), d = load8(dy, i);
-    for (int k = 0; k < kPack; ++k) {
-      swiGluGrad(a.v[k], b.v[k], d.v[k], a.v[k], b.v[k]);
-      mg = max(mg, storedAbsBits(dg, a.v[k]));
-      mu = max(mu, storedAbsBits(du, b.v[k]));
+    Pack a = load8(g, i), b = load8(u, i), d = load8(dy, i), rg, ru;
+    if constexpr (kCertified) { // as unaryPackedKernel
+      unsigned undecided = 0;
+#pragma unroll
+      for (int k = 0; k < kPack; ++k)
+        undecided |= swiGluGradFast(a.v[k], b.v[k], d.v[k], rg.v[k], ru.v[k]) ? 0u : 1u << k;
+      if (undecided) {
+#pragma unroll
+        for (int k = 0; k < kPack; ++k)
+          if (undecided >> k & 1u) {
+            float2 r = swiGluGradDoubleCall(a.v[k], b.v[k], d.v[k]);
+            rg.v[k] = r.x;
+            ru.v[k] = r.y;
+          }
+      }
+    } else {
+#pragma unroll
+      for (int k = 0; k < kPack; ++k) swiGluGrad(a.v[k], b.v[k], d.v[k], rg.v[k], ru.v[k]);
     }
-    store8(dg, i, a);
-    store8(du, i, b);
+#pragma unroll
+    for (int k = 0; k < kPack; ++k) {
+      mg = max(mg, storedAbsBits(dg, rg.v[k]));
+      mu = max(mu, storedAbsBits(du, ru.v[k]));
+    }
+    store8(dg, i, rg);
+    store8(du, i, ru);
   }
   flushAmax(amaxG, mg);
   flushAmax(amaxU, mu);
@@ -576,17 +761,26 @@ void launchBinary(const CudaCall &c, CudaContext &ctx) {
   }
 }
 
+template <OpCode kCert> void launchUnaryAs(const CudaCall &c, CudaContext &ctx, int64_t n) {
+  if (packable(n, {&c.in[0], &c.out[0]}))
+    unaryPackedKernel<kCert><<<packGrid(n), kThreads, 0, ctx.stream>>>(
+        int(c.instr->op), floatIn(c.in[0]), floatOut(c.out[0]), n);
+  else
+    unaryKernel<kCert><<<gridFor(n), kThreads, 0, ctx.stream>>>(int(c.instr->op), floatIn(c.in[0]),
+                                                                 floatOut(c.out[0]), n);
+}
+
 void launchUnary(const CudaCall &c, CudaContext &ctx) {
   int64_t n = c.out[0].numel();
   if (n == 0) return;
-  bool cert = c.out[0].dtype() == DType::BF16 && certifiedActivation(c.instr->op);
-  if (packable(n, {&c.in[0], &c.out[0]}))
-    (cert ? unaryPackedKernel<true> : unaryPackedKernel<false>)<<<packGrid(n), kThreads, 0,
-                                                                  ctx.stream>>>(
-        int(c.instr->op), floatIn(c.in[0]), floatOut(c.out[0]), n);
-  else
-    (cert ? unaryKernel<true> : unaryKernel<false>)<<<gridFor(n), kThreads, 0, ctx.stream>>>(
-        int(c.instr->op), floatIn(c.in[0]), floatOut(c.out[0]), n);
+  OpCode op = c.out[0].dtype() == DType::BF16 && certifiedActivation(c.instr->op) ? c.instr->op
+                                                                                   : kDoublePath;
+  switch (op) {
+  case OpCode::Silu: launchUnaryAs<OpCode::Silu>(c, ctx, n); break;
+  case OpCode::GeluTanh: launchUnaryAs<OpCode::GeluTanh>(c, ctx, n); break;
+  case OpCode::GeluErf: launchUnaryAs<OpCode::GeluErf>(c, ctx, n); break;
+  default: launchUnaryAs<kDoublePath>(c, ctx, n); break;
+  }
 }
 
 void launchWhere(const CudaCall &c, CudaContext &ctx) {
@@ -618,42 +812,54 @@ void castTensor(const DevTensor &x, const DevTensor &y, CudaContext &ctx) {
   }
 }
 
+template <int kCert> void launchActivationGradAs(const CudaCall &c, CudaContext &ctx, int64_t n) {
+  int kind = int(c.instr->ints[0]);
+  if (packable(n, {&c.in[0], &c.in[1], &c.out[0]}))
+    activationGradPackedKernel<kCert><<<packGrid(n), kThreads, 0, ctx.stream>>>(
+        kind, floatIn(c.in[0]), floatIn(c.in[1]), floatOut(c.out[0]), n);
+  else
+    activationGradKernel<kCert><<<gridFor(n), kThreads, 0, ctx.stream>>>(
+        kind, floatIn(c.in[0]), floatIn(c.in[1]), floatOut(c.out[0]), n);
+}
+
 void launchActivationGrad(const CudaCall &c, CudaContext &ctx) {
   int64_t n = c.out[0].numel();
   if (n == 0) return;
-  int64_t kind = c.instr->ints[0]; // 1, 2: GELU's (erf, tanh), the certifiedActivation ones
-  bool cert = c.out[0].dtype() == DType::BF16 && (kind == 1 || kind == 2);
-  if (packable(n, {&c.in[0], &c.in[1], &c.out[0]}))
-    (cert ? activationGradPackedKernel<true> : activationGradPackedKernel<false>)<<<
-        packGrid(n), kThreads, 0, ctx.stream>>>(int(c.instr->ints[0]), floatIn(c.in[0]),
-                                                floatIn(c.in[1]), floatOut(c.out[0]), n);
-  else
-    (cert ? activationGradKernel<true> : activationGradKernel<false>)<<<gridFor(n), kThreads, 0,
-                                                                        ctx.stream>>>(
-        int(c.instr->ints[0]), floatIn(c.in[0]), floatIn(c.in[1]), floatOut(c.out[0]), n);
+  // 0-2: SiLU's, GELU's (erf, tanh), the certified kinds for bf16 outputs.
+  int64_t kind = c.out[0].dtype() == DType::BF16 ? c.instr->ints[0] : -1;
+  switch (kind) {
+  case 0: launchActivationGradAs<0>(c, ctx, n); break;
+  case 1: launchActivationGradAs<1>(c, ctx, n); break;
+  case 2: launchActivationGradAs<2>(c, ctx, n); break;
+  default: launchActivationGradAs<-1>(c, ctx, n); break;
+  }
 }
 
 void launchSwiGlu(const CudaCall &c, CudaContext &ctx) {
   int64_t n = c.out[0].numel();
   if (n == 0) return;
+  bool cert = c.out[0].dtype() == DType::BF16; // the certified f32 form (swiGluFast)
   if (packable(n, {&c.in[0], &c.in[1], &c.out[0]}))
-    swiGluPackedKernel<<<packGrid(n), kThreads, 0, ctx.stream>>>(
+    (cert ? swiGluPackedKernel<true> : swiGluPackedKernel<false>)<<<packGrid(n), kThreads, 0,
+                                                                    ctx.stream>>>(
         floatIn(c.in[0]), floatIn(c.in[1]), floatOut(c.out[0]), n, fusedAmaxBits(c, 0));
   else
-    swiGluKernel<<<gridFor(n), kThreads, 0, ctx.stream>>>(floatIn(c.in[0]), floatIn(c.in[1]),
-                                                          floatOut(c.out[0]), n,
-                                                          fusedAmaxBits(c, 0));
+    (cert ? swiGluKernel<true> : swiGluKernel<false>)<<<gridFor(n), kThreads, 0, ctx.stream>>>(
+        floatIn(c.in[0]), floatIn(c.in[1]), floatOut(c.out[0]), n, fusedAmaxBits(c, 0));
 }
 
 void launchSwiGluGrad(const CudaCall &c, CudaContext &ctx) {
   int64_t n = c.out[0].numel();
   if (n == 0) return;
+  bool cert = c.out[0].dtype() == DType::BF16 && c.out[1].dtype() == DType::BF16;
   if (packable(n, {&c.in[0], &c.in[1], &c.in[2], &c.out[0], &c.out[1]}))
-    swiGluGradPackedKernel<<<packGrid(n), kThreads, 0, ctx.stream>>>(
+    (cert ? swiGluGradPackedKernel<true> : swiGluGradPackedKernel<false>)<<<
+        packGrid(n), kThreads, 0, ctx.stream>>>(
         floatIn(c.in[0]), floatIn(c.in[1]), floatIn(c.in[2]), floatOut(c.out[0]),
         floatOut(c.out[1]), n, fusedAmaxBits(c, 0), fusedAmaxBits(c, 1));
   else
-    swiGluGradKernel<<<gridFor(n), kThreads, 0, ctx.stream>>>(
+    (cert ? swiGluGradKernel<true> : swiGluGradKernel<false>)<<<gridFor(n), kThreads, 0,
+                                                                ctx.stream>>>(
         floatIn(c.in[0]), floatIn(c.in[1]), floatIn(c.in[2]), floatOut(c.out[0]),
         floatOut(c.out[1]), n, fusedAmaxBits(c, 0), fusedAmaxBits(c, 1));
 }

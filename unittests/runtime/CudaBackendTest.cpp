@@ -15,6 +15,12 @@
 
 #include "loom/runtime/GemmStaging.h"
 
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <random>
+#include <utility>
+
 #ifdef LOOM_HAVE_CUDA
 #include "cuda/CudaExecutor.h"
 #endif
@@ -23,6 +29,41 @@ namespace loom::rt::test {
 namespace {
 
 using F = std::vector<float>;
+
+/// How two bf16 outputs differ: the count, and the first few elements
+/// with the f32 inputs of the same size at the same index.
+std::string bf16Mismatches(const Program &p, const std::vector<Bytes> &inputs,
+                           const Bytes &want, const Bytes &got) {
+  auto at = [](const Bytes &b, size_t i) {
+    uint16_t h;
+    std::memcpy(&h, b.data() + 2 * i, 2);
+    return h;
+  };
+  auto widen = [](uint16_t h) {
+    uint32_t u = uint32_t(h) << 16;
+    float f;
+    std::memcpy(&f, &u, 4);
+    return f;
+  };
+  size_t n = want.size() / 2, count = 0;
+  std::string out;
+  char line[160];
+  for (size_t i = 0; i < n && got.size() == want.size(); ++i) {
+    if (at(want, i) == at(got, i)) continue;
+    if (++count > 6) continue;
+    std::snprintf(line, sizeof line, "\n  [%zu] cpu %a gpu %a; inputs", i, widen(at(want, i)),
+                  widen(at(got, i)));
+    out += line;
+    for (size_t k = 0; k < inputs.size(); ++k) {
+      if (p.buffers[p.inputs[k]].dtype != DType::F32 || inputs[k].size() != 4 * n) continue;
+      float v;
+      std::memcpy(&v, inputs[k].data() + 4 * i, 4);
+      std::snprintf(line, sizeof line, " %a", v);
+      out += line;
+    }
+  }
+  return std::to_string(count) + " of " + std::to_string(n) + " bf16 elements differ" + out;
+}
 
 /// Runs `p` on both backends and compares every output: f32 within
 /// rtol/atol, f64 likewise, everything else (ints, bool, bf16 bits) exactly.
@@ -41,6 +82,8 @@ void expectSameOnGpu(const Program &p, const std::vector<Bytes> &inputs, double 
     } else if (b.dtype == DType::F64) {
       auto want = cpu.out<double>(k), got = gpu.out<double>(k);
       EXPECT_TRUE(allClose(F(got.begin(), got.end()), want, rtol, atol));
+    } else if (b.dtype == DType::BF16 && gpu.outputs[k] != cpu.outputs[k]) {
+      ADD_FAILURE() << bf16Mismatches(p, inputs, cpu.outputs[k], gpu.outputs[k]);
     } else {
       EXPECT_EQ(gpu.outputs[k], cpu.outputs[k]);
     }
@@ -416,30 +459,56 @@ TEST(CudaBackend, PackedElementwiseMatchesScalarPath) {
   }
 }
 
+/// n values: edge cases first (zeros, the fast paths' input limits, the
+/// zeros of SiLU's and GELU's derivatives, tiny and subnormal values), then
+/// +-e^U(lo, hi).
+static F logUniformWithEdges(std::mt19937 &gen, int64_t n, double lo, double hi) {
+  F v = {0.0f, -0.0f, 64.0f, -64.0f, 64.5f, -64.5f, 100.0f, -100.0f, -1.2785f, -0.7518f,
+         1e-30f, -1e-30f, 0x1p-100f, -0x1p-101f, 1e-38f, -1e-40f, 3e-45f, 88.0f, -88.0f};
+  std::uniform_real_distribution<double> mag(lo, hi);
+  std::bernoulli_distribution neg(0.5);
+  while (int64_t(v.size()) < n) v.push_back(float((neg(gen) ? -1 : 1) * std::exp(mag(gen))));
+  v.resize(size_t(n));
+  return v;
+}
+
 TEST(CudaBackend, Bf16ActivationsKeepTheDoublePathsBits) {
-  // GELU with a bf16 output evaluates in f32 and takes the double path only
-  // where the f32 estimate's error bound straddles a bf16 rounding boundary
-  // (ElementwiseKernels.cu): the bits must still be the CPU's, which
-  // evaluates in double. A million inputs over [-12, 12] reach the
-  // boundaries thousands of times and GELU's cancellation at negative x;
-  // n + 1 elements take the one-element kernels. SiLU and SwiGLU (double
-  // path throughout) ride along.
+  // GELU, SiLU and SwiGLU (and gradients) with bf16 outputs evaluate in f32
+  // and take the double path only where the f32 estimate's error bound
+  // straddles a bf16 rounding boundary (ElementwiseKernels.cu): the bits
+  // must still be the CPU's, which evaluates in double. A million inputs
+  // over [-12, 12] reach the boundaries thousands of times and the
+  // derivatives' cancellations; n + 1 elements take the one-element kernels;
+  // a second set spreads x, u and dy over many magnitudes (past the fast
+  // paths' limits) with the edge cases first.
   REQUIRE_GPU();
   Rng rng;
-  for (int64_t n : {int64_t(1) << 20, (int64_t(1) << 16) + 1}) {
-    SCOPED_TRACE(std::to_string(n) + " elements");
-    OneOp t;
-    Shape s = {n};
-    uint32_t x = t.f32(rng, s, -12, 12), dy = t.f32(rng, s, -3, 3), u = t.f32(rng, s, -3, 3);
-    for (OpCode op : {OpCode::Silu, OpCode::GeluTanh, OpCode::GeluErf})
-      t.b.instr(op, {x}, {t.b.output(DType::BF16, s)});
-    for (int64_t kind : {0, 1, 2})
-      t.b.instr(OpCode::ActivationGrad, {x, dy}, {t.b.output(DType::BF16, s)}, {kind});
-    t.b.instr(OpCode::SwiGlu, {x, u}, {t.b.output(DType::BF16, s)});
-    t.b.instr(OpCode::SwiGluGrad, {x, u, dy}, {t.b.output(DType::BF16, s), t.b.output(DType::BF16, s)});
-    ASSERT_EQ(t.b.p.validate(), "");
-    expectSameOnGpu(t.b.p, t.inputs);
-  }
+  std::mt19937 gen(7);
+  for (bool wide : {false, true})
+    for (int64_t n : {int64_t(1) << 20, (int64_t(1) << 16) + 1}) {
+      SCOPED_TRACE(std::to_string(n) + (wide ? " elements, wide magnitudes" : " elements"));
+      OneOp t;
+      Shape s = {n};
+      uint32_t x, dy, u;
+      if (wide) {
+        for (auto [lo, hi] : {std::pair{-12.0, 4.3}, std::pair{-20.0, 20.0}, std::pair{-20.0, 20.0}}) {
+          t.in.push_back(t.b.input(DType::F32, s));
+          t.inputs.push_back(toBytes(logUniformWithEdges(gen, n, lo, hi)));
+        }
+        x = t.in[0], dy = t.in[1], u = t.in[2];
+      } else {
+        x = t.f32(rng, s, -12, 12), dy = t.f32(rng, s, -3, 3), u = t.f32(rng, s, -3, 3);
+      }
+      for (OpCode op : {OpCode::Silu, OpCode::GeluTanh, OpCode::GeluErf})
+        t.b.instr(op, {x}, {t.b.output(DType::BF16, s)});
+      for (int64_t kind : {0, 1, 2})
+        t.b.instr(OpCode::ActivationGrad, {x, dy}, {t.b.output(DType::BF16, s)}, {kind});
+      t.b.instr(OpCode::SwiGlu, {x, u}, {t.b.output(DType::BF16, s)});
+      t.b.instr(OpCode::SwiGluGrad, {x, u, dy},
+                {t.b.output(DType::BF16, s), t.b.output(DType::BF16, s)});
+      ASSERT_EQ(t.b.p.validate(), "");
+      expectSameOnGpu(t.b.p, t.inputs);
+    }
 }
 
 TEST(CudaBackend, MovementOps) {
