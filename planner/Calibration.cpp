@@ -358,6 +358,59 @@ double numberAt(const json::Value &v, const std::string &path) {
   return cur && cur->isNumber() ? cur->number() : 0;
 }
 
+/// The HBM copy, the launch overhead and each memory-bound opcode class.
+struct MemoryBound {
+  double copyBytesPerS = 0, overheadS = 0;
+  json::Value classGbps = json::Value::object();
+};
+
+constexpr int kTinyAdds = 256;
+
+bool measureMemoryBound(Timer &timer, bool quick, double hbmSpec, MemoryBound &m,
+                        std::string &err) {
+  double copyS = 0, addS = 0;
+  int64_t copyElems = quick ? (1 << 16) : (int64_t(1) << 28);
+  if (!timer.time(copyProgram(copyElems), copyS, err) ||
+      !timer.time(tinyAddsProgram(kTinyAdds), addS, err)) {
+    err = "copy: " + err;
+    return false;
+  }
+  m.copyBytesPerS = 2.0 * 4.0 * double(copyElems) / copyS;
+  m.overheadS = addS / kTinyAdds;
+  std::printf("hbm copy: %.0f GB/s (%.3f of %.0f)\nkernel overhead: %.2f us per instruction\n",
+              m.copyBytesPerS / 1e9, m.copyBytesPerS / hbmSpec, hbmSpec / 1e9, m.overheadS * 1e6);
+  // Each memory-bound class at its own effective bandwidth: the bytes
+  // ProgramCost charges its instruction over the time of one instruction
+  // less one launch, so that the planner's bytes / bandwidth + launch
+  // gives back the measured time of this instance.
+  for (const std::string &cls : calibratedMemoryClasses()) {
+    CalibrationProgram c;
+    int copies = quick ? 2 : 4;
+    if (!memoryClassProgram(cls, quick, copies, c)) {
+      err = "no representative program for opcode class '" + cls + "'";
+      return false;
+    }
+    double t = 0;
+    if (!timer.time(c.p, t, err, c.idBound)) {
+      // A kernel the backend lacks in this form: the class keeps the copy
+      // bandwidth (the planner notes it), the rest of the profile stands.
+      std::printf("memory-bound %-20s not measured: %s\n", cls.c_str(), err.c_str());
+      err.clear();
+      continue;
+    }
+    double per = t / copies, bytes = instrBytes(c.p, c.p.instrs[0]);
+    // A launch longer than the whole instruction is a noisy overhead
+    // figure: keep at least a tenth of the time for the bytes.
+    double busy = std::max(per - m.overheadS, 0.1 * per);
+    double classGbps = bytes / busy / 1e9;
+    double scale = std::pow(10.0, 3 - std::floor(std::log10(classGbps))); // four digits, never 0
+    m.classGbps.set(cls, json::Value(std::round(classGbps * scale) / scale));
+    std::printf("memory-bound %-20s %8.0f GB/s  (%.3f ms per instruction, %.1f MiB)\n", cls.c_str(),
+                classGbps, per * 1e3, bytes / (1 << 20));
+  }
+  return true;
+}
+
 } // namespace
 
 bool calibrateProfile(const CalibrationOptions &o, std::string &out, std::string &err) {
@@ -383,6 +436,10 @@ bool calibrateProfile(const CalibrationOptions &o, std::string &out, std::string
 
   bool quick = o.quick;
   Timer timer{o.backend, std::max(1, o.reps), ""};
+  if (o.memoryOnly) {
+    MemoryBound mem;
+    return measureMemoryBound(timer, quick, hbmSpec, mem, err);
+  }
   auto measure = [&](const rt::Program &p, const std::string &what, double &s,
                      const std::map<uint32_t, int64_t> &idBound = {}) {
     if (timer.time(p, s, err, idBound))
@@ -494,43 +551,11 @@ bool calibrateProfile(const CalibrationOptions &o, std::string &out, std::string
     grid.set("tokens", tokens);
     grid.set("dims", d);
   }
-  double copyS = 0, addS = 0;
-  int64_t copyElems = quick ? (1 << 16) : (int64_t(1) << 28);
-  int adds = 256;
-  if (!measure(copyProgram(copyElems), "copy", copyS) || !measure(tinyAddsProgram(adds), "adds", addS))
+  MemoryBound mem;
+  if (!measureMemoryBound(timer, quick, hbmSpec, mem, err))
     return false;
-  double bw = 2.0 * 4.0 * double(copyElems) / copyS;
-  std::printf("hbm copy: %.0f GB/s (%.3f of %.0f)\nkernel overhead: %.2f us per instruction\n",
-              bw / 1e9, bw / hbmSpec, hbmSpec / 1e9, addS / adds * 1e6);
-  // Each memory-bound class at its own effective bandwidth: the bytes
-  // ProgramCost charges its instruction over the time of one instruction
-  // less one launch, so that the planner's bytes / bandwidth + launch
-  // gives back the measured time of this instance.
-  double overhead = addS / adds;
-  json::Value classBw = json::Value::object();
-  for (const std::string &cls : calibratedMemoryClasses()) {
-    CalibrationProgram c;
-    int copies = quick ? 2 : 4;
-    if (!memoryClassProgram(cls, quick, copies, c))
-      return fail("no representative program for opcode class '" + cls + "'");
-    double t = 0;
-    if (!timer.time(c.p, t, err, c.idBound)) {
-      // A kernel the backend lacks in this form: the class keeps the copy
-      // bandwidth (the planner notes it), the rest of the profile stands.
-      std::printf("memory-bound %-20s not measured: %s\n", cls.c_str(), err.c_str());
-      err.clear();
-      continue;
-    }
-    double per = t / copies, bytes = instrBytes(c.p, c.p.instrs[0]);
-    // A launch longer than the whole instruction is a noisy overhead
-    // figure: keep at least a tenth of the time for the bytes.
-    double busy = std::max(per - overhead, 0.1 * per);
-    double classGbps = bytes / busy / 1e9;
-    double scale = std::pow(10.0, 3 - std::floor(std::log10(classGbps))); // four digits, never 0
-    classBw.set(cls, json::Value(std::round(classGbps * scale) / scale));
-    std::printf("memory-bound %-20s %8.0f GB/s  (%.3f ms per instruction, %.1f MiB)\n", cls.c_str(),
-                classGbps, per * 1e3, bytes / (1 << 20));
-  }
+  double bw = mem.copyBytesPerS, addS = mem.overheadS * kTinyAdds;
+  json::Value classBw = mem.classGbps;
 
   char date[32];
   std::time_t now = std::time(nullptr);
@@ -553,7 +578,7 @@ bool calibrateProfile(const CalibrationOptions &o, std::string &out, std::string
   setPath(profile, "attention.backward_factor", json::Value(backwardFactor));
   setPath(profile, "attention.by_head_dim", byHeadDim);
   setPath(profile, "hbm.achieved_fraction", json::Value(fraction(bw / hbmSpec)));
-  setPath(profile, "kernel_overhead_us", json::Value(std::round(addS / adds * 1e8) / 100));
+  setPath(profile, "kernel_overhead_us", json::Value(std::round(addS / kTinyAdds * 1e8) / 100));
   for (const char *m : {"gemm.efficiency_by_min_dim: bf16 n^3 products through loom's GEMMs (cuBLASLt)",
                         "gemm.fp8_efficiency_by_min_dim: e4m3 n^3 products (tensorwise scales, bf16 out) through loom's scaled GEMMs (cuBLASLt), of the fp8 peak; the planner uses it instead of gemm.fp8_efficiency_ratio",
                         "attention.efficiency_by_seq, attention.backward_factor: loom's attention kernels under autocast (bf16 operands), causal, B=4, 32/8 heads of 64",

@@ -22,11 +22,12 @@ struct CalibrationOptions {
   int reps = 10;              // timed runs per measurement
   bool quick = false;         // tiny sizes: tests the path, measures nothing useful
   bool attentionOnly = false; // time attention, print, produce no profile
+  bool memoryOnly = false;    // time the copy, launches and memory-bound classes; likewise
 };
 
 /// Measures (printing each figure) and sets `profile` to the calibrated
-/// profile's JSON, checked to parse as a profile; with attentionOnly,
-/// leaves it empty. False with a one-line `err`.
+/// profile's JSON, checked to parse as a profile; with attentionOnly or
+/// memoryOnly, leaves it empty. False with a one-line `err`.
 bool calibrateProfile(const CalibrationOptions &o, std::string &profile, std::string &err);
 
 } // namespace loom::planner

@@ -24,11 +24,14 @@ int runCalibrate(int argc, char **argv) {
   args.flag("reps", "timed runs per measurement", false, "10");
   args.flag("quick", "tiny sizes only (tests the command, measures nothing useful)", true);
   args.flag("attention-only", "time attention forward and backward only; print, write nothing", true);
+  args.flag("memory-only", "time the memory-bound opcode classes only; print, write nothing", true);
   if (!args.parse(argc, argv, 2))
     return args.wantsHelp() ? 0 : 1;
   planner::CalibrationOptions o;
   o.attentionOnly = args.has("attention-only");
-  if (!args.has("o") && !o.attentionOnly)
+  o.memoryOnly = args.has("memory-only");
+  bool printOnly = o.attentionOnly || o.memoryOnly;
+  if (!args.has("o") && !printOnly)
     return fail("calibrate", "missing -o PROFILE.json");
   o.base = args.get("base");
   o.backend = args.get("backend");
@@ -39,7 +42,7 @@ int runCalibrate(int argc, char **argv) {
   std::string profile, err;
   if (!planner::calibrateProfile(o, profile, err))
     return fail("calibrate", err);
-  if (o.attentionOnly)
+  if (printOnly)
     return 0;
   if (!train::writeAtomically(o.outputName, profile, err))
     return fail("calibrate", err);
