@@ -70,17 +70,20 @@ for s in "${SHAPES[@]}"; do
   timeout 180 "$LOOM" plan "$model" --gpus 1 --gpu "$PROFILE" --batch "$B" --seq "$T" \
     --precision bf16 --top 100 --json > "$WORK/plan-$s.json" 2> "$WORK/plan-$s.err" ||
     echo "suite: loom plan $s failed: $(tail -1 "$WORK/plan-$s.err")"
+  echo "suite: $s planned at $(( $(date +%s) - start )) s"
   rm -f "$WORK/loom-$s.jsonl"
   timeout 300 python3 bench/gpu/peak_mem.py "$WORK/loom-$s.mem.json" -- \
     "$LOOM" train "$model" --backend cuda --data test/fixtures/corpus.u16.bin --batch "$B" --seq "$T" \
     --steps "$STEPS" --precision bf16 --lr 1e-4 --warmup 0 --print-every 1 --log "$WORK/loom-$s.jsonl" \
     > "$WORK/loom-$s.txt" 2>&1 || echo "suite: loom $s failed: $(tail -2 "$WORK/loom-$s.txt")"
+  echo "suite: $s loom trained at $(( $(date +%s) - start )) s"
   if [ "${LOOM_BENCH_CUDA_PROFILE:-0}" = 1 ]; then
     # The plan's time per opcode class beside the kernels' (issue 19 check 3).
     LOOM_CUDA_PROFILE=1 timeout 300 "$LOOM" train "$model" --backend cuda --data test/fixtures/corpus.u16.bin \
       --batch "$B" --seq "$T" --steps 2 --precision bf16 --lr 1e-4 --warmup 0 --print-every 1 \
       > "$WORK/profile-$s.txt" 2>&1 || echo "suite: profiled loom $s failed: $(tail -2 "$WORK/profile-$s.txt")"
     python3 bench/gpu/plan_vs_profile.py "$WORK/plan-$s.json" "$WORK/profile-$s.txt" | tee "$WORK/plan-vs-profile-$s.txt"
+    echo "suite: $s profiled at $(( $(date +%s) - start )) s"
   fi
   timeout 300 python3 bench/gpu/peak_mem.py "$WORK/torch-$s.mem.json" -- \
     python3 bench/gpu/torch_suite.py "$s" compile 3 8 > "$WORK/torch-$s.txt" 2>&1 ||
