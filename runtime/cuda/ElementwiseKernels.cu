@@ -9,11 +9,14 @@
 // bound by memory traffic, so the double math costs nothing visible. The
 // activations (GELU, SiLU, SwiGLU and their gradients) are not: for bf16
 // outputs they evaluate in f32 and keep the double path's bits by a
-// certified rounding test (see unaryFast).
+// certified rounding test (CertifiedActivations.h).
 // The f32 kernels may read and write bf16 storage (FloatIn/FloatOut), which
 // is how autocast's casts fold into them.
 //===----------------------------------------------------------------------===//
 #include "cuda/CudaCommon.cuh"
+// CertifiedActivations.h compiles as device code here.
+#define LOOM_CERT_FN __device__ inline
+#include "cuda/CertifiedActivations.h"
 #include "cuda/Fp8Amax.cuh"
 #include "cuda/Fp8Cuda.h"
 #include "loom/runtime/RoundedCopies.h"
@@ -156,114 +159,45 @@ __device__ double unaryValue(int op, double x) {
 
 //===--- f32 activations for bf16 outputs, certified ----------------------===//
 //
-// In double, GELU, SiLU and SwiGLU and their gradients are compute-bound on
-// Hopper (GELU alone was 17 ms of gpt2-large's 147 ms step, four times its
-// memory time). A bf16 output keeps 8 of f32's 24 bits, so a cheap f32
-// evaluation almost always decides its rounding. Ziv's test makes "almost"
-// exact: each f32 estimate y comes with `err`, four times a worst-case
-// bound on |y - the double path's value|, and when every value within err
-// of y rounds to the same bf16, that is the double path's bf16; otherwise
-// (a few elements in a thousand, near a rounding boundary, and tiny, huge or
-// non-finite values) the element takes the double path. So bf16 outputs
-// keep the CPU backend's bits, and f32 outputs always take the double path.
+// The estimates and their certificates are CertifiedActivations.h's (the
+// derivations are there), over CUDA's intrinsics (DeviceMath).
 //
-// The estimates use one exponential and one division each, through the
-// logistic function: with E = e^-z and s = 1 / (1 + E) = sigmoid(z),
-//   silu(g)        = g / (1 + e^-g)
-//   gelu_tanh(x)   = x / (1 + e^-2u),   u = sqrt(2/pi)(x + a x^3), since
-//                    (1 + tanh u) / 2 = sigmoid(2u)
-//   silu'(g)       = s (1 + g E s),     since 1 - s = E s
-//   gelu_tanh'(x)  = s (1 + 4 p E s),   p = x/2 sqrt(2/pi)(1 + 3 a x^2), since
-//                    1 - tanh^2 u = 4 s (1 - s)
-// E comes from __expf (CUDA's documented bound: 2 + floor(1.173 |z|) ulp) and
-// the quotients from __fdividef (2 ulp for divisors in [2^-126, 2^126]); +
-// - * round to nearest (within eps / 2, eps = 2^-23 = ulp(1) relative). An
-// error in z of relative d moves E by |z| d relative. The double path has
-// errors of its own where it cancels (1 + tanh u at negative x, 1 - tanh^2
-// u): an absolute term of 2^-46 times the operands' scale covers them (the
-// double rounding is within a few 2^-53). GELU-erf keeps erff (no
-// logistic form): its bound is written with it. Inputs are limited to
-// 2^-100 <= |x| <= 64, so no intermediate is subnormal or overflows unseen.
-//
-// What made it fast is as much the shape of the code as the arithmetic: the
-// estimate and its test are branch-free (& rather than &&; the test counts
-// y's distance to the bf16 rounding midpoint in f32 ulps instead of rounding
-// y - err and y + err), so a pack's eight elements interleave, and the
-// undecided ones take the double path after all eight. Measured on an H100
-// (loom calibrate --memory-only, bf16 [8192, 4096], both forms in one call):
-// SwiGLU 1603 -> 2038 GB/s, its gradient 1646 -> 1713, GELU-tanh 1210 ->
-// 1511, GELU-erf 1090 -> 1384, GELU-tanh's gradient 1183 -> 1220. The first
-// form of this change (an early exit per element, the two-rounding test)
-// was slower than the double path for SwiGLU (1513, gradient 1227).
+// What made them fast is as much the shape of the code as the arithmetic:
+// the estimate and its test are branch-free (& rather than &&; the test
+// counts y's distance to the bf16 rounding midpoint in f32 ulps instead of
+// rounding y - err and y + err), so a pack's eight elements interleave, and
+// the undecided ones take the double path after all eight. Measured on an
+// H100 (loom calibrate --memory-only, bf16 [8192, 4096], both forms in one
+// call): SwiGLU 1603 -> 2038 GB/s, its gradient 1646 -> 1713, GELU-tanh
+// 1210 -> 1511, GELU-erf 1090 -> 1384, GELU-tanh's gradient 1183 -> 1220.
+// The first form of this change (an early exit per element, the
+// two-rounding test) was slower than the double path for SwiGLU (1513,
+// gradient 1227).
+
+/// The intrinsics the certified forms are built on (CertifiedActivations.h
+/// bounds their errors by CUDA's documented maxima).
+struct DeviceMath {
+  static __device__ float expFast(float x) { return __expf(x); }
+  static __device__ float divide(float a, float b) { return __fdividef(a, b); }
+  static __device__ float erf(float x) { return erff(x); }
+  static __device__ float exp(float x) { return expf(x); }
+};
 
 /// The activations that take the certified f32 path for bf16 outputs.
 inline bool certifiedActivation(OpCode op) {
   return op == OpCode::GeluTanh || op == OpCode::GeluErf || op == OpCode::Silu;
 }
 
-constexpr float kEps = 1.0f / 8388608.0f, kDoubleSlack = 0x1p-46f;
-constexpr float kSqrt2OverPiF = 0.7978845608f, kGeluA = 0.044715f;
-constexpr float kInvSqrt2F = 0.70710678f, kInvSqrt2PiF = 0.39894228f;
-
-/// True when every value within err of y rounds to y's bf16, counted in
-/// y's f32 ulps: m = err / ulp(y), and y's low 16 bits (what bf16 drops)
-/// farther than m + 1 from the rounding midpoint 0x8000 (the 1: the double
-/// path rounds to f32 before bf16). m < 2^13 keeps y -+ err within half a
-/// bf16 step of y's binade (2^14 ulps below it). Also false for |y|
-/// outside [1e-30, 1e30] and NaN. Branch-free (& not &&), so the elements
-/// of a pack interleave.
-__device__ inline bool bf16Decided(float y, float err) {
-  uint32_t bits = __float_as_uint(y);
-  float a = fabsf(y);
-  // 1 / ulp(y) = 2^(150 - e), e the biased exponent; a normal float for
-  // 24 <= e <= 254, which |y| >= 1e-30 ensures.
-  float m = err * __uint_as_float((277u - ((bits >> 23) & 0xffu)) << 23);
-  float dist = fabsf(float(int(bits & 0xffffu) - 0x8000));
-  return (a >= 1e-30f) & (a <= 1e30f) & (m < 8192.0f) & (dist > m + 1.0f);
+constexpr certified::Activation activationOf(OpCode op) {
+  return op == OpCode::Silu       ? certified::Activation::Silu
+         : op == OpCode::GeluTanh ? certified::Activation::GeluTanh
+                                  : certified::Activation::GeluErf;
 }
 
-__device__ inline bool fastInput(float x) {
-  float a = fabsf(x);
-  return (a <= 64.0f) & (a >= 0x1p-100f);
-}
-
-/// The logistic pieces of z: E = e^-z, d = 1 + E, and bounds on their
-/// relative errors given zRelErr, z's (kExactZ: z is exact).
-struct Logistic {
-  float e, d, relErrE, relErrD;
-};
-
-template <bool kExactZ> __device__ inline Logistic logistic(float z, float zRelErr = 0.0f) {
-  float e = __expf(-z), az = fabsf(z);
-  float relErrE = kEps * (2.0f + 1.2f * az);
-  if constexpr (!kExactZ) relErrE += az * zRelErr;
-  return {e, 1.0f + e, relErrE, relErrE * fminf(e, 1.0f) + 0.5f * kEps};
-}
-
-/// GELU-tanh's z = 2u; u's relative error is within 3.5 eps (x + a x^3 adds
-/// like-signed terms).
-__device__ inline float geluTanhZ(float x) { return 2.0f * kSqrt2OverPiF * (x + kGeluA * x * x * x); }
-
-// SiLU, GELU-tanh: y = x / d (d's error, the quotient's 2 ulp).
-// GELU-erf, y = (x / 2)(1 + erff(x / sqrt 2)): erff within 2 ulp of an
-// argument within eps, 1 + t within 4.8 eps: |y - gelu| <= 2.4 eps |x| + 0.5
-// eps |y|.
 template <OpCode kOp> __device__ inline bool unaryFast(float x, float &y) {
-  float err;
-  if constexpr (kOp == OpCode::Silu) {
-    Logistic l = logistic<true>(x);
-    y = __fdividef(x, l.d);
-    err = fabsf(y) * (l.relErrD + 2.0f * kEps);
-  } else if constexpr (kOp == OpCode::GeluTanh) {
-    Logistic l = logistic<false>(geluTanhZ(x), 3.5f * kEps);
-    y = __fdividef(x, l.d);
-    err = fabsf(y) * (l.relErrD + 2.0f * kEps) + kDoubleSlack * fabsf(x);
-  } else {
-    static_assert(kOp == OpCode::GeluErf, "not a certified activation");
-    y = 0.5f * x * (1.0f + erff(x * kInvSqrt2F));
-    err = kEps * (2.5f * fabsf(x) + fabsf(y)) + kDoubleSlack * fabsf(x);
-  }
-  return fastInput(x) & bf16Decided(y, 4.0f * err);
+  static_assert(kOp == OpCode::Silu || kOp == OpCode::GeluTanh || kOp == OpCode::GeluErf,
+                "not a certified activation");
+  return certified::unaryFast<activationOf(kOp), DeviceMath>(x, y);
 }
 
 // The double path as a call where it is the rare fallback of a certified
@@ -431,43 +365,8 @@ __device__ float activationGrad(int kind, float xf, float dyf) {
   return float(d * double(dyf));
 }
 
-// The certified f32 form of activationGrad (see unaryFast), dx = d dy.
-// SiLU's and GELU-tanh's derivatives are s (1 + w) (w = g E s, or 4 p E s):
-// with s = 1 / d from __fdividef (relative error es = d's + 2 eps) and w's
-// relative error ew, 1 + w is within |w| ew + eps/2 |1 + w|, and
-//   |dx - .| <= |s dy| (|w| ew + |1 + w| (es + 1.5 eps)),
-// absolute because 1 + w cancels where the derivative crosses zero (x near
-// -1.28 or -0.75).
-//   gelu erf: (1 + t) / 2 within 1.75 eps; x phi(x) within (x^2 / 4 +
-//     3.5) eps |x phi(x)| <= 1 eps (|x|^3 phi <= 0.47, |x| phi <= 0.25):
-//     |dx - .| <= 3.4 eps |dy| + 0.5 eps |dx|.
-/// s (1 + w) dy and its bound, from the logistic pieces, w's factor f (g,
-/// or 4p) with relative error ef, and dy's relative error edy.
-__device__ inline float logisticDerivative(const Logistic &l, float f, float ef, float dy,
-                                           float edy, float &err) {
-  float s = __fdividef(1.0f, l.d), es = l.relErrD + 2.0f * kEps;
-  float w = f * l.e * s, ew = ef + l.relErrE + es + kEps;
-  float v = 1.0f + w, sdy = s * dy;
-  err = fabsf(sdy) * (fabsf(w) * ew + fabsf(v) * (es + 1.5f * kEps + edy));
-  return sdy * v;
-}
-
 template <int kKind> __device__ inline bool activationGradFast(float x, float dy, float &dx) {
-  float err;
-  if constexpr (kKind == 0) { // silu: w = g E s
-    dx = logisticDerivative(logistic<true>(x), x, 0.0f, dy, 0.0f, err);
-  } else if constexpr (kKind == 1) {
-    float d = 0.5f * (1.0f + erff(x * kInvSqrt2F)) + x * kInvSqrt2PiF * expf(-0.5f * x * x);
-    dx = d * dy;
-    err = kEps * (3.5f * fabsf(dy) + fabsf(dx)) + kDoubleSlack * fabsf(dy);
-  } else { // gelu tanh: w = 4 p E s, p within 4 eps
-    static_assert(kKind == 2, "not a certified kind");
-    float p = 0.5f * kSqrt2OverPiF * x * (1.0f + 3.0f * kGeluA * x * x);
-    dx = logisticDerivative(logistic<false>(geluTanhZ(x), 3.5f * kEps), 4.0f * p, 4.0f * kEps, dy,
-                            0.0f, err);
-    err += kDoubleSlack * fabsf(dy) * (1.0f + 4.0f * fabsf(p));
-  }
-  return fastInput(x) & bf16Decided(dx, 4.0f * err);
+  return certified::activationGradFast<kKind, DeviceMath>(x, dy, dx);
 }
 
 __device__ __noinline__ float activationGradDoubleCall(int kind, float x, float dy) {
@@ -531,18 +430,11 @@ __device__ inline void swiGluGrad(float g, float u, float dy, float &dg, float &
 }
 
 __device__ inline bool swiGluFast(float g, float u, float &y) {
-  Logistic l = logistic<true>(g);
-  y = __fdividef(g, l.d) * u;
-  return fastInput(g) & bf16Decided(y, 4.0f * fabsf(y) * (l.relErrD + 2.5f * kEps));
+  return certified::swiGluFast<DeviceMath>(g, u, y);
 }
 
 __device__ inline bool swiGluGradFast(float g, float u, float dy, float &dg, float &du) {
-  Logistic l = logistic<true>(g);
-  float err;
-  dg = logisticDerivative(l, g, 0.0f, dy * u, 0.5f * kEps, err);
-  du = __fdividef(g, l.d) * dy;
-  return fastInput(g) & bf16Decided(dg, 4.0f * err) &
-         bf16Decided(du, 4.0f * fabsf(du) * (l.relErrD + 2.5f * kEps));
+  return certified::swiGluGradFast<DeviceMath>(g, u, dy, dg, du);
 }
 
 __device__ __noinline__ float swiGluDoubleCall(float g, float u) { return swiGlu(g, u); }

@@ -459,19 +459,6 @@ TEST(CudaBackend, PackedElementwiseMatchesScalarPath) {
   }
 }
 
-/// n values: edge cases first (zeros, the fast paths' input limits, the
-/// zeros of SiLU's and GELU's derivatives, tiny and subnormal values), then
-/// +-e^U(lo, hi).
-static F logUniformWithEdges(std::mt19937 &gen, int64_t n, double lo, double hi) {
-  F v = {0.0f, -0.0f, 64.0f, -64.0f, 64.5f, -64.5f, 100.0f, -100.0f, -1.2785f, -0.7518f,
-         1e-30f, -1e-30f, 0x1p-100f, -0x1p-101f, 1e-38f, -1e-40f, 3e-45f, 88.0f, -88.0f};
-  std::uniform_real_distribution<double> mag(lo, hi);
-  std::bernoulli_distribution neg(0.5);
-  while (int64_t(v.size()) < n) v.push_back(float((neg(gen) ? -1 : 1) * std::exp(mag(gen))));
-  v.resize(size_t(n));
-  return v;
-}
-
 TEST(CudaBackend, Bf16ActivationsKeepTheDoublePathsBits) {
   // GELU, SiLU and SwiGLU (and gradients) with bf16 outputs evaluate in f32
   // and take the double path only where the f32 estimate's error bound
