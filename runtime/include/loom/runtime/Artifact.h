@@ -2,9 +2,11 @@
 //
 // Part of loom, under the Apache License v2.0.
 //
-// The artifact is the file `loom compile` writes and `loom eval`/`loom train`
-// read, so compiling (CPU machine) and running (GPU machine) can be separate
-// steps. Its byte layout is specified in docs/artifact-format.md.
+// The artifact is the file `loom compile` writes and `loom eval` reads, so
+// compiling (CPU machine) and running (GPU machine) can be separate steps.
+// It holds one Program: a training step (a TrainProgram's parameter table,
+// a pipeline's stages) does not travel as a file yet (docs/architecture.md).
+// Its byte layout is specified in docs/artifact-format.md.
 //===----------------------------------------------------------------------===//
 #ifndef LOOM_RUNTIME_ARTIFACT_H
 #define LOOM_RUNTIME_ARTIFACT_H
