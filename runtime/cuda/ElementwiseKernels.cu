@@ -183,6 +183,21 @@ struct DeviceMath {
   static __device__ float exp(float x) { return expf(x); }
 };
 
+/// A pack's certified elements: fast(k) (true: element k decided) for all
+/// eight as straight-line code, then slow(k), the double path, for the
+/// undecided ones (rare) after them.
+template <typename Fast, typename Slow>
+__device__ inline void certifiedPack(Fast &&fast, Slow &&slow) {
+  unsigned undecided = 0;
+#pragma unroll
+  for (int k = 0; k < kPack; ++k) undecided |= fast(k) ? 0u : 1u << k;
+  if (undecided) {
+#pragma unroll
+    for (int k = 0; k < kPack; ++k)
+      if (undecided >> k & 1u) slow(k);
+  }
+}
+
 /// The activations that take the certified f32 path for bf16 outputs.
 inline bool certifiedActivation(OpCode op) {
   return op == OpCode::GeluTanh || op == OpCode::GeluErf || op == OpCode::Silu;
@@ -225,20 +240,13 @@ template <OpCode kCert> __global__ void unaryKernel(int op, FloatIn x, FloatOut 
   LOOM_GRID_STRIDE(i, n) y.store(i, unaryOut<kCert>(op, x[i]));
 }
 
-template <OpCode kCert> __global__ void unaryPackedKernel(int op, FloatIn x, FloatOut y, int64_t n) {
+template <OpCode kCert>
+__global__ void unaryPackedKernel(int op, FloatIn x, FloatOut y, int64_t n) {
   LOOM_PACK_STRIDE(i, n) {
     Pack p = load8(x, i), r;
     if constexpr (kCert != kDoublePath) {
-      // Eight straight-line estimates; the undecided elements (rare) take
-      // the double path after them.
-      unsigned undecided = 0;
-#pragma unroll
-      for (int k = 0; k < kPack; ++k) undecided |= unaryFast<kCert>(p.v[k], r.v[k]) ? 0u : 1u << k;
-      if (undecided) {
-#pragma unroll
-        for (int k = 0; k < kPack; ++k)
-          if (undecided >> k & 1u) r.v[k] = unaryDoubleCall(op, p.v[k]);
-      }
+      certifiedPack([&](int k) { return unaryFast<kCert>(p.v[k], r.v[k]); },
+                    [&](int k) { r.v[k] = unaryDoubleCall(op, p.v[k]); });
     } else {
 #pragma unroll
       for (int k = 0; k < kPack; ++k) r.v[k] = float(unaryValue(op, double(p.v[k])));
@@ -365,10 +373,6 @@ __device__ float activationGrad(int kind, float xf, float dyf) {
   return float(d * double(dyf));
 }
 
-template <int kKind> __device__ inline bool activationGradFast(float x, float dy, float &dx) {
-  return certified::activationGradFast<kKind, DeviceMath>(x, dy, dx);
-}
-
 __device__ __noinline__ float activationGradDoubleCall(int kind, float x, float dy) {
   return activationGrad(kind, x, dy);
 }
@@ -377,7 +381,9 @@ __device__ __noinline__ float activationGradDoubleCall(int kind, float x, float 
 template <int kCert> __device__ inline float activationGradOut(int kind, float x, float dy) {
   if constexpr (kCert >= 0) {
     float dx;
-    return activationGradFast<kCert>(x, dy, dx) ? dx : activationGradDoubleCall(kind, x, dy);
+    return certified::activationGradFast<kCert, DeviceMath>(x, dy, dx)
+               ? dx
+               : activationGradDoubleCall(kind, x, dy);
   } else {
     return activationGrad(kind, x, dy);
   }
@@ -393,16 +399,12 @@ __global__ void activationGradPackedKernel(int kind, FloatIn x, FloatIn dy, Floa
                                            int64_t n) {
   LOOM_PACK_STRIDE(i, n) {
     Pack v = load8(x, i), d = load8(dy, i), r;
-    if constexpr (kCert >= 0) { // as unaryPackedKernel
-      unsigned undecided = 0;
-#pragma unroll
-      for (int k = 0; k < kPack; ++k)
-        undecided |= activationGradFast<kCert>(v.v[k], d.v[k], r.v[k]) ? 0u : 1u << k;
-      if (undecided) {
-#pragma unroll
-        for (int k = 0; k < kPack; ++k)
-          if (undecided >> k & 1u) r.v[k] = activationGradDoubleCall(kind, v.v[k], d.v[k]);
-      }
+    if constexpr (kCert >= 0) {
+      certifiedPack(
+          [&](int k) {
+            return certified::activationGradFast<kCert, DeviceMath>(v.v[k], d.v[k], r.v[k]);
+          },
+          [&](int k) { r.v[k] = activationGradDoubleCall(kind, v.v[k], d.v[k]); });
     } else {
 #pragma unroll
       for (int k = 0; k < kPack; ++k) r.v[k] = activationGrad(kind, v.v[k], d.v[k]);
@@ -417,8 +419,8 @@ __global__ void activationGradPackedKernel(int kind, FloatIn x, FloatIn dy, Floa
 //   y = silu(g) u;  du = dy silu(g);  dg = dy u s (1 + g (1 - s)), s = sigmoid(g)
 // One pass over gate and up (forward) or gate, up and dy (backward): the
 // silu values never reach memory. bf16 outputs take the certified f32
-// forms (see unaryFast and logisticDerivative): y = g / d * u, du = g / d *
-// dy, dg = s (1 + g E s) (dy u).
+// forms (CertifiedActivations.h): y = g / d * u, du = g / d * dy, dg = s (1
+// + g E s) (dy u).
 __device__ inline float swiGlu(float g, float u) {
   return float(unaryValue(int(OpCode::Silu), g) * double(u));
 }
@@ -427,14 +429,6 @@ __device__ inline void swiGluGrad(float g, float u, float dy, float &dg, float &
   double d = dy;
   du = float(d * unaryValue(int(OpCode::Silu), g));
   dg = float(d * double(u) * siluDerivative(g));
-}
-
-__device__ inline bool swiGluFast(float g, float u, float &y) {
-  return certified::swiGluFast<DeviceMath>(g, u, y);
-}
-
-__device__ inline bool swiGluGradFast(float g, float u, float dy, float &dg, float &du) {
-  return certified::swiGluGradFast<DeviceMath>(g, u, dy, dg, du);
 }
 
 __device__ __noinline__ float swiGluDoubleCall(float g, float u) { return swiGlu(g, u); }
@@ -449,7 +443,7 @@ __device__ __noinline__ float2 swiGluGradDoubleCall(float g, float u, float dy) 
 template <bool kCertified> __device__ inline float swiGluOut(float g, float u) {
   if constexpr (kCertified) {
     float y;
-    return swiGluFast(g, u, y) ? y : swiGluDoubleCall(g, u);
+    return certified::swiGluFast<DeviceMath>(g, u, y) ? y : swiGluDoubleCall(g, u);
   } else {
     return swiGlu(g, u);
   }
@@ -458,7 +452,7 @@ template <bool kCertified> __device__ inline float swiGluOut(float g, float u) {
 template <bool kCertified>
 __device__ inline void swiGluGradOut(float g, float u, float dy, float &dg, float &du) {
   if constexpr (kCertified) {
-    if (swiGluGradFast(g, u, dy, dg, du)) return;
+    if (certified::swiGluGradFast<DeviceMath>(g, u, dy, dg, du)) return;
     float2 r = swiGluGradDoubleCall(g, u, dy);
     dg = r.x;
     du = r.y;
@@ -484,16 +478,10 @@ __global__ void swiGluPackedKernel(FloatIn g, FloatIn u, FloatOut y, int64_t n, 
   uint32_t m = 0;
   LOOM_PACK_STRIDE(i, n) {
     Pack a = load8(g, i), b = load8(u, i), r;
-    if constexpr (kCertified) { // as unaryPackedKernel
-      unsigned undecided = 0;
-#pragma unroll
-      for (int k = 0; k < kPack; ++k)
-        undecided |= swiGluFast(a.v[k], b.v[k], r.v[k]) ? 0u : 1u << k;
-      if (undecided) {
-#pragma unroll
-        for (int k = 0; k < kPack; ++k)
-          if (undecided >> k & 1u) r.v[k] = swiGluDoubleCall(a.v[k], b.v[k]);
-      }
+    if constexpr (kCertified) {
+      certifiedPack(
+          [&](int k) { return certified::swiGluFast<DeviceMath>(a.v[k], b.v[k], r.v[k]); },
+          [&](int k) { r.v[k] = swiGluDoubleCall(a.v[k], b.v[k]); });
     } else {
 #pragma unroll
       for (int k = 0; k < kPack; ++k) r.v[k] = swiGlu(a.v[k], b.v[k]);
@@ -527,20 +515,16 @@ __global__ void swiGluGradPackedKernel(FloatIn g, FloatIn u, FloatIn dy, FloatOu
   uint32_t mg = 0, mu = 0;
   LOOM_PACK_STRIDE(i, n) {
     Pack a = load8(g, i), b = load8(u, i), d = load8(dy, i), rg, ru;
-    if constexpr (kCertified) { // as unaryPackedKernel
-      unsigned undecided = 0;
-#pragma unroll
-      for (int k = 0; k < kPack; ++k)
-        undecided |= swiGluGradFast(a.v[k], b.v[k], d.v[k], rg.v[k], ru.v[k]) ? 0u : 1u << k;
-      if (undecided) {
-#pragma unroll
-        for (int k = 0; k < kPack; ++k)
-          if (undecided >> k & 1u) {
+    if constexpr (kCertified) {
+      certifiedPack(
+          [&](int k) {
+            return certified::swiGluGradFast<DeviceMath>(a.v[k], b.v[k], d.v[k], rg.v[k], ru.v[k]);
+          },
+          [&](int k) {
             float2 r = swiGluGradDoubleCall(a.v[k], b.v[k], d.v[k]);
             rg.v[k] = r.x;
             ru.v[k] = r.y;
-          }
-      }
+          });
     } else {
 #pragma unroll
       for (int k = 0; k < kPack; ++k) swiGluGrad(a.v[k], b.v[k], d.v[k], rg.v[k], ru.v[k]);
@@ -730,7 +714,7 @@ void launchActivationGrad(const CudaCall &c, CudaContext &ctx) {
 void launchSwiGlu(const CudaCall &c, CudaContext &ctx) {
   int64_t n = c.out[0].numel();
   if (n == 0) return;
-  bool cert = c.out[0].dtype() == DType::BF16; // the certified f32 form (swiGluFast)
+  bool cert = c.out[0].dtype() == DType::BF16; // the certified f32 form
   if (packable(n, {&c.in[0], &c.in[1], &c.out[0]}))
     (cert ? swiGluPackedKernel<true> : swiGluPackedKernel<false>)<<<packGrid(n), kThreads, 0,
                                                                     ctx.stream>>>(
