@@ -465,6 +465,48 @@ private:
       std::fprintf(stderr, "  GEMMs: %.1f TFLOP/s achieved (%.2f TFLOP per run)\n",
                    gemmFlops / (gemmMs / runs * 1e-3) / 1e12, gemmFlops / 1e12);
     printGemmShapes(runs);
+    printKernelShapes(runs);
+  }
+
+  /// The other instructions grouped by opcode and operand shapes and
+  /// dtypes, costliest first, with the bandwidth their operands' bytes
+  /// imply (each read and written once): the opcode table's slow class is
+  /// often one shape (a per-head norm, a bias of few columns) among fast
+  /// ones, which only this view tells apart.
+  void printKernelShapes(double runs) const {
+    struct Group { double ms = 0, bytes = 0; int n = 0; };
+    std::map<std::string, Group> byShape;
+    auto operand = [&](uint32_t id) {
+      const BufferDesc &b = program_->buffers[id];
+      std::string dims;
+      for (int64_t d : b.shape) dims += (dims.empty() ? "" : "x") + std::to_string(d);
+      return cat(dtypeName(b.dtype), "[", dims, "]");
+    };
+    for (size_t i = 0; i < calls_.size(); ++i) {
+      const Instr &I = *calls_[i].instr;
+      if (I.op == OpCode::MatMul || I.op == OpCode::ScaledMatMul)
+        continue;
+      std::string key = opcodeName(I.op), sep = " ";
+      double bytes = 0;
+      for (uint32_t id : I.in) key += sep + operand(id), sep = ",", bytes += double(program_->buffers[id].bytes);
+      key += " ->";
+      sep = " ";
+      for (uint32_t id : I.out) key += sep + operand(id), sep = ",", bytes += double(program_->buffers[id].bytes);
+      Group &g = byShape[key];
+      g.ms += opMs_[i];
+      g.bytes += bytes;
+      g.n += 1;
+    }
+    std::vector<std::pair<double, std::string>> rows;
+    for (const auto &[key, g] : byShape) rows.push_back({g.ms, key});
+    std::sort(rows.rbegin(), rows.rend());
+    std::fprintf(stderr, "  %6s %10s %8s  %s\n", "instrs", "ms/run", "GB/s", "other kernels by operands");
+    for (size_t r = 0; r < rows.size() && r < 40; ++r) {
+      const Group &g = byShape.at(rows[r].second);
+      std::fprintf(stderr, "  %6d %10.3f %8.0f  %s\n", g.n, g.ms / runs,
+                   g.ms > 0 ? g.bytes / (g.ms / runs * 1e-3) / 1e9 : 0.0,
+                   rows[r].second.c_str());
+    }
   }
 
   /// The GEMMs grouped by problem (M x N x K, transposes, operand and
