@@ -121,6 +121,22 @@ template <typename T> __device__ inline T blockSum(T v, T *shared) {
   return warpSum(v);
 }
 
+/// blockSum of a and b at once: each takes blockSum's tree (the same bits as
+/// two calls) behind one pair of barriers. `shared` holds 64 values.
+template <typename T> __device__ inline void blockSum2(T &a, T &b, T *shared) {
+  int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
+  a = warpSum(a);
+  b = warpSum(b);
+  __syncthreads();
+  if (lane == 0) {
+    shared[warp] = a;
+    shared[32 + warp] = b;
+  }
+  __syncthreads();
+  a = warpSum(lane < warps ? shared[lane] : T(0));
+  b = warpSum(lane < warps ? shared[32 + lane] : T(0));
+}
+
 template <typename T> __device__ inline T blockMax(T v, T *shared) {
   int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
   v = warpMax(v);

@@ -8,7 +8,7 @@
 // reference does. RmsNorm rows of at most 256 elements (per-head q/k norms)
 // take one warp each instead (warpSum). The weight gradients of the norms are column sums over all
 // rows; they run as two deterministic passes, partial sums over chunks of
-// kChunkRows rows (eight columns a thread where rows allow) and then each
+// 16 to 64 rows (columnChunkRows; eight columns a thread where rows allow) and then each
 // column's chunks in one block (strided, then the block's fixed tree), so
 // no float atomics are needed and every run gives the same bits. The norms' backward keeps each
 // row's statistics (mean, 1/std) in scratch for the column pass.
@@ -22,6 +22,19 @@ namespace {
 
 constexpr int kRowThreads = 128;
 constexpr int64_t kChunkRows = 64;
+
+/// Rows per chunk of the column sums' first pass: kChunkRows, halved (to
+/// 16 at least) while the pass would have fewer than two waves of (chunk,
+/// eight columns) items on an H100. A bias of 1,280 columns over 8,192
+/// rows had 80 blocks of 256 threads for 132 SMs (755 GB/s), the q/k
+/// norms' 128 columns and the hidden norms' 2,048 had 128. The partials
+/// of a chunk are still added in row order, and the chunks in order.
+int64_t columnChunkRows(int64_t rows, int64_t D) {
+  const int64_t groups = std::max<int64_t>(1, D / 8), enough = 2 * 132 * 256;
+  int64_t chunk = kChunkRows;
+  while (chunk > 16 && (rows + chunk - 1) / chunk * groups < enough) chunk /= 2;
+  return chunk;
+}
 
 int64_t rowsOf(const DevTensor &x) {
   int64_t d = x.shape().empty() ? 1 : x.shape().back();
@@ -221,6 +234,277 @@ __global__ void layerNormGradRowKernel(const float *x, const float *w, FloatIn d
   }
 }
 
+/// The terms of the norms' weight gradients, per (row, column):
+///   kind 0: dy x rstd          (RmsNorm dw; stats = rstd per row)
+///   kind 1: dy (x - mean) rstd (LayerNorm dw; stats = mean, rstd per row)
+///   kind 2: dy                 (LayerNorm db)
+/// The term from its values (x unused by kind 2), for the one-column and
+/// the packed passes alike.
+__device__ inline double normTermOf(int kind, double g, float x, const double *stats,
+                                    int64_t row) {
+  if (kind == 0) return g * x * stats[row];
+  if (kind == 1) return g * (x - stats[2 * row]) * stats[2 * row + 1];
+  return g;
+}
+
+/// normTermOf with the row's statistics in hand (mean, rstd) rather than
+/// in `stats`: the same expression, so the same bits.
+__device__ inline double normTermOf(int kind, double g, float x, double mean, double rstd) {
+  if (kind == 0) return g * x * rstd;
+  if (kind == 1) return g * (x - mean) * rstd;
+  return g;
+}
+
+//===--- Rows held in registers -------------------------------------------===//
+//
+// The packed row kernels above read a row once per pass: RmsNorm twice,
+// LayerNorm three times, their gradients three and four times (x and dy),
+// from L2 at best, behind a block-wide reduction each. Rows of up to
+// kRowThreads x 8 x kPacks elements (every suite shape's hidden size) are
+// read once into registers instead: thread t holds packs t, t +
+// blockDim.x, ..., the columns and order of the packed loops, and the
+// arithmetic is theirs, so the results are the same bits. LayerNormGrad's
+// two means share one pair of barriers (blockSum2, the same tree). The
+// gradients' rows of up to 2,048 take normGradFusedKernel below instead,
+// which also adds the weight gradients' partial column sums.
+
+/// The packs of one row that this thread owns, held in registers.
+template <int kPacks> struct RowPacks {
+  Pack v[kPacks];
+  __device__ static int64_t col(int j) {
+    return (int64_t(threadIdx.x) + int64_t(j) * blockDim.x) * kPack;
+  }
+  __device__ void load(FloatIn x, int64_t base, int64_t D) {
+    // the dtype decided once, so that every pack's load issues first
+    auto all = [&](FloatIn xc) {
+#pragma unroll
+      for (int j = 0; j < kPacks; ++j)
+        if (col(j) < D) v[j] = load8(xc, base + col(j));
+    };
+    x.bf16 ? all(FloatIn{x.p, true}) : all(FloatIn{x.p, false});
+  }
+};
+
+/// body(column, pack index, element) over the owned columns, in order.
+template <int kPacks, typename Body> __device__ inline void eachCached(int64_t D, Body &&body) {
+#pragma unroll
+  for (int j = 0; j < kPacks; ++j) {
+    int64_t i = RowPacks<kPacks>::col(j);
+    if (i < D)
+#pragma unroll
+      for (int k = 0; k < kPack; ++k) body(i + k, j, k);
+  }
+}
+
+/// The most packs a thread may hold, by row length: 0 when the row kernels
+/// above must run (an unaligned row or one too long for registers).
+int cachedPacks(int64_t D, bool packed) {
+  if (!packed) return 0;
+  if (D <= kRowThreads * kPack * 2) return 2;
+  if (D <= kRowThreads * kPack * 4) return 4;
+  return 0;
+}
+
+template <int kPacks>
+__global__ void __launch_bounds__(kRowThreads)
+rmsNormCachedKernel(FloatIn x, const float *w, FloatOut y, int64_t D, double eps, uint32_t *amax) {
+  __shared__ double red[32];
+  const int64_t row = int64_t(blockIdx.x) * D;
+  RowPacks<kPacks> xs;
+  xs.load(x, row, D);
+  double ss = 0;
+  eachCached<kPacks>(D, [&](int64_t, int j, int k) { ss += double(xs.v[j].v[k]) * xs.v[j].v[k]; });
+  double inv = 1.0 / sqrt(blockSum(ss, red) / double(D) + eps);
+  uint32_t m = 0;
+  eachCached<kPacks>(D, [&](int64_t i, int j, int k) {
+    float &v = xs.v[j].v[k];
+    v = float(v * inv * w[i]);
+    m = max(m, storedAbsBits(y, v));
+  });
+#pragma unroll
+  for (int j = 0; j < kPacks; ++j)
+    if (xs.col(j) < D) store8(y, row + xs.col(j), xs.v[j]);
+  flushAmax(amax, m);
+}
+
+template <int kPacks>
+__global__ void __launch_bounds__(kRowThreads)
+layerNormCachedKernel(FloatIn x, const float *w, const float *b, FloatOut y, int64_t D, double eps) {
+  __shared__ double red[32];
+  const int64_t row = int64_t(blockIdx.x) * D;
+  RowPacks<kPacks> xs;
+  xs.load(x, row, D);
+  double sum = 0;
+  eachCached<kPacks>(D, [&](int64_t, int j, int k) { sum += xs.v[j].v[k]; });
+  double mean = blockSum(sum, red) / double(D), sq = 0;
+  eachCached<kPacks>(D, [&](int64_t, int j, int k) {
+    float v = xs.v[j].v[k];
+    sq += (v - mean) * (v - mean);
+  });
+  double inv = 1.0 / sqrt(blockSum(sq, red) / double(D) + eps);
+  eachCached<kPacks>(D, [&](int64_t i, int j, int k) {
+    float &v = xs.v[j].v[k];
+    v = float((v - mean) * inv * w[i] + (b ? b[i] : 0.0));
+  });
+#pragma unroll
+  for (int j = 0; j < kPacks; ++j)
+    if (xs.col(j) < D) store8(y, row + xs.col(j), xs.v[j]);
+}
+
+template <int kPacks>
+__global__ void __launch_bounds__(kRowThreads)
+rmsNormGradCachedKernel(const float *x, const float *w, FloatIn dy, FloatOut dx, double *rstd,
+                        int64_t D, double eps, uint32_t *amax) {
+  __shared__ double red[32];
+  const int64_t row = blockIdx.x;
+  RowPacks<kPacks> xs, gs;
+  xs.load(FloatIn{x, false}, row * D, D);
+  gs.load(dy, row * D, D);
+  double ss = 0;
+  eachCached<kPacks>(D, [&](int64_t, int j, int k) { ss += double(xs.v[j].v[k]) * xs.v[j].v[k]; });
+  double r = 1.0 / sqrt(blockSum(ss, red) / double(D) + eps);
+  double gn = 0;
+  eachCached<kPacks>(D, [&](int64_t i, int j, int k) {
+    gn += double(gs.v[j].v[k]) * w[i] * (xs.v[j].v[k] * r);
+  });
+  double meanGn = blockSum(gn, red) / double(D);
+  uint32_t m = 0;
+  eachCached<kPacks>(D, [&](int64_t i, int j, int k) {
+    float &v = xs.v[j].v[k];
+    v = float(r * (double(gs.v[j].v[k]) * w[i] - v * r * meanGn));
+    m = max(m, storedAbsBits(dx, v));
+  });
+#pragma unroll
+  for (int j = 0; j < kPacks; ++j)
+    if (xs.col(j) < D) store8(dx, row * D + xs.col(j), xs.v[j]);
+  flushAmax(amax, m);
+  if (threadIdx.x == 0) rstd[row] = r;
+}
+
+template <int kPacks>
+__global__ void __launch_bounds__(kRowThreads)
+layerNormGradCachedKernel(const float *x, const float *w, FloatIn dy, FloatOut dx, double *stats,
+                          int64_t D, double eps) {
+  __shared__ double red[64];
+  const int64_t row = blockIdx.x;
+  RowPacks<kPacks> xs, gs;
+  xs.load(FloatIn{x, false}, row * D, D);
+  gs.load(dy, row * D, D);
+  double sum = 0;
+  eachCached<kPacks>(D, [&](int64_t, int j, int k) { sum += xs.v[j].v[k]; });
+  double mu = blockSum(sum, red) / double(D), sq = 0;
+  eachCached<kPacks>(D, [&](int64_t, int j, int k) {
+    float xv = xs.v[j].v[k];
+    sq += (xv - mu) * (xv - mu);
+  });
+  double r = 1.0 / sqrt(blockSum(sq, red) / double(D) + eps);
+  double g = 0, gx = 0;
+  eachCached<kPacks>(D, [&](int64_t i, int j, int k) {
+    double gi = double(gs.v[j].v[k]) * w[i];
+    g += gi;
+    gx += gi * (xs.v[j].v[k] - mu) * r;
+  });
+  blockSum2(g, gx, red);
+  double meanG = g / double(D), meanGx = gx / double(D);
+  eachCached<kPacks>(D, [&](int64_t i, int j, int k) {
+    float &v = xs.v[j].v[k];
+    v = float(r * (double(gs.v[j].v[k]) * w[i] - meanG - (v - mu) * r * meanGx));
+  });
+#pragma unroll
+  for (int j = 0; j < kPacks; ++j)
+    if (xs.col(j) < D) store8(dx, row * D + xs.col(j), xs.v[j]);
+  if (threadIdx.x == 0) {
+    stats[2 * row] = mu;
+    stats[2 * row + 1] = r;
+  }
+}
+
+// The norms' backward with the weight gradients' first column pass fused
+// in: block b owns chunk b of columnChunkRows rows, walks them in order
+// (the next row's x and dy loading while this row's reductions run),
+// writes each row's dx, and adds each owned column's term (normTermOf: kind
+// 0 RmsNorm, 1 and 2 LayerNorm's dw and db) into registers, in row order
+// from 0, the partials columnPartialPackedKernel would write for the same
+// chunks: the same bits, without reading x and dy a second time (a third
+// of the traffic; LayerNormGrad ran at 838 GB/s in gpt2-large's step).
+// Two packs a thread at most (rows up to 2,048): the partials take
+// registers too.
+template <bool kLayerNorm>
+__global__ void __launch_bounds__(kRowThreads)
+normGradFusedKernel(const float *x, const float *w, FloatIn dy, FloatOut dx, double *partialW,
+                    double *partialB, int64_t rows, int64_t D, double eps, int64_t chunkRows,
+                    uint32_t *amax) {
+  constexpr int kPacks = 2;
+  __shared__ double red[64];
+  const int64_t r0 = int64_t(blockIdx.x) * chunkRows, r1 = min(rows, r0 + chunkRows);
+  double accW[kPacks][kPack] = {}, accB[kPacks][kPack] = {};
+  RowPacks<kPacks> xs, gs, xNext, gNext;
+  const FloatIn xf{x, false};
+  xs.load(xf, r0 * D, D);
+  gs.load(dy, r0 * D, D);
+  uint32_t m = 0;
+  for (int64_t row = r0; row < r1; ++row) {
+    if (row + 1 < r1) {
+      xNext.load(xf, (row + 1) * D, D);
+      gNext.load(dy, (row + 1) * D, D);
+    }
+    double mu = 0, r;
+    if (kLayerNorm) {
+      double sum = 0;
+      eachCached<kPacks>(D, [&](int64_t, int j, int k) { sum += xs.v[j].v[k]; });
+      mu = blockSum(sum, red) / double(D);
+      double sq = 0;
+      eachCached<kPacks>(D, [&](int64_t, int j, int k) {
+        float xv = xs.v[j].v[k];
+        sq += (xv - mu) * (xv - mu);
+      });
+      r = 1.0 / sqrt(blockSum(sq, red) / double(D) + eps);
+      double g = 0, gx = 0;
+      eachCached<kPacks>(D, [&](int64_t i, int j, int k) {
+        double gi = double(gs.v[j].v[k]) * w[i];
+        g += gi;
+        gx += gi * (xs.v[j].v[k] - mu) * r;
+      });
+      blockSum2(g, gx, red);
+      double meanG = g / double(D), meanGx = gx / double(D);
+      eachCached<kPacks>(D, [&](int64_t i, int j, int k) {
+        float &v = xs.v[j].v[k];
+        double gv = gs.v[j].v[k];
+        accW[j][k] += normTermOf(1, gv, v, mu, r);
+        accB[j][k] += gv;
+        v = float(r * (gv * w[i] - meanG - (v - mu) * r * meanGx));
+      });
+    } else {
+      double ss = 0;
+      eachCached<kPacks>(D, [&](int64_t, int j, int k) { ss += double(xs.v[j].v[k]) * xs.v[j].v[k]; });
+      r = 1.0 / sqrt(blockSum(ss, red) / double(D) + eps);
+      double gn = 0;
+      eachCached<kPacks>(D, [&](int64_t i, int j, int k) {
+        gn += double(gs.v[j].v[k]) * w[i] * (xs.v[j].v[k] * r);
+      });
+      double meanGn = blockSum(gn, red) / double(D);
+      eachCached<kPacks>(D, [&](int64_t i, int j, int k) {
+        float &v = xs.v[j].v[k];
+        double gv = gs.v[j].v[k];
+        accW[j][k] += normTermOf(0, gv, v, mu, r);
+        v = float(r * (gv * w[i] - v * r * meanGn));
+        m = max(m, storedAbsBits(dx, v));
+      });
+    }
+#pragma unroll
+    for (int j = 0; j < kPacks; ++j)
+      if (xs.col(j) < D) store8(dx, row * D + xs.col(j), xs.v[j]);
+    xs = xNext;
+    gs = gNext;
+  }
+  const int64_t chunk = blockIdx.x;
+  eachCached<kPacks>(D, [&](int64_t i, int j, int k) {
+    partialW[chunk * D + i] = accW[j][k];
+    if (kLayerNorm) partialB[chunk * D + i] = accB[j][k];
+  });
+  if (!kLayerNorm) flushAmax(amax, m);
+}
+
 // Rows of at most kWarpRow elements (per-head q/k norms, [B, T, H, 128])
 // take one warp each, four rows to a block: a block per row would leave
 // most of its threads idle and pay block-wide reductions for 128 values.
@@ -231,17 +515,40 @@ __device__ inline int64_t warpRow() {
   return int64_t(blockIdx.x) * (blockDim.x >> 5) + (threadIdx.x >> 5);
 }
 
+// A warp's row (at most kWarpRow = 8 x 32 elements) is loaded once into
+// registers, lane l holding elements l, l + 32, ...: the order the passes
+// below add them in, so the bits are those of reading the row pass by
+// pass, which cost three reads of x and dy per row (qwen3-1.7b's q/k norm
+// gradients ran at 740-940 GB/s).
+constexpr int kWarpElems = int(kWarpRow / 32);
+
+template <typename Load>
+__device__ inline void loadWarpRow(float (&v)[kWarpElems], int64_t lane, int64_t D, Load &&load) {
+#pragma unroll
+  for (int j = 0; j < kWarpElems; ++j)
+    if (lane + 32 * j < D) v[j] = load(lane + 32 * j);
+}
+
 __global__ void rmsNormWarpKernel(FloatIn x, const float *w, FloatOut y, int64_t rows, int64_t D,
                                   double eps, uint32_t *amax) {
   int64_t row = warpRow(), lane = threadIdx.x & 31;
   uint32_t m = 0;
   if (row < rows) {
     int64_t base = row * D;
+    float xv[kWarpElems];
+    // the dtype decided once, so that the loads issue together
+    auto loadX = [&](FloatIn xc) { loadWarpRow(xv, lane, D, [&](int64_t i) { return xc[base + i]; }); };
+    x.bf16 ? loadX(FloatIn{x.p, true}) : loadX(FloatIn{x.p, false});
     double ss = 0;
-    for (int64_t i = lane; i < D; i += 32) ss += double(x[base + i]) * x[base + i];
+#pragma unroll
+    for (int j = 0; j < kWarpElems; ++j)
+      if (lane + 32 * j < D) ss += double(xv[j]) * xv[j];
     double inv = 1.0 / sqrt(warpSum(ss) / double(D) + eps);
-    for (int64_t i = lane; i < D; i += 32) {
-      float v = float(x[base + i] * inv * w[i]);
+#pragma unroll
+    for (int j = 0; j < kWarpElems; ++j) {
+      int64_t i = lane + 32 * j;
+      if (i >= D) continue;
+      float v = float(xv[j] * inv * w[i]);
       y.store(base + i, v);
       m = max(m, storedAbsBits(y, v));
     }
@@ -257,14 +564,25 @@ __global__ void rmsNormGradWarpKernel(const float *x, const float *w, FloatIn dy
   if (row < rows) {
     const float *xr = x + row * D;
     int64_t base = row * D;
+    float xv[kWarpElems], gv[kWarpElems];
+    loadWarpRow(xv, lane, D, [&](int64_t i) { return xr[i]; });
+    auto loadG = [&](FloatIn g) { loadWarpRow(gv, lane, D, [&](int64_t i) { return g[base + i]; }); };
+    dy.bf16 ? loadG(FloatIn{dy.p, true}) : loadG(FloatIn{dy.p, false});
     double ss = 0;
-    for (int64_t i = lane; i < D; i += 32) ss += double(xr[i]) * xr[i];
+#pragma unroll
+    for (int j = 0; j < kWarpElems; ++j)
+      if (lane + 32 * j < D) ss += double(xv[j]) * xv[j];
     double r = 1.0 / sqrt(warpSum(ss) / double(D) + eps);
     double gn = 0;
-    for (int64_t i = lane; i < D; i += 32) gn += double(dy[base + i]) * w[i] * (xr[i] * r);
+#pragma unroll
+    for (int j = 0; j < kWarpElems; ++j)
+      if (lane + 32 * j < D) gn += double(gv[j]) * w[lane + 32 * j] * (xv[j] * r);
     double meanGn = warpSum(gn) / double(D);
-    for (int64_t i = lane; i < D; i += 32) {
-      float v = float(r * (double(dy[base + i]) * w[i] - xr[i] * r * meanGn));
+#pragma unroll
+    for (int j = 0; j < kWarpElems; ++j) {
+      int64_t i = lane + 32 * j;
+      if (i >= D) continue;
+      float v = float(r * (double(gv[j]) * w[i] - xv[j] * r * meanGn));
       dx.store(base + i, v);
       m = max(m, storedAbsBits(dx, v));
     }
@@ -275,19 +593,6 @@ __global__ void rmsNormGradWarpKernel(const float *x, const float *w, FloatIn dy
 
 unsigned warpRowBlocks(int64_t rows) { return unsigned((rows + kRowThreads / 32 - 1) / (kRowThreads / 32)); }
 
-/// The terms of the norms' weight gradients, per (row, column):
-///   kind 0: dy x rstd          (RmsNorm dw; stats = rstd per row)
-///   kind 1: dy (x - mean) rstd (LayerNorm dw; stats = mean, rstd per row)
-///   kind 2: dy                 (LayerNorm db)
-/// The term from its values (x unused by kind 2), for the one-column and
-/// the packed passes alike.
-__device__ inline double normTermOf(int kind, double g, float x, const double *stats,
-                                    int64_t row) {
-  if (kind == 0) return g * x * stats[row];
-  if (kind == 1) return g * (x - stats[2 * row]) * stats[2 * row + 1];
-  return g;
-}
-
 __device__ double normTerm(int kind, const float *x, FloatIn dy, const double *stats,
                            int64_t row, int64_t col, int64_t D) {
   return normTermOf(kind, dy[row * D + col], kind == 2 ? 0.0f : x[row * D + col], stats, row);
@@ -296,9 +601,9 @@ __device__ double normTerm(int kind, const float *x, FloatIn dy, const double *s
 // Pass 1: partial[chunk, col] = sum over the chunk's rows, in row order.
 __global__ void columnPartialKernel(int kind, const float *x, FloatIn dy,
                                     const double *stats, double *partial, int64_t rows,
-                                    int64_t D) {
+                                    int64_t D, int64_t chunkRows) {
   int64_t chunk = blockIdx.y;
-  int64_t r0 = chunk * kChunkRows, r1 = min(rows, r0 + kChunkRows);
+  int64_t r0 = chunk * chunkRows, r1 = min(rows, r0 + chunkRows);
   for (int64_t col = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; col < D;
        col += int64_t(gridDim.x) * blockDim.x) {
     double acc = 0;
@@ -323,9 +628,9 @@ __global__ void columnPartialKernel(int kind, const float *x, FloatIn dy,
 // columnPartialKernel passes, reading the two tensors once instead of twice.
 __global__ void layerNormColumnPartialKernel(const float *x, FloatIn dy, const double *stats,
                                              double *partialW, double *partialB, int64_t rows,
-                                             int64_t D) {
+                                             int64_t D, int64_t chunkRows) {
   int64_t chunk = blockIdx.y;
-  int64_t r0 = chunk * kChunkRows, r1 = min(rows, r0 + kChunkRows);
+  int64_t r0 = chunk * chunkRows, r1 = min(rows, r0 + chunkRows);
   for (int64_t col = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; col < D;
        col += int64_t(gridDim.x) * blockDim.x) {
     double accW = 0, accB = 0;
@@ -360,24 +665,27 @@ __global__ void layerNormColumnPartialKernel(const float *x, FloatIn dy, const d
 // left half of a block idle. Each column's terms are normTerm's and are
 // added in row order, so the partials are columnPartialKernel's bits. With
 // kSets 2 (LayerNorm) kind 1 goes to `partial` and kind 2 to `partialB`.
-template <int kSets>
-__global__ void columnPartialPackedKernel(int kind, const float *x, FloatIn dy,
-                                          const double *stats, double *partial,
-                                          double *partialB, int64_t rows, int64_t D,
-                                          int64_t chunks) {
+// The term's kind and dy's dtype are template arguments: with them known,
+// the row loop has no branches and the compiler issues several rows' loads
+// before their adds; as run-time flags each load waited out its latency
+// (a bias gradient's column sums ran at 843 GB/s in gpt2-large's step).
+template <int kKind, int kSets, bool kBf16>
+__global__ void columnPartialPackedKernel(const float *x, const void *dyp, const double *stats,
+                                          double *partial, double *partialB, int64_t rows,
+                                          int64_t D, int64_t chunks, int64_t chunkRows) {
   const int64_t groups = D / kPack;
-  const FloatIn xs{x, false};
+  const FloatIn xs{x, false}, dy{dyp, kBf16};
   LOOM_GRID_STRIDE(item, chunks * groups) {
     int64_t chunk = item / groups, col = item % groups * kPack;
-    int64_t r0 = chunk * kChunkRows, r1 = min(rows, r0 + kChunkRows);
+    int64_t r0 = chunk * chunkRows, r1 = min(rows, r0 + chunkRows);
     double acc[kPack] = {}, accB[kPack] = {};
 #pragma unroll 4
     for (int64_t r = r0; r < r1; ++r) {
       Pack g = load8(dy, r * D + col), xv = {}; // a bias gradient (kind 2) reads dy alone
-      if (kind != 2) xv = load8(xs, r * D + col);
+      if (kKind != 2) xv = load8(xs, r * D + col);
 #pragma unroll
       for (int k = 0; k < kPack; ++k) {
-        acc[k] += normTermOf(kind, g.v[k], xv.v[k], stats, r);
+        acc[k] += normTermOf(kKind, g.v[k], xv.v[k], stats, r);
         if (kSets == 2) accB[k] += normTermOf(2, g.v[k], 0.0f, stats, r);
       }
     }
@@ -387,6 +695,25 @@ __global__ void columnPartialPackedKernel(int kind, const float *x, FloatIn dy,
       if (kSets == 2) partialB[chunk * D + col + k] = accB[k];
     }
   }
+}
+
+/// columnPartialPackedKernel for a run-time kind (0 or 2 alone, or 1 with
+/// LayerNorm's bias set) and dy's dtype.
+void launchColumnPartialPacked(int kind, const float *x, FloatIn dy, const double *stats,
+                               double *partial, double *partialB, int64_t rows, int64_t D,
+                               int64_t chunkRows, cudaStream_t stream) {
+  int64_t chunks = (rows + chunkRows - 1) / chunkRows;
+  unsigned grid = gridFor(chunks * (D / kPack));
+  auto go = [&](auto kernel) {
+    kernel<<<grid, kThreads, 0, stream>>>(x, dy.p, stats, partial, partialB, rows, D, chunks,
+                                          chunkRows);
+  };
+  if (kind == 1)
+    dy.bf16 ? go(columnPartialPackedKernel<1, 2, true>) : go(columnPartialPackedKernel<1, 2, false>);
+  else if (kind == 2)
+    dy.bf16 ? go(columnPartialPackedKernel<2, 1, true>) : go(columnPartialPackedKernel<2, 1, false>);
+  else
+    dy.bf16 ? go(columnPartialPackedKernel<0, 1, true>) : go(columnPartialPackedKernel<0, 1, false>);
 }
 
 // Pass 2: out[col] = the sum of the column's chunk partials, one block per
@@ -415,18 +742,18 @@ bool columnsPackable(int64_t D, const float *x, const DevTensor &dy) {
 
 void columnSums(int kind, const float *x, const DevTensor &dyT, const double *stats,
                 double *partial, float *out, int64_t rows, int64_t D, cudaStream_t stream) {
-  int64_t chunks = (rows + kChunkRows - 1) / kChunkRows;
+  int64_t chunkRows = columnChunkRows(rows, D), chunks = (rows + chunkRows - 1) / chunkRows;
   if (chunks == 0) {
     cudaMemsetAsync(out, 0, size_t(D) * sizeof(float), stream);
     return;
   }
   FloatIn dy = floatIn(dyT);
   if (columnsPackable(D, x, dyT)) {
-    columnPartialPackedKernel<1><<<gridFor(chunks * (D / kPack)), kThreads, 0, stream>>>(
-        kind, x, dy, stats, partial, nullptr, rows, D, chunks);
+    launchColumnPartialPacked(kind, x, dy, stats, partial, nullptr, rows, D, chunkRows, stream);
   } else {
     dim3 grid(unsigned((D + kThreads - 1) / kThreads), unsigned(chunks));
-    columnPartialKernel<<<grid, kThreads, 0, stream>>>(kind, x, dy, stats, partial, rows, D);
+    columnPartialKernel<<<grid, kThreads, 0, stream>>>(kind, x, dy, stats, partial, rows, D,
+                                                       chunkRows);
   }
   columnFinishKernel<<<finishBlocks(D), kRowThreads, 0, stream>>>(partial, out, chunks, D);
 }
@@ -517,46 +844,94 @@ __global__ void reduceFinishKernel(const double *partial, float *y, int64_t slic
   if (threadIdx.x == 0) y[out] = float(kind == 1 ? v / double(count) : v);
 }
 
-// Elements per block when sliced. Small enough that a 2048 x 8192
-// gradient fills every SM many times over (2,048 blocks): at 64K a
-// parameter's sum of squares ran on two blocks per SM and waited on memory
-// latency at a third of the bandwidth.
+// Elements per block when reduceKernel slices a reduction with few
+// outputs (whole-tensor sums take wholeSumKernel below). Small enough that
+// a 2048 x 8192 tensor fills every SM many times over (2,048 blocks): at
+// 64K such a sum ran on two blocks per SM and waited on memory latency at a
+// third of the bandwidth.
 constexpr int64_t kReduceSlice = 8 * 1024;
 
-// SumSquares: a whole-tensor Reduce sum of Mul(x, x) in one read of x, in
-// Reduce's own order: slice blockIdx.x of kReduceSlice elements (all of x
-// when it is smaller) is walked by the block's threads in strides of the
-// block size, each thread adding the f32 square (what Mul stores) in
-// double, then blockSum; the slices' partial sums go to scratch and
-// reduceFinishKernel adds them in order. So the result has the bits of the
-// two-instruction form, run after run (no atomics). x may be bf16 storage.
-__global__ void sumSquaresKernel(FloatIn x, float *y, double *partial, int64_t count,
-                                 int64_t slice) {
+// Whole-tensor sums: a Reduce sum or mean over every axis (one output) and
+// SumSquares (a Reduce sum of Mul(x, x) in one read of x) share one kernel
+// and one summation order, so SumSquares has the bits of the two
+// instructions it replaces, run after run (no atomics). Slice blockIdx.x
+// holds kWholeSlice consecutive elements; its thread t owns packs of eight
+// consecutive elements t, t + kWholeThreads, ... (kWholeIters of them),
+// adds their terms in element order in double (a square is rounded to f32
+// first, as the Mul it replaces stored it), then the block's fixed tree
+// (blockSum); the slices' partial sums go to scratch and reduceFinishKernel
+// adds them in order. The packs are loaded before they are added: eight
+// 16-byte loads in flight per thread. The one-element-a-thread form this
+// replaces moved 2 bytes per load and ran the gradient norm's 310 sums of
+// squares (qwen3-1.7b) at 455 GB/s.
+constexpr int kWholeThreads = 256, kWholeIters = 8;
+constexpr int64_t kWholeSlice = int64_t(kWholeThreads) * kPack * kWholeIters; // 16,384
+
+template <bool kSquare> __device__ inline double wholeTerm(float v) {
+  return kSquare ? double(__fmul_rn(v, v)) : double(v);
+}
+
+/// `packed`: x is 16-byte aligned, so a slice's whole packs load eight at
+/// a time; the last slice (and an unaligned x) takes the element loop,
+/// which visits the same elements in the same order.
+template <bool kSquare>
+__global__ void __launch_bounds__(kWholeThreads)
+wholeSumKernel(FloatIn x, float *y, double *partial, int64_t count, bool packed, bool mean) {
   __shared__ double sh[32];
-  int64_t r0 = int64_t(blockIdx.x) * slice, r1 = min(count, r0 + slice);
+  const int64_t r0 = int64_t(blockIdx.x) * kWholeSlice;
   double sum = 0;
-  // Eight loads are issued before their adds (kept in order), so each
-  // thread has eight in flight instead of waiting out one per add.
-  constexpr int kBatch = 8;
-  const int64_t step = blockDim.x;
-  int64_t r = r0 + threadIdx.x;
-  for (; r + (kBatch - 1) * step < r1; r += kBatch * step) {
-    float v[kBatch];
+  if (packed && r0 + kWholeSlice <= count) {
+    // x's dtype fixed per branch, so that all eight loads issue first.
+    auto slice = [&](FloatIn xc) {
+      Pack p[kWholeIters];
 #pragma unroll
-    for (int k = 0; k < kBatch; ++k) v[k] = x[r + k * step];
+      for (int j = 0; j < kWholeIters; ++j)
+        p[j] = load8(xc, r0 + (int64_t(j) * kWholeThreads + threadIdx.x) * kPack);
 #pragma unroll
-    for (int k = 0; k < kBatch; ++k) sum += double(__fmul_rn(v[k], v[k]));
-  }
-  for (; r < r1; r += step) {
-    float v = x[r];
-    sum += double(__fmul_rn(v, v));
+      for (int j = 0; j < kWholeIters; ++j)
+#pragma unroll
+        for (int k = 0; k < kPack; ++k) sum += wholeTerm<kSquare>(p[j].v[k]);
+    };
+    if (x.bf16)
+      slice(FloatIn{x.p, true});
+    else
+      slice(FloatIn{x.p, false});
+  } else {
+    for (int j = 0; j < kWholeIters; ++j) {
+      int64_t e0 = r0 + (int64_t(j) * kWholeThreads + threadIdx.x) * kPack;
+      for (int k = 0; k < kPack && e0 + k < count; ++k) sum += wholeTerm<kSquare>(x[e0 + k]);
+    }
   }
   sum = blockSum(sum, sh);
   if (threadIdx.x != 0) return;
   if (partial)
     partial[blockIdx.x] = sum;
   else
-    y[0] = float(sum);
+    y[0] = float(mean ? sum / double(count) : sum);
+}
+
+int64_t wholeSlices(int64_t count) { return std::max<int64_t>(1, (count + kWholeSlice - 1) / kWholeSlice); }
+
+/// A Reduce whose every axis is reduced (one output), sum or mean: the
+/// whole-tensor kernel applies.
+bool wholeSum(const Instr &I, const Shape &shape) {
+  if (I.ints[0] == 2 || I.ints.size() - 1 != shape.size())
+    return false;
+  for (size_t k = 0; k < shape.size(); ++k)
+    if (I.ints[k + 1] != int64_t(k))
+      return false;
+  return true;
+}
+
+template <bool kSquare>
+void launchWholeSum(const DevTensor &x, float *y, void *scratch, bool mean, cudaStream_t stream) {
+  int64_t count = x.numel(); // 0 elements: one block adds nothing, y = 0
+  int64_t slices = wholeSlices(count);
+  double *partial = slices > 1 ? static_cast<double *>(scratch) : nullptr;
+  wholeSumKernel<kSquare><<<unsigned(slices), kWholeThreads, 0, stream>>>(
+      floatIn(x), y, partial, count, reinterpret_cast<uintptr_t>(x.data) % 16 == 0, mean);
+  if (partial)
+    reduceFinishKernel<<<1, kRowThreads, 0, stream>>>(partial, y, slices, count, mean ? 1 : 0);
 }
 
 /// A Reduce sum over the leading axes of its input (a bias gradient: the
@@ -600,13 +975,15 @@ void lineView(const Shape &shape, size_t axis, int64_t &lines, int64_t &len, int
 } // namespace
 
 size_t normScratchBytes(const Program &p, const Instr &I) {
-  if (I.op == OpCode::SumSquares) {
-    int64_t slices = reduceSlices(1, p.buffers[I.in[0]].numElements());
+  if (I.op == OpCode::SumSquares ||
+      (I.op == OpCode::Reduce && wholeSum(I, p.buffers[I.in[0]].shape))) {
+    int64_t slices = wholeSlices(p.buffers[I.in[0]].numElements());
     return slices > 1 ? size_t(slices) * sizeof(double) : 0;
   }
   if (I.op == OpCode::Reduce) {
     if (int64_t rows, D; leadingColumnSum(I, p.buffers[I.in[0]].shape, rows, D))
-      return size_t((rows + kChunkRows - 1) / kChunkRows * D) * sizeof(double);
+      return size_t((rows + columnChunkRows(rows, D) - 1) / columnChunkRows(rows, D) * D) *
+             sizeof(double);
     int64_t outputs = p.buffers[I.out[0]].numElements();
     int64_t count = outputs ? p.buffers[I.in[0]].numElements() / outputs : 0;
     int64_t slices = reduceSlices(outputs, count);
@@ -617,7 +994,7 @@ size_t normScratchBytes(const Program &p, const Instr &I) {
   const BufferDesc &x = p.buffers[I.in[0]];
   int64_t D = x.shape.empty() ? 1 : x.shape.back();
   int64_t rows = D ? x.numElements() / D : 0;
-  int64_t chunks = (rows + kChunkRows - 1) / kChunkRows;
+  int64_t chunkRows = columnChunkRows(rows, D), chunks = (rows + chunkRows - 1) / chunkRows;
   // per-row statistics (2 doubles) + per-chunk partial column sums (two
   // sets for LayerNorm: dw and db in one pass)
   int64_t sets = I.op == OpCode::LayerNormGrad ? 2 : 1;
@@ -633,18 +1010,38 @@ void launchRmsNorm(const CudaCall &c, CudaContext &ctx) {
         fusedAmaxBits(c, 0));
     return;
   }
+  bool packed = rowsPackable(D, {&c.in[0], &c.out[0]});
+  auto cached = [&](auto kernel) {
+    kernel<<<unsigned(rows), kRowThreads, 0, ctx.stream>>>(floatIn(c.in[0]), c.in[1].as<float>(),
+                                                           floatOut(c.out[0]), D,
+                                                           c.instr->floats[0], fusedAmaxBits(c, 0));
+  };
+  switch (cachedPacks(D, packed)) {
+  case 2: return cached(rmsNormCachedKernel<2>);
+  case 4: return cached(rmsNormCachedKernel<4>);
+  default: break;
+  }
   rmsNormKernel<<<unsigned(rows), kRowThreads, 0, ctx.stream>>>(
-      floatIn(c.in[0]), c.in[1].as<float>(), floatOut(c.out[0]), D, c.instr->floats[0],
-      rowsPackable(D, {&c.in[0], &c.out[0]}), fusedAmaxBits(c, 0));
+      floatIn(c.in[0]), c.in[1].as<float>(), floatOut(c.out[0]), D, c.instr->floats[0], packed,
+      fusedAmaxBits(c, 0));
 }
 
 void launchLayerNorm(const CudaCall &c, CudaContext &ctx) {
   int64_t rows = rowsOf(c.in[0]), D = c.in[0].shape().back();
   if (rows == 0) return;
   const float *b = c.in.size() > 2 ? c.in[2].as<float>() : nullptr;
+  bool packed = rowsPackable(D, {&c.in[0], &c.out[0]});
+  auto cached = [&](auto kernel) {
+    kernel<<<unsigned(rows), kRowThreads, 0, ctx.stream>>>(floatIn(c.in[0]), c.in[1].as<float>(), b,
+                                                           floatOut(c.out[0]), D, c.instr->floats[0]);
+  };
+  switch (cachedPacks(D, packed)) {
+  case 2: return cached(layerNormCachedKernel<2>);
+  case 4: return cached(layerNormCachedKernel<4>);
+  default: break;
+  }
   layerNormKernel<<<unsigned(rows), kRowThreads, 0, ctx.stream>>>(
-      floatIn(c.in[0]), c.in[1].as<float>(), b, floatOut(c.out[0]), D, c.instr->floats[0],
-      rowsPackable(D, {&c.in[0], &c.out[0]}));
+      floatIn(c.in[0]), c.in[1].as<float>(), b, floatOut(c.out[0]), D, c.instr->floats[0], packed);
 }
 
 void launchRmsNormGrad(const CudaCall &c, CudaContext &ctx) {
@@ -655,10 +1052,26 @@ void launchRmsNormGrad(const CudaCall &c, CudaContext &ctx) {
     rmsNormGradWarpKernel<<<warpRowBlocks(rows), kRowThreads, 0, ctx.stream>>>(
         c.in[0].as<float>(), c.in[1].as<float>(), floatIn(c.in[2]), floatOut(c.out[0]), stats,
         rows, D, c.instr->floats[0], fusedAmaxBits(c, 0));
-  else if (rows > 0)
-    rmsNormGradRowKernel<<<unsigned(rows), kRowThreads, 0, ctx.stream>>>(
-        c.in[0].as<float>(), c.in[1].as<float>(), floatIn(c.in[2]), floatOut(c.out[0]), stats, D,
-        c.instr->floats[0], rowsPackable(D, {&c.in[0], &c.in[2], &c.out[0]}), fusedAmaxBits(c, 0));
+  else if (rows > 0) {
+    bool packed = rowsPackable(D, {&c.in[0], &c.in[2], &c.out[0]});
+    if (cachedPacks(D, packed) == 2) { // dw's first pass fused in
+      int64_t chunkRows = columnChunkRows(rows, D), chunks = (rows + chunkRows - 1) / chunkRows;
+      normGradFusedKernel<false><<<unsigned(chunks), kRowThreads, 0, ctx.stream>>>(
+          c.in[0].as<float>(), c.in[1].as<float>(), floatIn(c.in[2]), floatOut(c.out[0]), partial,
+          nullptr, rows, D, c.instr->floats[0], chunkRows, fusedAmaxBits(c, 0));
+      columnFinishKernel<<<finishBlocks(D), kRowThreads, 0, ctx.stream>>>(
+          partial, c.out[1].as<float>(), chunks, D);
+      return;
+    }
+    if (cachedPacks(D, packed) == 4)
+      rmsNormGradCachedKernel<4><<<unsigned(rows), kRowThreads, 0, ctx.stream>>>(
+          c.in[0].as<float>(), c.in[1].as<float>(), floatIn(c.in[2]), floatOut(c.out[0]), stats, D,
+          c.instr->floats[0], fusedAmaxBits(c, 0));
+    else
+      rmsNormGradRowKernel<<<unsigned(rows), kRowThreads, 0, ctx.stream>>>(
+          c.in[0].as<float>(), c.in[1].as<float>(), floatIn(c.in[2]), floatOut(c.out[0]), stats, D,
+          c.instr->floats[0], packed, fusedAmaxBits(c, 0));
+  }
   columnSums(0, c.in[0].as<float>(), c.in[2], stats, partial, c.out[1].as<float>(), rows,
              D, ctx.stream);
 }
@@ -667,11 +1080,30 @@ void launchLayerNormGrad(const CudaCall &c, CudaContext &ctx) {
   int64_t rows = rowsOf(c.in[0]), D = c.in[0].shape().back();
   auto *stats = static_cast<double *>(ctx.scratch);
   double *partial = stats + 2 * rows;
-  if (rows > 0)
-    layerNormGradRowKernel<<<unsigned(rows), kRowThreads, 0, ctx.stream>>>(
-        c.in[0].as<float>(), c.in[1].as<float>(), floatIn(c.in[2]), floatOut(c.out[0]), stats, D,
-        c.instr->floats[0], rowsPackable(D, {&c.in[0], &c.in[2], &c.out[0]}));
-  int64_t chunks = (rows + kChunkRows - 1) / kChunkRows;
+  if (rows > 0) {
+    bool packed = rowsPackable(D, {&c.in[0], &c.in[2], &c.out[0]});
+    if (cachedPacks(D, packed) == 2) { // dw's and db's first pass fused in
+      int64_t chunkRows = columnChunkRows(rows, D), chunks = (rows + chunkRows - 1) / chunkRows;
+      double *partialB = partial + chunks * D; // normScratchBytes counts both
+      normGradFusedKernel<true><<<unsigned(chunks), kRowThreads, 0, ctx.stream>>>(
+          c.in[0].as<float>(), c.in[1].as<float>(), floatIn(c.in[2]), floatOut(c.out[0]), partial,
+          partialB, rows, D, c.instr->floats[0], chunkRows, nullptr);
+      columnFinishKernel<<<finishBlocks(D), kRowThreads, 0, ctx.stream>>>(
+          partial, c.out[1].as<float>(), chunks, D);
+      columnFinishKernel<<<finishBlocks(D), kRowThreads, 0, ctx.stream>>>(
+          partialB, c.out[2].as<float>(), chunks, D);
+      return;
+    }
+    if (cachedPacks(D, packed) == 4)
+      layerNormGradCachedKernel<4><<<unsigned(rows), kRowThreads, 0, ctx.stream>>>(
+          c.in[0].as<float>(), c.in[1].as<float>(), floatIn(c.in[2]), floatOut(c.out[0]), stats, D,
+          c.instr->floats[0]);
+    else
+      layerNormGradRowKernel<<<unsigned(rows), kRowThreads, 0, ctx.stream>>>(
+          c.in[0].as<float>(), c.in[1].as<float>(), floatIn(c.in[2]), floatOut(c.out[0]), stats, D,
+          c.instr->floats[0], packed);
+  }
+  int64_t chunkRows = columnChunkRows(rows, D), chunks = (rows + chunkRows - 1) / chunkRows;
   if (chunks == 0) {
     cudaMemsetAsync(c.out[1].data, 0, size_t(D) * sizeof(float), ctx.stream);
     cudaMemsetAsync(c.out[2].data, 0, size_t(D) * sizeof(float), ctx.stream);
@@ -680,12 +1112,12 @@ void launchLayerNormGrad(const CudaCall &c, CudaContext &ctx) {
   double *partialB = partial + chunks * D; // normScratchBytes counts both
   const float *x = c.in[0].as<float>();
   if (columnsPackable(D, x, c.in[2])) {
-    columnPartialPackedKernel<2><<<gridFor(chunks * (D / kPack)), kThreads, 0, ctx.stream>>>(
-        1, x, floatIn(c.in[2]), stats, partial, partialB, rows, D, chunks);
+    launchColumnPartialPacked(1, x, floatIn(c.in[2]), stats, partial, partialB, rows, D,
+                              chunkRows, ctx.stream);
   } else {
     dim3 grid(unsigned((D + kThreads - 1) / kThreads), unsigned(chunks));
-    layerNormColumnPartialKernel<<<grid, kThreads, 0, ctx.stream>>>(x, floatIn(c.in[2]), stats,
-                                                                    partial, partialB, rows, D);
+    layerNormColumnPartialKernel<<<grid, kThreads, 0, ctx.stream>>>(
+        x, floatIn(c.in[2]), stats, partial, partialB, rows, D, chunkRows);
   }
   columnFinishKernel<<<finishBlocks(D), kRowThreads, 0, ctx.stream>>>(
       partial, c.out[1].as<float>(), chunks, D);
@@ -716,6 +1148,9 @@ void launchReduce(const CudaCall &c, CudaContext &ctx) {
                c.out[0].as<float>(), rows, D, ctx.stream);
     return;
   }
+  if (wholeSum(*c.instr, shape))
+    return launchWholeSum<false>(c.in[0], c.out[0].as<float>(), ctx.scratch, c.instr->ints[0] == 1,
+                                 ctx.stream);
   std::vector<bool> reduced(shape.size(), false);
   for (size_t k = 1; k < c.instr->ints.size(); ++k) reduced[size_t(c.instr->ints[k])] = true;
   ReduceAxes ax(shape, reduced);
@@ -739,14 +1174,7 @@ void launchReduce(const CudaCall &c, CudaContext &ctx) {
 }
 
 void launchSumSquares(const CudaCall &c, CudaContext &ctx) {
-  int64_t count = c.in[0].numel(); // 0 elements: one block adds nothing, y = 0
-  int64_t slices = reduceSlices(1, count);
-  double *partial = slices > 1 ? static_cast<double *>(ctx.scratch) : nullptr;
-  sumSquaresKernel<<<unsigned(slices), kRowThreads, 0, ctx.stream>>>(
-      floatIn(c.in[0]), c.out[0].as<float>(), partial, count, slices > 1 ? kReduceSlice : count);
-  if (partial)
-    reduceFinishKernel<<<1, kRowThreads, 0, ctx.stream>>>(partial, c.out[0].as<float>(), slices,
-                                                           count, 0);
+  launchWholeSum<true>(c.in[0], c.out[0].as<float>(), ctx.scratch, false, ctx.stream);
 }
 
 } // namespace loom::rt::cuda

@@ -312,8 +312,12 @@ TEST(CudaBackend, LargeReductionsAreSliced) {
   REQUIRE_GPU();
   Rng rng;
   OneOp t;
-  uint32_t x = t.f32(rng, {3, 300001});
+  // Sums and means over every axis take the whole-tensor kernel (16,384
+  // elements a slice; 900,003 leave a partial pack), one slice or many.
+  uint32_t x = t.f32(rng, {3, 300001}), small = t.f32(rng, {5, 7});
   t.b.instr(OpCode::Reduce, {x}, {t.b.output(DType::F32, {})}, {0, 0, 1});
+  t.b.instr(OpCode::Reduce, {x}, {t.b.output(DType::F32, {})}, {1, 0, 1});
+  t.b.instr(OpCode::Reduce, {small}, {t.b.output(DType::F32, {})}, {1, 0, 1});
   t.b.instr(OpCode::Reduce, {x}, {t.b.output(DType::F32, {3, 1})}, {1, 1});
   t.b.instr(OpCode::Reduce, {x}, {t.b.output(DType::F32, {1, 300001})}, {2, 0});
   t.b.instr(OpCode::Reduce, {x}, {t.b.output(DType::F32, {})}, {2, 0, 1});
@@ -323,7 +327,7 @@ TEST(CudaBackend, LargeReductionsAreSliced) {
 
 TEST(CudaBackend, LeadingAxisSumsAreColumnSums) {
   // Bias gradients: sums over the leading axes of [tokens, N] (the column
-  // sums the norms' weight gradients use, 64 rows a chunk: 300 rows leave a
+  // sums the norms' weight gradients use, 16 rows a chunk here: 300 rows leave a
   // partial chunk), against the CPU; a mean and few columns keep Reduce's
   // own kernel.
   REQUIRE_GPU();
@@ -534,10 +538,14 @@ TEST(CudaBackend, RotaryOnPackedRows) {
     uint32_t q = bf16 ? bf16Input(t.b, t.inputs, rng, s) : t.f32(rng, s);
     uint32_t csB = t.f32(rng, {2, 1, 5, 32}), snB = t.f32(rng, {2, 1, 5, 32});
     uint32_t cs = t.f32(rng, {5, 32}), sn = t.f32(rng, {5, 32});
+    // One column per row (broadcast along D): the tables' entries load one
+    // at a time; the tables above load four at a time.
+    uint32_t cs1 = t.f32(rng, {5, 1}), sn1 = t.f32(rng, {5, 1});
     DType out = bf16 ? DType::BF16 : DType::F32;
     for (OpCode op : {OpCode::Rotary, OpCode::RotaryGrad}) {
       t.b.instr(op, {q, csB, snB}, {t.b.output(out, s)});
       t.b.instr(op, {q, cs, sn}, {t.b.output(out, s)});
+      t.b.instr(op, {q, cs1, sn1}, {t.b.output(out, s)});
     }
     ASSERT_EQ(t.b.p.validate(), "");
     expectSameOnGpu(t.b.p, t.inputs, 0, 0);
@@ -875,15 +883,17 @@ TEST(CudaBackend, LossAndBackwardKernels) {
 TEST(CudaBackend, NormsOnEveryPath) {
   // Each path of the norm kernels: RmsNorm rows of at most 256 take a warp
   // each (128: a per-head q/k norm), longer ones a block with eight-wide
-  // accesses (264) or without (300); LayerNormGrad's packed and scalar row
-  // kernels; the weight gradients' column sums with eight columns a thread
+  // accesses, the row held in registers in two packs a thread (264) or
+  // four (3000), or read pass by pass (4104, too long for registers), or
+  // one element at a time (300); the same for LayerNorm and both
+  // gradients; the weight gradients' column sums with eight columns a thread
   // (D % 8 == 0) or one (300); and 4100 and 20000 rows, whose column sums
-  // finish over 65 and 313 chunks (more than a finishing block's threads),
+  // finish over 257 and 1250 chunks of 16 rows (more than a finishing block's threads),
   // with bf16 dy and dx as autocast stores them.
   REQUIRE_GPU();
   Rng rng;
-  for (auto [N, D] : {std::pair<int64_t, int64_t>{70, 128}, {70, 264}, {70, 300}, {4100, 16},
-                      {20000, 8}}) {
+  for (auto [N, D] : {std::pair<int64_t, int64_t>{70, 128}, {70, 264}, {70, 300}, {30, 3000},
+                      {20, 4104}, {4100, 16}, {20000, 8}}) {
     for (bool bf16 : {false, true}) {
       SCOPED_TRACE(std::to_string(N) + " rows of " + std::to_string(D) + (bf16 ? ", bf16" : ""));
       OneOp t;
