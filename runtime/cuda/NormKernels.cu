@@ -351,71 +351,88 @@ layerNormCachedKernel(FloatIn x, const float *w, const float *b, FloatOut y, int
     if (xs.col(j) < D) store8(y, row + xs.col(j), xs.v[j]);
 }
 
-template <int kPacks>
-__global__ void __launch_bounds__(kRowThreads)
-rmsNormGradCachedKernel(const float *x, const float *w, FloatIn dy, FloatOut dx, double *rstd,
-                        int64_t D, double eps, uint32_t *amax) {
-  __shared__ double red[32];
-  const int64_t row = blockIdx.x;
-  RowPacks<kPacks> xs, gs;
-  xs.load(FloatIn{x, false}, row * D, D);
-  gs.load(dy, row * D, D);
-  double ss = 0;
-  eachCached<kPacks>(D, [&](int64_t, int j, int k) { ss += double(xs.v[j].v[k]) * xs.v[j].v[k]; });
-  double r = 1.0 / sqrt(blockSum(ss, red) / double(D) + eps);
-  double gn = 0;
-  eachCached<kPacks>(D, [&](int64_t i, int j, int k) {
-    gn += double(gs.v[j].v[k]) * w[i] * (xs.v[j].v[k] * r);
-  });
-  double meanGn = blockSum(gn, red) / double(D);
-  uint32_t m = 0;
-  eachCached<kPacks>(D, [&](int64_t i, int j, int k) {
-    float &v = xs.v[j].v[k];
-    v = float(r * (double(gs.v[j].v[k]) * w[i] - v * r * meanGn));
-    m = max(m, storedAbsBits(dx, v));
-  });
-#pragma unroll
-  for (int j = 0; j < kPacks; ++j)
-    if (xs.col(j) < D) store8(dx, row * D + xs.col(j), xs.v[j]);
-  flushAmax(amax, m);
-  if (threadIdx.x == 0) rstd[row] = r;
+/// One row of a norm's backward on the packs this thread holds (RmsNorm, or
+/// LayerNorm with kLayerNorm): dx replaces x in `xs`, the row's mean (0 for
+/// RmsNorm) and rstd come back, and term(j, k, dy, x, mean, rstd) sees each
+/// element's dy and x before x is replaced (the fused kernel's partial
+/// column sums). `red` holds 64 values. RmsNorm:
+///   r = 1/sqrt(mean(x^2) + eps), n = x r, g = dy w, dx = r (g - n mean(g n));
+/// LayerNorm, xhat = (x - mean) r:
+///   dx = r (g - mean(g) - xhat mean(g xhat)).
+template <bool kLayerNorm, int kPacks, typename Term>
+__device__ inline void normGradRow(RowPacks<kPacks> &xs, const RowPacks<kPacks> &gs, const float *w,
+                                   FloatOut dx, int64_t D, double eps, double *red, uint32_t &m,
+                                   double &mu, double &r, Term &&term) {
+  mu = 0;
+  if (kLayerNorm) {
+    double sum = 0;
+    eachCached<kPacks>(D, [&](int64_t, int j, int k) { sum += xs.v[j].v[k]; });
+    mu = blockSum(sum, red) / double(D);
+    double sq = 0;
+    eachCached<kPacks>(D, [&](int64_t, int j, int k) {
+      float xv = xs.v[j].v[k];
+      sq += (xv - mu) * (xv - mu);
+    });
+    r = 1.0 / sqrt(blockSum(sq, red) / double(D) + eps);
+    double g = 0, gx = 0;
+    eachCached<kPacks>(D, [&](int64_t i, int j, int k) {
+      double gi = double(gs.v[j].v[k]) * w[i];
+      g += gi;
+      gx += gi * (xs.v[j].v[k] - mu) * r;
+    });
+    blockSum2(g, gx, red);
+    double meanG = g / double(D), meanGx = gx / double(D);
+    eachCached<kPacks>(D, [&](int64_t i, int j, int k) {
+      float &v = xs.v[j].v[k];
+      double gv = gs.v[j].v[k];
+      term(j, k, gv, v, mu, r);
+      v = float(r * (gv * w[i] - meanG - (v - mu) * r * meanGx));
+    });
+  } else {
+    double ss = 0;
+    eachCached<kPacks>(D, [&](int64_t, int j, int k) { ss += double(xs.v[j].v[k]) * xs.v[j].v[k]; });
+    r = 1.0 / sqrt(blockSum(ss, red) / double(D) + eps);
+    double gn = 0;
+    eachCached<kPacks>(D, [&](int64_t i, int j, int k) {
+      gn += double(gs.v[j].v[k]) * w[i] * (xs.v[j].v[k] * r);
+    });
+    double meanGn = blockSum(gn, red) / double(D);
+    eachCached<kPacks>(D, [&](int64_t i, int j, int k) {
+      float &v = xs.v[j].v[k];
+      double gv = gs.v[j].v[k];
+      term(j, k, gv, v, mu, r);
+      v = float(r * (gv * w[i] - v * r * meanGn));
+      m = max(m, storedAbsBits(dx, v));
+    });
+  }
 }
 
-template <int kPacks>
+/// The norms' backward a row to a block, the row in registers; the row's
+/// statistics go to `stats` (rstd; or mean, rstd for LayerNorm) for the
+/// column pass. RmsNorm's dx may carry a fused fp8 amax.
+template <bool kLayerNorm, int kPacks>
 __global__ void __launch_bounds__(kRowThreads)
-layerNormGradCachedKernel(const float *x, const float *w, FloatIn dy, FloatOut dx, double *stats,
-                          int64_t D, double eps) {
+normGradCachedKernel(const float *x, const float *w, FloatIn dy, FloatOut dx, double *stats,
+                     int64_t D, double eps, uint32_t *amax) {
   __shared__ double red[64];
   const int64_t row = blockIdx.x;
   RowPacks<kPacks> xs, gs;
   xs.load(FloatIn{x, false}, row * D, D);
   gs.load(dy, row * D, D);
-  double sum = 0;
-  eachCached<kPacks>(D, [&](int64_t, int j, int k) { sum += xs.v[j].v[k]; });
-  double mu = blockSum(sum, red) / double(D), sq = 0;
-  eachCached<kPacks>(D, [&](int64_t, int j, int k) {
-    float xv = xs.v[j].v[k];
-    sq += (xv - mu) * (xv - mu);
-  });
-  double r = 1.0 / sqrt(blockSum(sq, red) / double(D) + eps);
-  double g = 0, gx = 0;
-  eachCached<kPacks>(D, [&](int64_t i, int j, int k) {
-    double gi = double(gs.v[j].v[k]) * w[i];
-    g += gi;
-    gx += gi * (xs.v[j].v[k] - mu) * r;
-  });
-  blockSum2(g, gx, red);
-  double meanG = g / double(D), meanGx = gx / double(D);
-  eachCached<kPacks>(D, [&](int64_t i, int j, int k) {
-    float &v = xs.v[j].v[k];
-    v = float(r * (double(gs.v[j].v[k]) * w[i] - meanG - (v - mu) * r * meanGx));
-  });
+  uint32_t m = 0;
+  double mu, r;
+  normGradRow<kLayerNorm>(xs, gs, w, dx, D, eps, red, m, mu, r,
+                          [](int, int, double, float, double, double) {});
 #pragma unroll
   for (int j = 0; j < kPacks; ++j)
     if (xs.col(j) < D) store8(dx, row * D + xs.col(j), xs.v[j]);
-  if (threadIdx.x == 0) {
+  if (!kLayerNorm) flushAmax(amax, m);
+  if (threadIdx.x != 0) return;
+  if (kLayerNorm) {
     stats[2 * row] = mu;
     stats[2 * row + 1] = r;
+  } else {
+    stats[row] = r;
   }
 }
 
@@ -448,49 +465,12 @@ normGradFusedKernel(const float *x, const float *w, FloatIn dy, FloatOut dx, dou
       xNext.load(xf, (row + 1) * D, D);
       gNext.load(dy, (row + 1) * D, D);
     }
-    double mu = 0, r;
-    if (kLayerNorm) {
-      double sum = 0;
-      eachCached<kPacks>(D, [&](int64_t, int j, int k) { sum += xs.v[j].v[k]; });
-      mu = blockSum(sum, red) / double(D);
-      double sq = 0;
-      eachCached<kPacks>(D, [&](int64_t, int j, int k) {
-        float xv = xs.v[j].v[k];
-        sq += (xv - mu) * (xv - mu);
-      });
-      r = 1.0 / sqrt(blockSum(sq, red) / double(D) + eps);
-      double g = 0, gx = 0;
-      eachCached<kPacks>(D, [&](int64_t i, int j, int k) {
-        double gi = double(gs.v[j].v[k]) * w[i];
-        g += gi;
-        gx += gi * (xs.v[j].v[k] - mu) * r;
-      });
-      blockSum2(g, gx, red);
-      double meanG = g / double(D), meanGx = gx / double(D);
-      eachCached<kPacks>(D, [&](int64_t i, int j, int k) {
-        float &v = xs.v[j].v[k];
-        double gv = gs.v[j].v[k];
-        accW[j][k] += normTermOf(1, gv, v, mu, r);
-        accB[j][k] += gv;
-        v = float(r * (gv * w[i] - meanG - (v - mu) * r * meanGx));
-      });
-    } else {
-      double ss = 0;
-      eachCached<kPacks>(D, [&](int64_t, int j, int k) { ss += double(xs.v[j].v[k]) * xs.v[j].v[k]; });
-      r = 1.0 / sqrt(blockSum(ss, red) / double(D) + eps);
-      double gn = 0;
-      eachCached<kPacks>(D, [&](int64_t i, int j, int k) {
-        gn += double(gs.v[j].v[k]) * w[i] * (xs.v[j].v[k] * r);
-      });
-      double meanGn = blockSum(gn, red) / double(D);
-      eachCached<kPacks>(D, [&](int64_t i, int j, int k) {
-        float &v = xs.v[j].v[k];
-        double gv = gs.v[j].v[k];
-        accW[j][k] += normTermOf(0, gv, v, mu, r);
-        v = float(r * (gv * w[i] - v * r * meanGn));
-        m = max(m, storedAbsBits(dx, v));
-      });
-    }
+    double mu, r;
+    normGradRow<kLayerNorm>(xs, gs, w, dx, D, eps, red, m, mu, r,
+                            [&](int j, int k, double gv, float xv, double mean, double rstd) {
+                              accW[j][k] += normTermOf(kLayerNorm ? 1 : 0, gv, xv, mean, rstd);
+                              if (kLayerNorm) accB[j][k] += gv;
+                            });
 #pragma unroll
     for (int j = 0; j < kPacks; ++j)
       if (xs.col(j) < D) store8(dx, row * D + xs.col(j), xs.v[j]);
@@ -1064,7 +1044,7 @@ void launchRmsNormGrad(const CudaCall &c, CudaContext &ctx) {
       return;
     }
     if (cachedPacks(D, packed) == 4)
-      rmsNormGradCachedKernel<4><<<unsigned(rows), kRowThreads, 0, ctx.stream>>>(
+      normGradCachedKernel<false, 4><<<unsigned(rows), kRowThreads, 0, ctx.stream>>>(
           c.in[0].as<float>(), c.in[1].as<float>(), floatIn(c.in[2]), floatOut(c.out[0]), stats, D,
           c.instr->floats[0], fusedAmaxBits(c, 0));
     else
@@ -1095,9 +1075,9 @@ void launchLayerNormGrad(const CudaCall &c, CudaContext &ctx) {
       return;
     }
     if (cachedPacks(D, packed) == 4)
-      layerNormGradCachedKernel<4><<<unsigned(rows), kRowThreads, 0, ctx.stream>>>(
+      normGradCachedKernel<true, 4><<<unsigned(rows), kRowThreads, 0, ctx.stream>>>(
           c.in[0].as<float>(), c.in[1].as<float>(), floatIn(c.in[2]), floatOut(c.out[0]), stats, D,
-          c.instr->floats[0]);
+          c.instr->floats[0], nullptr);
     else
       layerNormGradRowKernel<<<unsigned(rows), kRowThreads, 0, ctx.stream>>>(
           c.in[0].as<float>(), c.in[1].as<float>(), floatIn(c.in[2]), floatOut(c.out[0]), stats, D,
