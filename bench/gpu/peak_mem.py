@@ -10,6 +10,12 @@ nothing here; then the reading is the GPU's memory.used above what it was before
 started (the suite runs one thing at a time on the GPU). Writes {"peak_mib", "source",
 "samples", "returncode"} to OUT.json. The command's output passes through; its exit status is
 peak_mem.py's.
+
+Each sample also reads the GPU's power draw, SM clock and whether its software power cap holds
+the clock down; over the samples where the GPU is busy (utilization >= 50%: the steps, not a
+compile), OUT.json gets "busy_power_w", "busy_sm_clock_mhz" (means) and "busy_power_capped"
+(the fraction with the cap active). A step at the power limit runs at a lower clock, and a
+shorter memory-bound kernel that moves the same bytes then buys little (H100, 2026-11-28).
 """
 import json
 import os
@@ -48,6 +54,7 @@ def smi(query):
 baseline = int(smi("--query-gpu=memory.used")[0][0])
 proc = subprocess.Popen(cmd)
 peak_tree, peak_gpu, samples = 0, 0, 0
+busy = []  # (power W, SM clock MHz, power cap active) while the GPU is busy
 while proc.poll() is None:
     try:
         pids = tree(proc.pid)
@@ -56,9 +63,21 @@ while proc.poll() is None:
         peak_tree, peak_gpu, samples = max(peak_tree, used), max(peak_gpu, gpu), samples + 1
     except (subprocess.SubprocessError, ValueError, IndexError):
         pass
+    try:  # apart, so that a driver without these fields cannot cost a memory sample
+        util, power, clock, cap = smi("--query-gpu=utilization.gpu,power.draw,clocks.sm,"
+                                      "clocks_event_reasons.sw_power_cap")[0]
+        if float(util) >= 50:
+            busy.append((float(power), float(clock), cap.strip() == "Active"))
+    except (subprocess.SubprocessError, ValueError, IndexError):
+        pass
     time.sleep(0.1)
 source = "process tree" if peak_tree else "GPU memory.used above the baseline"
 with open(out, "w") as f:
-    json.dump({"peak_mib": peak_tree or peak_gpu, "source": source, "gpu_delta_peak_mib": peak_gpu,
-               "samples": samples, "returncode": proc.returncode}, f)
+    result = {"peak_mib": peak_tree or peak_gpu, "source": source, "gpu_delta_peak_mib": peak_gpu,
+              "samples": samples, "returncode": proc.returncode, "busy_samples": len(busy)}
+    if busy:
+        result["busy_power_w"] = round(sum(b[0] for b in busy) / len(busy), 1)
+        result["busy_sm_clock_mhz"] = round(sum(b[1] for b in busy) / len(busy))
+        result["busy_power_capped"] = round(sum(b[2] for b in busy) / len(busy), 3)
+    json.dump(result, f)
 sys.exit(proc.returncode)

@@ -48,6 +48,10 @@ for s in shapes:
     if tm.get("peak_mib"):
         r["torch_smi_peak_gib"] = round(tm["peak_mib"] / 1024, 2)
     r["smi_source"] = lm.get("source", "?")
+    for side, m in (("loom", lm), ("torch", tm)):  # the card while busy (peak_mem.py)
+        for k in ("busy_power_w", "busy_sm_clock_mhz", "busy_power_capped"):
+            if k in m:
+                r[f"{side}_{k}"] = m[k]
     if "loom_tokens_per_s" in r and "torch_tokens_per_s" in r:
         r["tokens_per_s_ratio"] = round(r["loom_tokens_per_s"] / r["torch_tokens_per_s"], 3)
     if "loom_smi_peak_gib" in r and "torch_smi_peak_gib" in r:
