@@ -17,6 +17,9 @@
 #include "cuda/Fp8Amax.cuh"
 #include "cuda/Fp8Cuda.h"
 
+#include <cstdlib>
+#include <cstring>
+
 namespace loom::rt::cuda {
 namespace {
 
@@ -294,6 +297,18 @@ template <int kPacks, typename Body> __device__ inline void eachCached(int64_t D
 #pragma unroll
       for (int k = 0; k < kPack; ++k) body(i + k, j, k);
   }
+}
+
+/// Whether the norm gradients of short rows take normGradFusedKernel: yes
+/// unless LOOM_FUSED_NORM_GRAD=0, which keeps the row kernels and a separate
+/// column pass (the same chunks, so the same bits), for timing one against
+/// the other in one run.
+bool fusedNormGrad() {
+  static const bool on = [] {
+    const char *e = std::getenv("LOOM_FUSED_NORM_GRAD");
+    return !(e && std::strcmp(e, "0") == 0);
+  }();
+  return on;
 }
 
 /// The most packs a thread may hold, by row length: 0 when the row kernels
@@ -1034,7 +1049,7 @@ void launchRmsNormGrad(const CudaCall &c, CudaContext &ctx) {
         rows, D, c.instr->floats[0], fusedAmaxBits(c, 0));
   else if (rows > 0) {
     bool packed = rowsPackable(D, {&c.in[0], &c.in[2], &c.out[0]});
-    if (cachedPacks(D, packed) == 2) { // dw's first pass fused in
+    if (fusedNormGrad() && cachedPacks(D, packed) == 2) { // dw's first pass fused in
       int64_t chunkRows = columnChunkRows(rows, D), chunks = (rows + chunkRows - 1) / chunkRows;
       normGradFusedKernel<false><<<unsigned(chunks), kRowThreads, 0, ctx.stream>>>(
           c.in[0].as<float>(), c.in[1].as<float>(), floatIn(c.in[2]), floatOut(c.out[0]), partial,
@@ -1062,7 +1077,7 @@ void launchLayerNormGrad(const CudaCall &c, CudaContext &ctx) {
   double *partial = stats + 2 * rows;
   if (rows > 0) {
     bool packed = rowsPackable(D, {&c.in[0], &c.in[2], &c.out[0]});
-    if (cachedPacks(D, packed) == 2) { // dw's and db's first pass fused in
+    if (fusedNormGrad() && cachedPacks(D, packed) == 2) { // dw's and db's first pass fused in
       int64_t chunkRows = columnChunkRows(rows, D), chunks = (rows + chunkRows - 1) / chunkRows;
       double *partialB = partial + chunks * D; // normScratchBytes counts both
       normGradFusedKernel<true><<<unsigned(chunks), kRowThreads, 0, ctx.stream>>>(
