@@ -476,22 +476,21 @@ private:
   void printKernelShapes(double runs) const {
     struct Group { double ms = 0, bytes = 0; int n = 0; };
     std::map<std::string, Group> byShape;
-    auto operand = [&](uint32_t id) {
-      const BufferDesc &b = program_->buffers[id];
-      std::string dims;
-      for (int64_t d : b.shape) dims += (dims.empty() ? "" : "x") + std::to_string(d);
-      return cat(dtypeName(b.dtype), "[", dims, "]");
-    };
     for (size_t i = 0; i < calls_.size(); ++i) {
       const Instr &I = *calls_[i].instr;
       if (I.op == OpCode::MatMul || I.op == OpCode::ScaledMatMul)
         continue;
-      std::string key = opcodeName(I.op), sep = " ";
       double bytes = 0;
-      for (uint32_t id : I.in) key += sep + operand(id), sep = ",", bytes += double(program_->buffers[id].bytes);
-      key += " ->";
-      sep = " ";
-      for (uint32_t id : I.out) key += sep + operand(id), sep = ",", bytes += double(program_->buffers[id].bytes);
+      auto operands = [&](const std::vector<uint32_t> &ids) { // "bf16[8,1024], f32[1024]"
+        std::string list;
+        for (uint32_t id : ids) {
+          const BufferDesc &b = program_->buffers[id];
+          list += cat(list.empty() ? "" : ", ", dtypeName(b.dtype), shapeStr(b.shape));
+          bytes += double(b.bytes);
+        }
+        return list;
+      };
+      std::string key = cat(opcodeName(I.op), " ", operands(I.in), " -> ", operands(I.out));
       Group &g = byShape[key];
       g.ms += opMs_[i];
       g.bytes += bytes;

@@ -8,7 +8,7 @@
 // reference does. RmsNorm rows of at most 256 elements (per-head q/k norms)
 // take one warp each instead (warpSum). The weight gradients of the norms are column sums over all
 // rows; they run as two deterministic passes, partial sums over chunks of
-// 16 to 64 rows (columnChunkRows; eight columns a thread where rows allow) and then each
+// 16 to 64 rows (columnChunks; eight columns a thread where rows allow) and then each
 // column's chunks in one block (strided, then the block's fixed tree), so
 // no float atomics are needed and every run gives the same bits. The norms' backward keeps each
 // row's statistics (mean, 1/std) in scratch for the column pass.
@@ -26,17 +26,20 @@ namespace {
 constexpr int kRowThreads = 128;
 constexpr int64_t kChunkRows = 64;
 
-/// Rows per chunk of the column sums' first pass: kChunkRows, halved (to
+/// The column sums' first pass in chunks of kChunkRows rows, halved (to
 /// 16 at least) while the pass would have fewer than two waves of (chunk,
 /// eight columns) items on an H100. A bias of 1,280 columns over 8,192
 /// rows had 80 blocks of 256 threads for 132 SMs (755 GB/s), the q/k
 /// norms' 128 columns and the hidden norms' 2,048 had 128. The partials
 /// of a chunk are still added in row order, and the chunks in order.
-int64_t columnChunkRows(int64_t rows, int64_t D) {
+struct ColumnChunks {
+  int64_t rows, count; // rows a chunk, chunks
+};
+ColumnChunks columnChunks(int64_t rows, int64_t D) {
   const int64_t groups = std::max<int64_t>(1, D / 8), enough = 2 * 132 * 256;
   int64_t chunk = kChunkRows;
   while (chunk > 16 && (rows + chunk - 1) / chunk * groups < enough) chunk /= 2;
-  return chunk;
+  return {chunk, (rows + chunk - 1) / chunk};
 }
 
 int64_t rowsOf(const DevTensor &x) {
@@ -452,7 +455,7 @@ normGradCachedKernel(const float *x, const float *w, FloatIn dy, FloatOut dx, do
 }
 
 // The norms' backward with the weight gradients' first column pass fused
-// in: block b owns chunk b of columnChunkRows rows, walks them in order
+// in: block b owns chunk b of columnChunks(rows, D), walks them in order
 // (the next row's x and dy loading while this row's reductions run),
 // writes each row's dx, and adds each owned column's term (normTermOf: kind
 // 0 RmsNorm, 1 and 2 LayerNorm's dw and db) into registers, in row order
@@ -696,12 +699,11 @@ __global__ void columnPartialPackedKernel(const float *x, const void *dyp, const
 /// LayerNorm's bias set) and dy's dtype.
 void launchColumnPartialPacked(int kind, const float *x, FloatIn dy, const double *stats,
                                double *partial, double *partialB, int64_t rows, int64_t D,
-                               int64_t chunkRows, cudaStream_t stream) {
-  int64_t chunks = (rows + chunkRows - 1) / chunkRows;
-  unsigned grid = gridFor(chunks * (D / kPack));
+                               ColumnChunks ch, cudaStream_t stream) {
+  unsigned grid = gridFor(ch.count * (D / kPack));
   auto go = [&](auto kernel) {
-    kernel<<<grid, kThreads, 0, stream>>>(x, dy.p, stats, partial, partialB, rows, D, chunks,
-                                          chunkRows);
+    kernel<<<grid, kThreads, 0, stream>>>(x, dy.p, stats, partial, partialB, rows, D, ch.count,
+                                          ch.rows);
   };
   if (kind == 1)
     dy.bf16 ? go(columnPartialPackedKernel<1, 2, true>) : go(columnPartialPackedKernel<1, 2, false>);
@@ -737,20 +739,20 @@ bool columnsPackable(int64_t D, const float *x, const DevTensor &dy) {
 
 void columnSums(int kind, const float *x, const DevTensor &dyT, const double *stats,
                 double *partial, float *out, int64_t rows, int64_t D, cudaStream_t stream) {
-  int64_t chunkRows = columnChunkRows(rows, D), chunks = (rows + chunkRows - 1) / chunkRows;
-  if (chunks == 0) {
+  ColumnChunks ch = columnChunks(rows, D);
+  if (ch.count == 0) {
     cudaMemsetAsync(out, 0, size_t(D) * sizeof(float), stream);
     return;
   }
   FloatIn dy = floatIn(dyT);
   if (columnsPackable(D, x, dyT)) {
-    launchColumnPartialPacked(kind, x, dy, stats, partial, nullptr, rows, D, chunkRows, stream);
+    launchColumnPartialPacked(kind, x, dy, stats, partial, nullptr, rows, D, ch, stream);
   } else {
-    dim3 grid(unsigned((D + kThreads - 1) / kThreads), unsigned(chunks));
+    dim3 grid(unsigned((D + kThreads - 1) / kThreads), unsigned(ch.count));
     columnPartialKernel<<<grid, kThreads, 0, stream>>>(kind, x, dy, stats, partial, rows, D,
-                                                       chunkRows);
+                                                       ch.rows);
   }
-  columnFinishKernel<<<finishBlocks(D), kRowThreads, 0, stream>>>(partial, out, chunks, D);
+  columnFinishKernel<<<finishBlocks(D), kRowThreads, 0, stream>>>(partial, out, ch.count, D);
 }
 
 // Softmax along one axis of an [outer, len, inner] view; one block per line.
@@ -977,8 +979,7 @@ size_t normScratchBytes(const Program &p, const Instr &I) {
   }
   if (I.op == OpCode::Reduce) {
     if (int64_t rows, D; leadingColumnSum(I, p.buffers[I.in[0]].shape, rows, D))
-      return size_t((rows + columnChunkRows(rows, D) - 1) / columnChunkRows(rows, D) * D) *
-             sizeof(double);
+      return size_t(columnChunks(rows, D).count * D) * sizeof(double);
     int64_t outputs = p.buffers[I.out[0]].numElements();
     int64_t count = outputs ? p.buffers[I.in[0]].numElements() / outputs : 0;
     int64_t slices = reduceSlices(outputs, count);
@@ -989,7 +990,7 @@ size_t normScratchBytes(const Program &p, const Instr &I) {
   const BufferDesc &x = p.buffers[I.in[0]];
   int64_t D = x.shape.empty() ? 1 : x.shape.back();
   int64_t rows = D ? x.numElements() / D : 0;
-  int64_t chunkRows = columnChunkRows(rows, D), chunks = (rows + chunkRows - 1) / chunkRows;
+  int64_t chunks = columnChunks(rows, D).count;
   // per-row statistics (2 doubles) + per-chunk partial column sums (two
   // sets for LayerNorm: dw and db in one pass)
   int64_t sets = I.op == OpCode::LayerNormGrad ? 2 : 1;
@@ -1039,26 +1040,35 @@ void launchLayerNorm(const CudaCall &c, CudaContext &ctx) {
       floatIn(c.in[0]), c.in[1].as<float>(), b, floatOut(c.out[0]), D, c.instr->floats[0], packed);
 }
 
+/// normGradFusedKernel and the finishing pass of each weight gradient (dw;
+/// LayerNorm's db too), scratch laid out as normScratchBytes counts it.
+template <bool kLayerNorm>
+void launchNormGradFused(const CudaCall &c, CudaContext &ctx, int64_t rows, int64_t D,
+                         double *partial) {
+  ColumnChunks ch = columnChunks(rows, D);
+  double *partialB = kLayerNorm ? partial + ch.count * D : nullptr;
+  normGradFusedKernel<kLayerNorm><<<unsigned(ch.count), kRowThreads, 0, ctx.stream>>>(
+      c.in[0].as<float>(), c.in[1].as<float>(), floatIn(c.in[2]), floatOut(c.out[0]), partial,
+      partialB, rows, D, c.instr->floats[0], ch.rows, kLayerNorm ? nullptr : fusedAmaxBits(c, 0));
+  for (int set = 0; set < (kLayerNorm ? 2 : 1); ++set)
+    columnFinishKernel<<<finishBlocks(D), kRowThreads, 0, ctx.stream>>>(
+        set ? partialB : partial, c.out[1 + set].as<float>(), ch.count, D);
+}
+
 void launchRmsNormGrad(const CudaCall &c, CudaContext &ctx) {
   int64_t rows = rowsOf(c.in[0]), D = c.in[0].shape().back();
   auto *stats = static_cast<double *>(ctx.scratch);
   double *partial = stats + 2 * rows;
-  if (rows > 0 && D <= kWarpRow)
+  if (rows > 0 && D <= kWarpRow) {
     rmsNormGradWarpKernel<<<warpRowBlocks(rows), kRowThreads, 0, ctx.stream>>>(
         c.in[0].as<float>(), c.in[1].as<float>(), floatIn(c.in[2]), floatOut(c.out[0]), stats,
         rows, D, c.instr->floats[0], fusedAmaxBits(c, 0));
-  else if (rows > 0) {
+  } else if (rows > 0) {
     bool packed = rowsPackable(D, {&c.in[0], &c.in[2], &c.out[0]});
-    if (fusedNormGrad() && cachedPacks(D, packed) == 2) { // dw's first pass fused in
-      int64_t chunkRows = columnChunkRows(rows, D), chunks = (rows + chunkRows - 1) / chunkRows;
-      normGradFusedKernel<false><<<unsigned(chunks), kRowThreads, 0, ctx.stream>>>(
-          c.in[0].as<float>(), c.in[1].as<float>(), floatIn(c.in[2]), floatOut(c.out[0]), partial,
-          nullptr, rows, D, c.instr->floats[0], chunkRows, fusedAmaxBits(c, 0));
-      columnFinishKernel<<<finishBlocks(D), kRowThreads, 0, ctx.stream>>>(
-          partial, c.out[1].as<float>(), chunks, D);
-      return;
-    }
-    if (cachedPacks(D, packed) == 4)
+    int packs = cachedPacks(D, packed);
+    if (packs == 2 && fusedNormGrad()) // dw's first pass fused in
+      return launchNormGradFused<false>(c, ctx, rows, D, partial);
+    if (packs == 4)
       normGradCachedKernel<false, 4><<<unsigned(rows), kRowThreads, 0, ctx.stream>>>(
           c.in[0].as<float>(), c.in[1].as<float>(), floatIn(c.in[2]), floatOut(c.out[0]), stats, D,
           c.instr->floats[0], fusedAmaxBits(c, 0));
@@ -1077,19 +1087,10 @@ void launchLayerNormGrad(const CudaCall &c, CudaContext &ctx) {
   double *partial = stats + 2 * rows;
   if (rows > 0) {
     bool packed = rowsPackable(D, {&c.in[0], &c.in[2], &c.out[0]});
-    if (fusedNormGrad() && cachedPacks(D, packed) == 2) { // dw's and db's first pass fused in
-      int64_t chunkRows = columnChunkRows(rows, D), chunks = (rows + chunkRows - 1) / chunkRows;
-      double *partialB = partial + chunks * D; // normScratchBytes counts both
-      normGradFusedKernel<true><<<unsigned(chunks), kRowThreads, 0, ctx.stream>>>(
-          c.in[0].as<float>(), c.in[1].as<float>(), floatIn(c.in[2]), floatOut(c.out[0]), partial,
-          partialB, rows, D, c.instr->floats[0], chunkRows, nullptr);
-      columnFinishKernel<<<finishBlocks(D), kRowThreads, 0, ctx.stream>>>(
-          partial, c.out[1].as<float>(), chunks, D);
-      columnFinishKernel<<<finishBlocks(D), kRowThreads, 0, ctx.stream>>>(
-          partialB, c.out[2].as<float>(), chunks, D);
-      return;
-    }
-    if (cachedPacks(D, packed) == 4)
+    int packs = cachedPacks(D, packed);
+    if (packs == 2 && fusedNormGrad()) // dw's and db's first pass fused in
+      return launchNormGradFused<true>(c, ctx, rows, D, partial);
+    if (packs == 4)
       normGradCachedKernel<true, 4><<<unsigned(rows), kRowThreads, 0, ctx.stream>>>(
           c.in[0].as<float>(), c.in[1].as<float>(), floatIn(c.in[2]), floatOut(c.out[0]), stats, D,
           c.instr->floats[0], nullptr);
@@ -1098,26 +1099,26 @@ void launchLayerNormGrad(const CudaCall &c, CudaContext &ctx) {
           c.in[0].as<float>(), c.in[1].as<float>(), floatIn(c.in[2]), floatOut(c.out[0]), stats, D,
           c.instr->floats[0], packed);
   }
-  int64_t chunkRows = columnChunkRows(rows, D), chunks = (rows + chunkRows - 1) / chunkRows;
-  if (chunks == 0) {
+  ColumnChunks ch = columnChunks(rows, D);
+  if (ch.count == 0) {
     cudaMemsetAsync(c.out[1].data, 0, size_t(D) * sizeof(float), ctx.stream);
     cudaMemsetAsync(c.out[2].data, 0, size_t(D) * sizeof(float), ctx.stream);
     return;
   }
-  double *partialB = partial + chunks * D; // normScratchBytes counts both
+  double *partialB = partial + ch.count * D; // normScratchBytes counts both
   const float *x = c.in[0].as<float>();
   if (columnsPackable(D, x, c.in[2])) {
-    launchColumnPartialPacked(1, x, floatIn(c.in[2]), stats, partial, partialB, rows, D,
-                              chunkRows, ctx.stream);
+    launchColumnPartialPacked(1, x, floatIn(c.in[2]), stats, partial, partialB, rows, D, ch,
+                              ctx.stream);
   } else {
-    dim3 grid(unsigned((D + kThreads - 1) / kThreads), unsigned(chunks));
+    dim3 grid(unsigned((D + kThreads - 1) / kThreads), unsigned(ch.count));
     layerNormColumnPartialKernel<<<grid, kThreads, 0, ctx.stream>>>(
-        x, floatIn(c.in[2]), stats, partial, partialB, rows, D, chunkRows);
+        x, floatIn(c.in[2]), stats, partial, partialB, rows, D, ch.rows);
   }
   columnFinishKernel<<<finishBlocks(D), kRowThreads, 0, ctx.stream>>>(
-      partial, c.out[1].as<float>(), chunks, D);
+      partial, c.out[1].as<float>(), ch.count, D);
   columnFinishKernel<<<finishBlocks(D), kRowThreads, 0, ctx.stream>>>(
-      partialB, c.out[2].as<float>(), chunks, D);
+      partialB, c.out[2].as<float>(), ch.count, D);
 }
 
 void launchSoftmax(const CudaCall &c, CudaContext &ctx) {
