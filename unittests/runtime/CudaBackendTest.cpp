@@ -886,7 +886,9 @@ TEST(CudaBackend, NormsOnEveryPath) {
   // accesses, the row held in registers in two packs a thread (264) or
   // four (3000), or read pass by pass (4104, too long for registers), or
   // one element at a time (300); the same for LayerNorm and both
-  // gradients; the weight gradients' column sums with eight columns a thread
+  // gradients, whose rows of up to 2,048 (264, and 16 and 8 for LayerNorm)
+  // take the kernel that adds the weight gradients' partials as it goes;
+  // the separate column sums with eight columns a thread
   // (D % 8 == 0) or one (300); and 4100 and 20000 rows, whose column sums
   // finish over 257 and 1250 chunks of 16 rows (more than a finishing block's threads),
   // with bf16 dy and dx as autocast stores them.
