@@ -53,13 +53,17 @@ std::string opName(Operation *op) {
 /// The attention opcodes' ints: [causal], plus a 1 when every operand that
 /// enters a product (q, k, v, and dy for the gradient) was widened from bf16
 /// (autocast's rounding), which lets a backend use bf16 tensor cores
-/// (Program.h), plus the sliding window when there is one. The gradient's o
-/// and lse only enter f32 row statistics.
-std::vector<int64_t> attentionInts(ValueRange products, bool causal, int64_t window) {
+/// (Program.h), plus the sliding window when there is one, plus a 1 after
+/// the window (0 or not) for tokens-major operands (AttentionLayout.h). The
+/// gradient's o and lse only enter f32 row statistics.
+std::vector<int64_t> attentionInts(ValueRange products, bool causal, int64_t window,
+                                   AttentionLayout layout) {
   bool bf16 = llvm::all_of(products, [](Value v) {
     auto c = v.getDefiningOp<CastOp>();
     return c && cast<RankedTensorType>(c.getInput().getType()).getElementType().isBF16();
   });
+  if (layout == AttentionLayout::tokens_major)
+    return {causal, bf16, window, 1};
   if (window > 0)
     return {causal, bf16, window};
   if (bf16)
@@ -283,7 +287,8 @@ bool ProgramBuilder::lowerOp(Operation *op, std::string &err) {
       })
       .Case<RotaryOp>([&](auto) { emit(OpCode::Rotary, op); })
       .Case<AttentionOp>([&](AttentionOp a) {
-        emit(OpCode::Attention, op, attentionInts(a->getOperands(), a.getCausal(), a.getWindow()),
+        emit(OpCode::Attention, op,
+             attentionInts(a->getOperands(), a.getCausal(), a.getWindow(), a.getLayout()),
              attentionFloats(a.getScale().convertToDouble(), a.getSoftcap().convertToDouble()));
       })
       .Case<CrossEntropyOp>([&](auto) { emit(OpCode::CrossEntropy, op); })
@@ -312,7 +317,8 @@ bool ProgramBuilder::lowerOp(Operation *op, std::string &err) {
       })
       .Case<AttentionGradOp>([&](AttentionGradOp a) {
         SmallVector<Value> products = {a.getQuery(), a.getKey(), a.getValue(), a.getOutputGrad()};
-        emit(OpCode::AttentionGrad, op, attentionInts(products, a.getCausal(), a.getWindow()),
+        emit(OpCode::AttentionGrad, op,
+             attentionInts(products, a.getCausal(), a.getWindow(), a.getLayout()),
              attentionFloats(a.getScale().convertToDouble(), a.getSoftcap().convertToDouble()));
       })
       .Case<RotaryGradOp>([&](auto) { emit(OpCode::RotaryGrad, op); })

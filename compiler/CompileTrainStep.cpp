@@ -231,6 +231,10 @@ bool compileImported(mlir::ModuleOp module, const std::string &path, int64_t bat
   // keeps the unfused ops (an A/B switch for timing and for checking that).
   const char *f = std::getenv("LOOM_FUSE_GRAD_CLIP");
   spmd.fuseGradientClipping = !f || std::string(f) != "0";
+  // Likewise LOOM_FOLD_ATTENTION_TRANSPOSES=0 keeps heads-major attention
+  // with its transposes (the same bits, more copies).
+  const char *fa = std::getenv("LOOM_FOLD_ATTENTION_TRANSPOSES");
+  spmd.foldAttentionTransposes = !fa || std::string(fa) != "0";
   if (std::optional<RecomputePolicy> ac = parseRecomputePolicy(o.ac))
     spmd.recompute.policy = *ac;
   spmd.recompute.every = o.acEvery;

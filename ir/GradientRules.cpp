@@ -362,7 +362,7 @@ LogicalResult AttentionOp::buildGradients(OpBuilder &b, ArrayRef<Value> dys, Sma
   auto op = b.create<AttentionGradOp>(getLoc(), getQuery(), getKey(), getValue(),
                                       attentionOutputAsRead(getOutput()), getLse(), dys[0],
                                       getScaleAttr(), getCausalAttr(), getWindowAttr(),
-                                      getSoftcapAttr());
+                                      getSoftcapAttr(), getLayoutAttr());
   dx.assign({op.getQueryGrad(), op.getKeyGrad(), op.getValueGrad()});
   return success();
 }

@@ -62,4 +62,17 @@ def Loom_ActivationKind : I32EnumAttr<"ActivationKind",
 def Loom_ActivationKindAttr
     : EnumAttr<Loom_Dialect, Loom_ActivationKind, "activation_kind">;
 
+// Where attention's q, k, v, o (and their gradients) keep their heads:
+// heads_major [B, H, T, D] (the exported graph's SDPA layout) or
+// tokens_major [B, T, H, D] (a projection's result once reshaped, read
+// without a transpose: FoldAttentionTransposes).
+def Loom_AttentionLayout : I32EnumAttr<"AttentionLayout",
+    "where attention's operands keep their heads", [
+    I32EnumAttrCase<"heads_major", 0>, I32EnumAttrCase<"tokens_major", 1>]> {
+  let genSpecializedAttr = 0;
+  let cppNamespace = "::loom";
+}
+def Loom_AttentionLayoutAttr
+    : EnumAttr<Loom_Dialect, Loom_AttentionLayout, "attention_layout">;
+
 #endif // LOOM_DIALECT

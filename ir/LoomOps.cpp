@@ -343,7 +343,13 @@ LogicalResult AttentionOp::inferReturnTypes(MLIRContext *,
        v = tensorOf(adaptor.getValue());
   if (q.getRank() != 4 || k.getRank() != 4 || v.getRank() != 4)
     return emitOptionalError(loc, "loom.attention: q, k, v must be [B, H, T, D]");
-  ArrayRef<int64_t> qs = q.getShape(), ks = k.getShape(), vs = v.getShape();
+  // The checks in heads-major terms; the output keeps q's layout.
+  // (Absent while the parser infers the types: the default, heads-major.)
+  AttentionLayout layout =
+      adaptor.getLayoutAttr() ? adaptor.getLayoutAttr().getValue() : AttentionLayout::heads_major;
+  SmallVector<int64_t, 4> qs = attentionHeadsMajorDims(q.getShape(), layout),
+                          ks = attentionHeadsMajorDims(k.getShape(), layout),
+                          vs = attentionHeadsMajorDims(v.getShape(), layout);
   if (ks[0] != qs[0] || vs[0] != qs[0] || ks[1] != vs[1] || ks[2] != vs[2] ||
       ks[3] != qs[3])
     return emitOptionalError(loc, "loom.attention: shapes q ", shapeStr(qs),
@@ -353,9 +359,10 @@ LogicalResult AttentionOp::inferReturnTypes(MLIRContext *,
     return emitOptionalError(loc, "loom.attention: ", qs[1],
                              " query heads are not a multiple of ", ks[1],
                              " kv heads");
-  types.push_back(RankedTensorType::get({qs[0], qs[1], qs[2], vs[3]},
-                                        q.getElementType()));
-  types.push_back(attentionLseType(q));
+  SmallVector<int64_t, 4> os(q.getShape());
+  os[3] = vs[3];
+  types.push_back(RankedTensorType::get(os, q.getElementType()));
+  types.push_back(attentionLseType(q, layout));
   return success();
 }
 
@@ -367,11 +374,23 @@ LogicalResult AttentionOp::verify() {
   return success();
 }
 
-RankedTensorType loom::attentionLseType(RankedTensorType query) {
-  ArrayRef<int64_t> shape = query.getShape();
+RankedTensorType loom::attentionLseType(RankedTensorType query, AttentionLayout layout) {
+  SmallVector<int64_t, 4> shape(query.getShape());
+  if (shape.size() == 4)
+    shape = attentionHeadsMajorDims(shape, layout);
   Type f = query.getElementType().isF64() ? Type(Float64Type::get(query.getContext()))
                                            : Type(Float32Type::get(query.getContext()));
-  return RankedTensorType::get(shape.empty() ? shape : shape.drop_back(), f);
+  if (!shape.empty())
+    shape.pop_back();
+  return RankedTensorType::get(shape, f);
+}
+
+SmallVector<int64_t, 4> loom::attentionHeadsMajorDims(ArrayRef<int64_t> shape,
+                                                      AttentionLayout layout) {
+  SmallVector<int64_t, 4> d(shape);
+  if (layout == AttentionLayout::tokens_major && d.size() == 4)
+    std::swap(d[1], d[2]);
+  return d;
 }
 
 LogicalResult CrossEntropyOp::inferReturnTypes(MLIRContext *,

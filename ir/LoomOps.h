@@ -26,9 +26,16 @@
 
 namespace loom {
 /// The type of attention's logsumexp for a query of type `query` ([B, Hq,
-/// T, D]): [B, Hq, T], f64 for f64 queries and f32 for every other float
-/// type (the statistics are never stored in bf16).
-mlir::RankedTensorType attentionLseType(mlir::RankedTensorType query);
+/// T, D], or [B, T, Hq, D] tokens-major): [B, Hq, T], f64 for f64 queries
+/// and f32 for every other float type (the statistics are never stored in
+/// bf16).
+mlir::RankedTensorType attentionLseType(mlir::RankedTensorType query,
+                                        AttentionLayout layout = AttentionLayout::heads_major);
+
+/// `shape` (an attention operand's, rank 4) as heads-major dims [B, H, T,
+/// D]: tokens-major swaps dims 1 and 2.
+llvm::SmallVector<int64_t, 4> attentionHeadsMajorDims(llvm::ArrayRef<int64_t> shape,
+                                                       AttentionLayout layout);
 
 /// An attention output `o` as the forward's readers see it, which the
 /// backward's delta = <dy, o> must read: under autocast the rounded copy

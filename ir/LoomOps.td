@@ -299,12 +299,19 @@ def Loom_AttentionOp : Loom_Op<"attention", [Pure, InferTypeOpAdaptor,
     - window, so it sees at most `window` keys, itself included. `softcap`
     > 0 caps the scores (Gemma 2): s = softcap tanh(scale q.k / softcap)
     before the mask and the softmax. Both are 0 (off) by default.
+
+    `layout` = tokens_major stores query, key, value and output with the
+    token dim before the head dim: query [B, T, Hq, D], key and value
+    [B, S, Hkv, D], output [B, T, Hq, D]; lse stays [B, Hq, T]. The values
+    are those of the heads-major attention of the transposed operands.
   }];
   let arguments = (ins Loom_FloatTensor:$query, Loom_FloatTensor:$key,
                        Loom_FloatTensor:$value, F64Attr:$scale,
                        BoolAttr:$causal,
                        DefaultValuedAttr<I64Attr, "0">:$window,
-                       DefaultValuedAttr<F64Attr, "0.0">:$softcap);
+                       DefaultValuedAttr<F64Attr, "0.0">:$softcap,
+                       DefaultValuedAttr<Loom_AttentionLayoutAttr,
+                                         "::loom::AttentionLayout::heads_major">:$layout);
   let results = (outs Loom_FloatTensor:$output, Loom_FloatTensor:$lse);
   let hasVerifier = 1;
   let assemblyFormat = [{
@@ -419,9 +426,7 @@ def Loom_LayerNormGradOp : Loom_Op<"layer_norm_grad", [Pure, InferTypeOpAdaptor,
 }
 
 def Loom_AttentionGradOp : Loom_Op<"attention_grad", [Pure, InferTypeOpAdaptor,
-    AllTypesMatch<["query", "output", "output_grad"]>,
-    TypesMatchWith<"lse is the logsumexp per query row", "query", "lse",
-                   "::loom::attentionLseType(::llvm::cast<::mlir::RankedTensorType>($_self))">]> {
+    AllTypesMatch<["query", "output", "output_grad"]>]> {
   let summary = "(dq, dk, dv) of attention from its saved output and logsumexp";
   let description = [{
     `output` and `lse` are the results of the `loom.attention` of the same
@@ -435,18 +440,23 @@ def Loom_AttentionGradOp : Loom_Op<"attention_grad", [Pure, InferTypeOpAdaptor,
     where query heads that share a kv head sum into its dk and dv. `window`
     and `softcap` are the forward's; with a softcap, dS is also multiplied
     by the cap's derivative 1 - (s / softcap)^2 at the capped score s.
+    `layout` is the forward's, for every operand and result but lse, which
+    is the logsumexp per query row, [B, Hq, T], in both layouts.
   }];
   let arguments = (ins Loom_FloatTensor:$query, Loom_FloatTensor:$key,
                        Loom_FloatTensor:$value, Loom_FloatTensor:$output,
                        Loom_FloatTensor:$lse, Loom_FloatTensor:$output_grad,
                        F64Attr:$scale, BoolAttr:$causal,
                        DefaultValuedAttr<I64Attr, "0">:$window,
-                       DefaultValuedAttr<F64Attr, "0.0">:$softcap);
+                       DefaultValuedAttr<F64Attr, "0.0">:$softcap,
+                       DefaultValuedAttr<Loom_AttentionLayoutAttr,
+                                         "::loom::AttentionLayout::heads_major">:$layout);
   let results = (outs Loom_FloatTensor:$query_grad, Loom_FloatTensor:$key_grad,
                       Loom_FloatTensor:$value_grad);
+  let hasVerifier = 1;
   let assemblyFormat = [{
     $query `,` $key `,` $value `,` $output `,` $lse `,` $output_grad attr-dict
-    `:` type($query) `,` type($key) `,` type($value)
+    `:` type($query) `,` type($key) `,` type($value) `,` type($lse)
   }];
 }
 

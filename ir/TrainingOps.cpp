@@ -51,6 +51,14 @@ LogicalResult AttentionGradOp::inferReturnTypes(MLIRContext *, std::optional<Loc
   return success();
 }
 
+LogicalResult AttentionGradOp::verify() {
+  auto q = cast<RankedTensorType>(getQuery().getType());
+  if (getLse().getType() != attentionLseType(q, getLayout()))
+    return emitOpError("lse ") << getLse().getType() << " is not the logsumexp per query row of "
+                               << q;
+  return success();
+}
+
 #define LOOM_SAME_AS(OP, GETTER)                                                               \
   LogicalResult OP::inferReturnTypes(MLIRContext *, std::optional<Location>, OP::Adaptor a,   \
                                      SmallVectorImpl<Type> &types) {                          \

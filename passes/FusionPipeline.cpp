@@ -34,7 +34,8 @@ void buildFusionPipeline(mlir::OpPassManager &pm, bool autocastBf16) {
   pm.addPass(mlir::createCSEPass());
 }
 
-void buildTrainStepTail(mlir::OpPassManager &pm, bool bf16, bool fuseGradientClipping, bool fp8) {
+void buildTrainStepTail(mlir::OpPassManager &pm, bool bf16, bool fuseGradientClipping, bool fp8,
+                        bool foldAttentionTransposes) {
   pm.addPass(mlir::createCanonicalizerPass(rewriteConfig()));
   pm.addPass(mlir::createCSEPass());
   if (bf16) { // autocast's rounded matmuls become bf16 GEMMs
@@ -42,6 +43,13 @@ void buildTrainStepTail(mlir::OpPassManager &pm, bool bf16, bool fuseGradientCli
     pm.nest<mlir::func::FuncOp>().addPass(createHoistNarrowingCasts());
     pm.nest<mlir::func::FuncOp>().addPass(createUseBf16Matmuls());
     pm.addPass(mlir::createCanonicalizerPass(rewriteConfig()));
+  }
+  // After the casts have their final places: the rebuilt q, k, v chains
+  // copy them, and CSE merges the casts that sinking duplicates.
+  if (foldAttentionTransposes) {
+    pm.nest<mlir::func::FuncOp>().addPass(createFoldAttentionTransposes());
+    pm.addPass(mlir::createCanonicalizerPass(rewriteConfig()));
+    pm.addPass(mlir::createCSEPass());
   }
   if (fp8) { // after the sinking: fp8 operands are read at their bf16 source
     pm.nest<mlir::func::FuncOp>().addPass(createInsertFp8Casts());
@@ -124,7 +132,8 @@ void buildSpmdTrainStep(mlir::OpPassManager &pm, const SpmdStepOptions &o) {
     pm.addPass(createSplitPipeline(split));
     pm.addPass(createOutlineTransfers());
   }
-  buildTrainStepTail(pm, o.bf16, o.fuseGradientClipping, !o.fp8.empty());
+  buildTrainStepTail(pm, o.bf16, o.fuseGradientClipping, !o.fp8.empty(),
+                     o.foldAttentionTransposes);
   // Last: recomputation clones forward ops into the backward, which CSE
   // would merge back, and reads the final forward (bf16 GEMMs, collectives).
   // (On @train_step: the drivers refuse it with pipeline plans.)

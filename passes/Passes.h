@@ -37,8 +37,10 @@ void buildFusionPipeline(mlir::OpPassManager &pm, bool autocastBf16 = false);
 /// very step loom runs.
 /// With `fp8`, the step's fp8_matmuls are spelled out as scales, casts and
 /// scaled GEMMs (loom-insert-fp8-casts) and CSE shares the copies.
+/// `foldAttentionTransposes` gives attention tokens-major operands
+/// (loom-fold-attention-transposes): the same bits, fewer copies.
 void buildTrainStepTail(mlir::OpPassManager &pm, bool bf16, bool fuseGradientClipping = true,
-                        bool fp8 = false);
+                        bool fp8 = false, bool foldAttentionTransposes = true);
 
 /// One rank's training step under a data- and tensor-parallel plan.
 struct SpmdStepOptions {
@@ -49,6 +51,7 @@ struct SpmdStepOptions {
   int64_t fsdpPrefetch = 1;            // gathers issued this many parameters ahead
   bool bf16 = false;                   // the forward went through autocast
   bool fuseGradientClipping = true;
+  bool foldAttentionTransposes = true;
   // Issue 18: context parallelism over cp ranks ("allgather" or "ring"),
   // and with tp > 1 sequence parallelism and vocabulary-parallel loss.
   int64_t cp = 1;

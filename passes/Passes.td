@@ -122,6 +122,20 @@ def SinkWideningCasts : Pass<"loom-sink-widening-casts", "mlir::func::FuncOp"> {
   let dependentDialects = ["loom::LoomDialect"];
 }
 
+def FoldAttentionTransposes : Pass<"loom-fold-attention-transposes", "mlir::func::FuncOp"> {
+  let summary = "Attention on tokens-major [B, T, H, D] operands: the head transposes cancel";
+  let description = [{
+    attention(T q, T k, T v), T the [0, 2, 1, 3] swap reached through
+    casts and rotary ops, becomes T attention(q, k, v) {layout =
+    tokens_major}, and so do the attention_grads that read its lse; the
+    T after each result sinks through casts and rotary_grad into the
+    transposes that merge the heads, where T T = 1. Same values, two
+    activation copies fewer per attention forward and four per backward.
+    Run on the finished training step (after the bf16 passes).
+  }];
+  let dependentDialects = ["loom::LoomDialect"];
+}
+
 def HoistNarrowingCasts : Pass<"loom-hoist-narrowing-casts", "mlir::func::FuncOp"> {
   let summary = "Move f32 -> bf16 casts above the reshapes, transposes and concats they read";
   let description = [{

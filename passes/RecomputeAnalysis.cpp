@@ -90,8 +90,10 @@ double opFlops(Operation *op) {
     return 2.0 * double(res.getNumElements()) * k;
   }
   if (auto a = dyn_cast<AttentionOp>(op)) {
-    ArrayRef<int64_t> q = cast<RankedTensorType>(a.getQuery().getType()).getShape();
-    double s = double(cast<RankedTensorType>(a.getKey().getType()).getShape()[2]);
+    SmallVector<int64_t, 4> q = attentionHeadsMajorDims(
+        cast<RankedTensorType>(a.getQuery().getType()).getShape(), a.getLayout());
+    double s = double(attentionHeadsMajorDims(
+        cast<RankedTensorType>(a.getKey().getType()).getShape(), a.getLayout())[2]);
     double f = 4.0 * double(q[0]) * double(q[1]) * double(q[2]) * s * double(q[3]);
     return a.getCausal() ? f / 2 : f;
   }

@@ -4,6 +4,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "planner/ProgramCost.h"
+#include "loom/runtime/AttentionLayout.h"
 #include "loom/runtime/GemmStaging.h"
 
 #include <algorithm>
@@ -108,7 +109,10 @@ InstrWork describeInstr(const rt::Program &p, const rt::Instr &I) {
     // q [B, Hq, T, D], k [B, Hkv, S, D]: QK^T and PV are 2 B Hq T S D each
     // forward; the backward redoes QK^T and adds dV, dP, dQ, dK (2.5x);
     // a causal mask halves both (CostModel.cpp, Calibration.cpp).
-    const std::vector<int64_t> &q = p.buffers[I.in[0]].shape, &k = p.buffers[I.in[1]].shape;
+    // (Either layout: AttentionLayout.h gives the heads-major dims.)
+    rt::AttentionLayout l = rt::attentionLayout(I);
+    std::vector<int64_t> q = rt::headsMajorDims(p.buffers[I.in[0]].shape, l),
+                         k = rt::headsMajorDims(p.buffers[I.in[1]].shape, l);
     if (q.size() == 4 && k.size() == 4) {
       double fwd = 4.0 * double(q[0]) * double(q[1]) * double(q[2]) * double(k[2]) * double(q[3]);
       bool causal = !I.ints.empty() && I.ints[0];

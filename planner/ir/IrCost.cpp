@@ -439,9 +439,11 @@ void Walker::trackBatchDims() {
         if (perm[i] == d) batchDim[t.getResult()] = int(i);
     } else if (auto a = dyn_cast<AttentionOp>(op); a && src == a.getQuery() && d < 3) {
       // o [B, Hq, T, Dv] and lse [B, Hq, T] share q's leading dims; lse,
-      // one dim short, is aligned on the left, not the right.
+      // one dim short, is aligned on the left, not the right. Tokens-major
+      // q and o are [B, T, Hq, D]: lse swaps dims 1 and 2 back.
       batchDim[a.getOutput()] = d;
-      batchDim[a.getLse()] = d;
+      bool swapped = a.getLayout() == AttentionLayout::tokens_major && d > 0;
+      batchDim[a.getLse()] = swapped ? 3 - d : d;
     } else if (auto r = dyn_cast<ReduceOp>(op)) {
       ArrayRef<int64_t> axes = r.getAxes();
       if (llvm::is_contained(axes, d))
@@ -550,7 +552,10 @@ void Walker::buildOps() {
     } else if (isa<AttentionOp, AttentionGradOp>(op)) {
       c.kind = OpKind::Attention;
       Value q = op->getOperand(0), k = op->getOperand(1), v = op->getOperand(2);
-      ArrayRef<int64_t> qs = shapeOf(q), ks = shapeOf(k);
+      AttentionLayout layout = isa<AttentionOp>(op) ? cast<AttentionOp>(op).getLayout()
+                                                    : cast<AttentionGradOp>(op).getLayout();
+      SmallVector<int64_t, 4> qs = attentionHeadsMajorDims(shapeOf(q), layout),
+                              ks = attentionHeadsMajorDims(shapeOf(k), layout);
       double B = double(qs[0]), H = double(qs[1]), T = double(qs[2]), D = double(qs[3]);
       double S = double(ks[2]);
       // Forward: q k^T and p v. Backward (p rebuilt from the saved lse, no
@@ -822,8 +827,8 @@ void Walker::summarize() {
     if (phaseOf(op) != Phase::Forward)
       continue;
     if (auto a = dyn_cast<AttentionOp>(op); a && !out.heads) {
-      out.heads = shapeOf(a.getQuery())[1];
-      out.kvHeads = shapeOf(a.getKey())[1];
+      out.heads = attentionHeadsMajorDims(shapeOf(a.getQuery()), a.getLayout())[1];
+      out.kvHeads = attentionHeadsMajorDims(shapeOf(a.getKey()), a.getLayout())[1];
       out.headDim = shapeOf(a.getQuery())[3];
     }
     if (auto e = dyn_cast<EmbeddingOp>(op); e && !out.hidden && paramOf.count(e.getTable()) &&

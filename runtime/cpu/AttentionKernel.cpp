@@ -3,7 +3,9 @@
 // Part of loom, under the Apache License v2.0.
 //
 // q[B, Hq, T, D], k[B, Hkv, S, D], v[B, Hkv, S, Dv] -> o[B, Hq, T, Dv],
-// lse[B, Hq, T]. For batch b, query head h and query position i, with kv
+// lse[B, Hq, T], or the same tensors tokens-major (q[B, T, Hq, D] ...,
+// AttentionLayout.h): rows are found through their strides, so both
+// layouts give the same bits. For batch b, query head h and query position i, with kv
 // head g = h / (Hq / Hkv) (consecutive query heads share one kv head):
 //   s_j = scale * <q[b,h,i], k[b,g,j]>            for visible keys j
 //   m = max_j s_j,  l = sum_j exp(s_j - m)
@@ -22,6 +24,7 @@
 //===----------------------------------------------------------------------===//
 #include "cpu/AttentionMask.h"
 #include "cpu/Kernels.h"
+#include "loom/runtime/AttentionLayout.h"
 
 #include <algorithm>
 #include <cmath>
@@ -32,10 +35,16 @@ namespace {
 
 template <typename Elem>
 bool attentionTyped(const KernelCall &c, ThreadPool &pool, std::string &) {
-  const std::vector<int64_t> &qs = c.in[0].shape(), &ks = c.in[1].shape(), &vs = c.in[2].shape();
+  AttentionLayout layout = attentionLayout(*c.instr);
+  std::vector<int64_t> qs = headsMajorDims(c.in[0].shape(), layout),
+                       ks = headsMajorDims(c.in[1].shape(), layout),
+                       vs = headsMajorDims(c.in[2].shape(), layout);
   int64_t B = qs[0], Hq = qs[1], T = qs[2], D = qs[3];
   int64_t Hkv = ks[1], S = ks[2], Dv = vs[3];
   int64_t group = Hq / Hkv;
+  AttentionStrides qst = attentionStrides(qs, layout), kst = attentionStrides(ks, layout),
+                   vst = attentionStrides(vs, layout),
+                   ost = attentionStrides({B, Hq, T, Dv}, layout);
   AttentionMask mask = AttentionMask::of(*c.instr, T, S);
   const Elem *q = c.in[0].as<Elem>(), *k = c.in[1].as<Elem>(), *v = c.in[2].as<Elem>();
   Elem *o = c.out[0].as<Elem>(), *lse = c.out[1].as<Elem>();
@@ -44,14 +53,15 @@ bool attentionTyped(const KernelCall &c, ThreadPool &pool, std::string &) {
     std::vector<double> p(static_cast<size_t>(S)), acc(static_cast<size_t>(Dv));
     for (int64_t row = begin; row < end; ++row) {
       int64_t i = row % T, bh = row / T, b = bh / Hq, h = bh % Hq;
-      int64_t g = b * Hkv + h / group;
-      const Elem *qi = q + row * D, *kg = k + g * S * D, *vg = v + g * S * Dv;
+      int64_t g = h / group;
+      const Elem *qi = q + qst.row(b, h, i);
+      Elem *oi = o + ost.row(b, h, i);
       int64_t first = mask.firstKey(i), end = mask.endKey(i);
       bool visible = first < end;
 
       double mx = -INFINITY;
       for (int64_t j = first; j < end; ++j) {
-        const Elem *kj = kg + j * D;
+        const Elem *kj = k + kst.row(b, g, j);
         double dot = 0;
         for (int64_t d = 0; d < D; ++d) dot += double(qi[d]) * kj[d];
         p[j] = mask.score(dot);
@@ -62,12 +72,12 @@ bool attentionTyped(const KernelCall &c, ThreadPool &pool, std::string &) {
 
       std::fill(acc.begin(), acc.end(), 0.0);
       for (int64_t j = first; j < end; ++j) {
-        const Elem *vj = vg + j * Dv;
+        const Elem *vj = v + vst.row(b, g, j);
         for (int64_t d = 0; d < Dv; ++d) acc[d] += p[j] * vj[d];
       }
       // No visible key (S == 0): an empty softmax; write zeros, not 0/0.
       double inv = visible ? 1.0 / sum : 0.0;
-      for (int64_t d = 0; d < Dv; ++d) o[row * Dv + d] = Elem(acc[d] * inv);
+      for (int64_t d = 0; d < Dv; ++d) oi[d] = Elem(acc[d] * inv);
       lse[row] = visible ? Elem(mx + std::log(sum)) : Elem(INFINITY);
     }
   });

@@ -21,6 +21,7 @@
 #include "cpu/Kernels.h"
 #include "cpu/Strided.h"
 #include "lib/Diagnostics.h"
+#include "loom/runtime/AttentionLayout.h"
 #include "loom/runtime/Fp8.h"
 #include "loom/runtime/RoundedCopies.h"
 
@@ -193,10 +194,17 @@ bool layerNormGradTyped(const KernelCall &c, ThreadPool &pool, std::string &) {
 // The saved statistics spare the softmax's max and sum over every row.
 template <typename Elem>
 bool attentionGradTyped(const KernelCall &c, ThreadPool &pool, std::string &) {
-  const std::vector<int64_t> &qs = c.in[0].shape(), &ks = c.in[1].shape(), &vs = c.in[2].shape();
+  // Either layout (AttentionLayout.h): rows are found through their strides.
+  AttentionLayout layout = attentionLayout(*c.instr);
+  std::vector<int64_t> qs = headsMajorDims(c.in[0].shape(), layout),
+                       ks = headsMajorDims(c.in[1].shape(), layout),
+                       vs = headsMajorDims(c.in[2].shape(), layout);
   int64_t B = qs[0], Hq = qs[1], T = qs[2], D = qs[3];
   int64_t Hkv = ks[1], S = ks[2], Dv = vs[3];
   int64_t group = Hq / Hkv;
+  AttentionStrides qst = attentionStrides(qs, layout), kst = attentionStrides(ks, layout),
+                   vst = attentionStrides(vs, layout),
+                   ost = attentionStrides({B, Hq, T, Dv}, layout);
   AttentionMask mask = AttentionMask::of(*c.instr, T, S);
   double scale = mask.scale;
   const Elem *q = c.in[0].as<Elem>(), *k = c.in[1].as<Elem>(), *v = c.in[2].as<Elem>();
@@ -214,19 +222,19 @@ bool attentionGradTyped(const KernelCall &c, ThreadPool &pool, std::string &) {
     std::vector<double> acc(static_cast<size_t>(D));
     for (int64_t row = begin; row < end; ++row) {
       int64_t i = row % T, bh = row / T, b = bh / Hq, h = bh % Hq;
-      int64_t g = b * Hkv + h / group;
-      const Elem *qi = q + row * D, *dyi = dy + row * Dv;
-      const Elem *kg = k + g * S * D, *vg = v + g * S * Dv;
-      double dlt = dot(dyi, o + row * Dv, Dv);
+      int64_t g = h / group;
+      const Elem *qi = q + qst.row(b, h, i), *dyi = dy + ost.row(b, h, i);
+      double dlt = dot(dyi, o + ost.row(b, h, i), Dv);
       std::fill(acc.begin(), acc.end(), 0.0);
       for (int64_t j = mask.firstKey(i); j < mask.endKey(i); ++j) {
-        const Elem *kj = kg + j * D;
+        const Elem *kj = k + kst.row(b, g, j);
         double s = mask.score(dot(qi, kj, D));
         double p = std::exp(s - lse[row]);
-        double ds = p * (dot(dyi, vg + j * Dv, Dv) - dlt) * mask.capSlope(s);
+        double ds = p * (dot(dyi, v + vst.row(b, g, j), Dv) - dlt) * mask.capSlope(s);
         for (int64_t d = 0; d < D; ++d) acc[d] += ds * kj[d];
       }
-      for (int64_t d = 0; d < D; ++d) dq[row * D + d] = Elem(scale * acc[d]);
+      Elem *dqi = dq + qst.row(b, h, i);
+      for (int64_t d = 0; d < D; ++d) dqi[d] = Elem(scale * acc[d]);
       delta[row] = dlt;
     }
   });
@@ -236,21 +244,22 @@ bool attentionGradTyped(const KernelCall &c, ThreadPool &pool, std::string &) {
     std::vector<double> ak(static_cast<size_t>(D)), av(static_cast<size_t>(Dv));
     for (int64_t krow = begin; krow < end; ++krow) {
       int64_t j = krow % S, bg = krow / S, b = bg / Hkv, g = bg % Hkv;
-      const Elem *kj = k + krow * D, *vj = v + krow * Dv;
+      const Elem *kj = k + kst.row(b, g, j), *vj = v + vst.row(b, g, j);
       std::fill(ak.begin(), ak.end(), 0.0);
       std::fill(av.begin(), av.end(), 0.0);
       for (int64_t h = g * group; h < (g + 1) * group; ++h)
         for (int64_t i = mask.firstQuery(j); i < mask.endQuery(j); ++i) {
           int64_t row = (b * Hq + h) * T + i;
-          const Elem *qi = q + row * D, *dyi = dy + row * Dv;
+          const Elem *qi = q + qst.row(b, h, i), *dyi = dy + ost.row(b, h, i);
           double s = mask.score(dot(qi, kj, D));
           double p = std::exp(s - lse[row]);
           double ds = p * (dot(dyi, vj, Dv) - delta[row]) * mask.capSlope(s);
           for (int64_t d = 0; d < Dv; ++d) av[d] += p * dyi[d];
           for (int64_t d = 0; d < D; ++d) ak[d] += ds * qi[d];
         }
-      for (int64_t d = 0; d < D; ++d) dk[krow * D + d] = Elem(scale * ak[d]);
-      for (int64_t d = 0; d < Dv; ++d) dv[krow * Dv + d] = Elem(av[d]);
+      Elem *dkj = dk + kst.row(b, g, j), *dvj = dv + vst.row(b, g, j);
+      for (int64_t d = 0; d < D; ++d) dkj[d] = Elem(scale * ak[d]);
+      for (int64_t d = 0; d < Dv; ++d) dvj[d] = Elem(av[d]);
     }
   });
   return true;

@@ -37,9 +37,14 @@
 // instead (F32Staging below): bf16 inputs are widened into f32 scratch, the
 // f32 results are rounded into the bf16 outputs by the Cast kernel. That is
 // the definition, so they give the unfused program's bits.
+//
+// Every kernel here reads heads-major operands; a tokens-major instruction
+// (AttentionLayout.h) that cuDNN does not run goes through heads-major
+// copies (HeadsMajorCall below).
 //===----------------------------------------------------------------------===//
 #include "cuda/CudaCommon.cuh"
 #include "cuda/FlashAttention.h"
+#include "loom/runtime/AttentionLayout.h"
 
 #include <cstdlib>
 #include <deque>
@@ -104,12 +109,17 @@ AttnShape attnShapeOf(const Shape &qs, const Shape &ks, const Shape &vs, const I
   return a;
 }
 
+/// The shape of a call whose operands are heads-major (HeadsMajorCall).
 AttnShape attnShape(const CudaCall &c) {
   return attnShapeOf(c.in[0].shape(), c.in[1].shape(), c.in[2].shape(), *c.instr);
 }
 
+/// The shape of instruction `I`, in either layout.
 AttnShape attnShapeOf(const Program &p, const Instr &I) {
-  return attnShapeOf(p.buffers[I.in[0]].shape, p.buffers[I.in[1]].shape, p.buffers[I.in[2]].shape, I);
+  AttentionLayout l = attentionLayout(I);
+  return attnShapeOf(headsMajorDims(p.buffers[I.in[0]].shape, l),
+                     headsMajorDims(p.buffers[I.in[1]].shape, l),
+                     headsMajorDims(p.buffers[I.in[2]].shape, l), I);
 }
 
 /// Loads this lane's slice (d = lane + 32 u) of a row of length n.
@@ -670,6 +680,84 @@ unsigned warpsGrid(int64_t warps) {
   return unsigned((warps + kWarpsPerBlock - 1) / kWarpsPerBlock);
 }
 
+//===--- Tokens-major operands -------------------------------------------===//
+
+/// Whether operand `b` of an attention instruction of layout `l` has a
+/// heads-major copy: every rank-4 one (all but lse, [B, Hq, T] in both
+/// layouts) of a tokens-major instruction.
+bool copiedToHeadsMajor(const BufferDesc &b, AttentionLayout l) {
+  return l == AttentionLayout::TokensMajor && b.shape.size() == 4;
+}
+
+/// Bytes of the heads-major copies of `I`'s operands, 256-byte aligned each.
+size_t headsMajorCopyBytes(const Program &p, const Instr &I) {
+  size_t bytes = 0;
+  for (const auto *ids : {&I.in, &I.out})
+    for (uint32_t id : *ids)
+      if (copiedToHeadsMajor(p.buffers[id], attentionLayout(I)))
+        bytes += align256(p.buffers[id].bytes);
+  return bytes;
+}
+
+/// to = from with dims 1 and 2 swapped ([B, X, Y, D] -> [B, Y, X, D]), by
+/// Transpose's kernels (whole rows of D move as packs).
+void swapDims12(const DevTensor &from, const DevTensor &to, CudaContext &ctx) {
+  static const Instr swap = [] {
+    Instr I;
+    I.op = OpCode::Transpose;
+    I.ints = {0, 2, 1, 3};
+    return I;
+  }();
+  CudaCall t;
+  t.instr = &swap;
+  t.in = {from};
+  t.out = {to};
+  launchTranspose(t, ctx);
+}
+
+/// A tokens-major attention call as the kernels here read it: the
+/// constructor transposes its q, k, v (and o, dy) into heads-major copies at
+/// the start of scratch, call() points at those copies and at heads-major
+/// copies of its o (or dq, dk, dv), and writeBack() transposes those into
+/// the instruction's buffers. context() is the launch's context with scratch
+/// past the copies. A heads-major call passes through unchanged.
+class HeadsMajorCall {
+public:
+  HeadsMajorCall(const CudaCall &c, CudaContext &ctx) : call_(c), ctx_(ctx) {
+    AttentionLayout layout = attentionLayout(*c.instr);
+    char *at = static_cast<char *>(ctx.scratch);
+    auto copy = [&](DevTensor &t, bool output) {
+      if (!copiedToHeadsMajor(*t.desc, layout)) return;
+      BufferDesc &d = descs_.emplace_back(*t.desc);
+      d.shape = headsMajorDims(d.shape, layout);
+      DevTensor headsMajor{at, &d};
+      at += align256(d.bytes);
+      if (output) writeBack_.push_back({headsMajor, t});
+      else swapDims12(t, headsMajor, ctx);
+      t = headsMajor;
+    };
+    for (DevTensor &t : call_.in) copy(t, false);
+    for (DevTensor &t : call_.out) copy(t, true);
+    ctx_.scratchBytes -= size_t(at - static_cast<char *>(ctx.scratch));
+    ctx_.scratch = at;
+  }
+  HeadsMajorCall(const HeadsMajorCall &) = delete;
+  HeadsMajorCall &operator=(const HeadsMajorCall &) = delete;
+
+  const CudaCall &call() const { return call_; }
+  CudaContext &context() { return ctx_; }
+
+  void writeBack(CudaContext &ctx) const {
+    for (const auto &[headsMajor, out] : writeBack_) swapDims12(headsMajor, out, ctx);
+  }
+
+private:
+  CudaCall call_;
+  CudaContext ctx_;
+  std::deque<BufferDesc> descs_; // the copies' descriptions (stable addresses)
+  std::vector<std::pair<DevTensor, DevTensor>> writeBack_; // heads-major copy -> output
+};
+
 } // namespace
 
 bool planAttentionGemms(const Program &p, int index, GemmCache &gemms, std::vector<int> &ids,
@@ -720,20 +808,28 @@ size_t attentionScratchBytes(const Program &p, const Instr &I) {
     return 0;
   AttnShape a = attnShapeOf(p, I);
   AttnPath path = attnPath(p, I);
+  // The heads-major copies of a tokens-major instruction's operands, then
+  // the kernels' own scratch.
+  size_t copies = headsMajorCopyBytes(p, I);
   // The f32 implementation's scratch, then the f32 copies of bf16 operands.
   size_t f32 = align256(f32ScratchBytes(a, I.op, path == AttnPath::Gemm)) + stagingBytes(p, I);
   if (path != AttnPath::Flash)
-    return f32;
+    return copies + f32;
   size_t flash =
       flashScratchBytes(flashShape(a), I.op == OpCode::AttentionGrad, bf16Inputs(p, I)) + 256;
   // Operands flashAligned refuses take the f32 kernels, staged. The
-  // executor's blocks are 256-byte aligned, so the offsets tell; the staged
-  // copies are only reserved where they can be used (on a large model
-  // they would be several times the flash kernels' scratch).
+  // executor's blocks are 256-byte aligned, so the offsets tell (heads-major
+  // copies are aligned wherever their operand is); the staged copies are
+  // only reserved where they can be used (on a large model they would be
+  // several times the flash kernels' scratch).
   bool aligned = true;
+  AttentionLayout layout = attentionLayout(I);
   for (const auto *ids : {&I.in, &I.out})
-    for (uint32_t id : *ids) aligned = aligned && p.buffers[id].offset % 16 == 0;
-  return aligned ? flash : std::max(flash, f32);
+    for (uint32_t id : *ids) {
+      const BufferDesc &b = p.buffers[id];
+      aligned = aligned && (copiedToHeadsMajor(b, layout) || b.offset % 16 == 0);
+    }
+  return copies + (aligned ? flash : std::max(flash, f32));
 }
 
 namespace {
@@ -819,11 +915,8 @@ size_t stagingOffset(const CudaCall &c, CudaContext &ctx, const AttnShape &a) {
   return align256(f32ScratchBytes(a, c.instr->op, gemmIdsOf(c, ctx) != nullptr));
 }
 
-} // namespace
-
-void launchAttention(const CudaCall &c, CudaContext &ctx) {
-  if (launchCudnnAttention(c, ctx)) // planned on cuDNN's fused engines (CudnnAttentionLaunch.cu)
-    return;
+/// The forward of a heads-major call on loom's kernels.
+void attentionHeadsMajor(const CudaCall &c, CudaContext &ctx) {
   AttnShape a = attnShape(c);
   if (a.B * a.Hq * a.T == 0) return;
   if (flashFits(a) && attnPathOfCall(c) == AttnPath::Flash && flashAligned(c)) {
@@ -836,9 +929,8 @@ void launchAttention(const CudaCall &c, CudaContext &ctx) {
   staged.narrow(ctx);
 }
 
-void launchAttentionGrad(const CudaCall &c, CudaContext &ctx) {
-  if (launchCudnnAttention(c, ctx))
-    return;
+/// The backward of a heads-major call on loom's kernels.
+void attentionGradHeadsMajor(const CudaCall &c, CudaContext &ctx) {
   AttnShape a = attnShape(c);
   if (flashFits(a) && attnPathOfCall(c) == AttnPath::Flash && flashAligned(c)) {
     launchFlashBackward(flashShape(a), floatIn(c.in[0]), floatIn(c.in[1]), floatIn(c.in[2]),
@@ -850,6 +942,24 @@ void launchAttentionGrad(const CudaCall &c, CudaContext &ctx) {
   F32Staging staged(c, ctx, stagingOffset(c, ctx, a));
   attentionGradF32(staged.call(), ctx, a);
   staged.narrow(ctx);
+}
+
+} // namespace
+
+void launchAttention(const CudaCall &c, CudaContext &ctx) {
+  if (launchCudnnAttention(c, ctx)) // planned on cuDNN's fused engines (CudnnAttentionLaunch.cu)
+    return;
+  HeadsMajorCall headsMajor(c, ctx);
+  attentionHeadsMajor(headsMajor.call(), headsMajor.context());
+  headsMajor.writeBack(ctx);
+}
+
+void launchAttentionGrad(const CudaCall &c, CudaContext &ctx) {
+  if (launchCudnnAttention(c, ctx))
+    return;
+  HeadsMajorCall headsMajor(c, ctx);
+  attentionGradHeadsMajor(headsMajor.call(), headsMajor.context());
+  headsMajor.writeBack(ctx);
 }
 
 } // namespace loom::rt::cuda

@@ -20,6 +20,10 @@
 //   dK = dS^T Q;  dQ = dS K         (dQ accumulated in f32 in the workspace)
 // With grouped-query heads the dK and dV products run per query head and
 // a reduction over each group's heads gives the kv head's gradient.
+// Tokens-major operands (SdpaShape::tokensMajor) keep the same dims and
+// take [B, T, H, D] memory's strides, so the engines read and write them in
+// place, as cudnn-frontend binds strided q, k, v; everything else (scores,
+// lse, delta, the dQ accumulator) is contiguous in both layouts.
 //
 // The library is opened with dlopen, so a loom built here runs on machines
 // without it; every entry point comes from the one handle.
@@ -177,6 +181,19 @@ Dims contiguous(const Dims &dims) {
   return s;
 }
 
+/// The strides of an operand of heads-major dims [B, H, T, D] (H = `heads`)
+/// as `a` stores it: contiguous, or tokens-major ([B, T, H, D] memory).
+Dims operandStrides(const SdpaShape &a, int64_t heads) {
+  const int64_t T = a.T, D = a.D;
+  return a.tokensMajor ? Dims{T * heads * D, D, heads * D, 1} : contiguous({a.B, heads, T, D});
+}
+
+/// The same operand's memory read as its transpose [B, H, D, T].
+Dims transposedStrides(const SdpaShape &a, int64_t heads) {
+  Dims s = operandStrides(a, heads);
+  return {s[0], s[1], s[3], s[2]};
+}
+
 /// An operation graph under construction: tensors and operations in
 /// creation (topological) order, all kept alive until the plan is built.
 class GraphBuilder {
@@ -320,10 +337,10 @@ void buildForward(GraphBuilder &g, const SdpaShape &a) {
   const int64_t B = a.B, H = a.Hq, G = a.Hkv, T = a.T, D = a.D;
   const Dims one{1, 1, 1, 1};
   auto bf16 = CUDNN_DATA_BFLOAT16, f32 = CUDNN_DATA_FLOAT;
-  auto q = g.io(kQ, {B, H, T, D}, contiguous({B, H, T, D}), bf16);
+  auto q = g.io(kQ, {B, H, T, D}, operandStrides(a, H), bf16);
   // K^T: k's memory read as [B, G, D, T].
-  auto kt = g.io(kK, {B, G, D, T}, {G * T * D, T * D, 1, D}, bf16);
-  auto v = g.io(kV, {B, G, T, D}, contiguous({B, G, T, D}), bf16);
+  auto kt = g.io(kK, {B, G, D, T}, transposedStrides(a, G), bf16);
+  auto v = g.io(kV, {B, G, T, D}, operandStrides(a, G), bf16);
   auto scale = g.io(kScale, one, one, f32, true);
   auto negInf = g.io(kNegInf, one, one, f32, true);
   const Dims sd{B, H, T, T}, ss = contiguous(sd), rd{B, H, T, 1}, rs = contiguous(rd);
@@ -344,7 +361,7 @@ void buildForward(GraphBuilder &g, const SdpaShape &a) {
   // rounded to bf16 on chip, as FlashAttention does.
   auto p = g.virt(sd, ss, bf16);
   g.pointwise(CUDNN_POINTWISE_DIV, p, e, sum);
-  auto o = g.io(kO, {B, H, T, D}, contiguous({B, H, T, D}), bf16);
+  auto o = g.io(kO, {B, H, T, D}, operandStrides(a, H), bf16);
   g.matmul(o, p, v);
 }
 
@@ -368,8 +385,12 @@ void buildBackward(GraphBuilder &g, const SdpaShape &a) {
   const int64_t B = a.B, H = a.Hq, G = a.Hkv, T = a.T, D = a.D;
   const Dims one{1, 1, 1, 1};
   auto bf16 = CUDNN_DATA_BFLOAT16, f32 = CUDNN_DATA_FLOAT;
-  const Dims qd{B, H, T, D}, qs = contiguous(qd), kd{B, G, T, D}, ks = contiguous(kd);
-  const Dims ktd{B, G, D, T}, kts{G * T * D, T * D, 1, D};
+  // Operands in memory take the layout's strides (qs, ks, kts); what stays
+  // on chip, and delta and the dQ accumulator in the workspace, are
+  // contiguous (qc).
+  const Dims qd{B, H, T, D}, qs = operandStrides(a, H), qc = contiguous(qd), kd{B, G, T, D},
+             ks = operandStrides(a, G);
+  const Dims ktd{B, G, D, T}, kts = transposedStrides(a, G);
   auto q = g.io(kQ, qd, qs, bf16);
   auto kt = g.io(kK, ktd, kts, bf16);
   auto vt = g.io(kV, ktd, kts, bf16);
@@ -384,7 +405,7 @@ void buildBackward(GraphBuilder &g, const SdpaShape &a) {
   auto lse = g.io(kLse, rd, rs, f32);
 
   // delta = rowsum(dO * O), kept in the workspace for every key tile.
-  auto dOO = g.virt(qd, qs, f32), rowDot = g.virt(rd, rs, f32);
+  auto dOO = g.virt(qd, qc, f32), rowDot = g.virt(rd, rs, f32);
   g.pointwise(CUDNN_POINTWISE_MUL, dOO, dO, o);
   g.reduction(CUDNN_REDUCE_TENSOR_ADD, rowDot, dOO);
   auto delta = g.io(kDelta, rd, rs, f32);
@@ -400,7 +421,7 @@ void buildBackward(GraphBuilder &g, const SdpaShape &a) {
   // dV = P^T dO (per query head, then summed over each group).
   auto pt = g.virt(sd, sts, bf16);
   g.reshape(pt, p);
-  groupedProduct(g, g.io(kDV, kd, ks, bf16), pt, dO, H != G, qd, qs);
+  groupedProduct(g, g.io(kDV, kd, ks, bf16), pt, dO, H != G, qd, qc);
 
   // dS = P (dO V^T - delta) * scale.
   auto dP = g.virt(sd, ss, f32), centered = g.virt(sd, ss, f32), pdP = g.virt(sd, ss, f32);
@@ -413,12 +434,12 @@ void buildBackward(GraphBuilder &g, const SdpaShape &a) {
   // dK = dS^T Q (per query head, then summed over each group).
   auto dSt = g.virt(sd, sts, bf16);
   g.reshape(dSt, dS);
-  groupedProduct(g, g.io(kDK, kd, ks, bf16), dSt, q, H != G, qd, qs);
+  groupedProduct(g, g.io(kDK, kd, ks, bf16), dSt, q, H != G, qd, qc);
 
   // dQ = dS K, accumulated in f32 (workspace), then rounded to bf16.
-  auto k = g.virt(kd, {G * T * D, T * D, D, 1}, f32);
+  auto k = g.virt(kd, ks, f32);
   g.reshape(k, kt);
-  auto dqAccum = g.io(kDQAccum, qd, qs, f32);
+  auto dqAccum = g.io(kDQAccum, qd, qc, f32);
   g.matmul(dqAccum, dS, k);
   auto dq = g.io(kDQ, qd, qs, bf16);
   g.pointwise(CUDNN_POINTWISE_IDENTITY, dq, dqAccum);
@@ -452,7 +473,7 @@ AuxLayout auxLayout(const SdpaShape &s, bool backward) {
 
 bool sameShape(const SdpaShape &a, const SdpaShape &b) {
   return a.B == b.B && a.Hq == b.Hq && a.Hkv == b.Hkv && a.T == b.T && a.D == b.D &&
-         a.scale == b.scale;
+         a.scale == b.scale && a.tokensMajor == b.tokensMajor;
 }
 
 class CudnnAttentionImpl final : public CudnnAttention {

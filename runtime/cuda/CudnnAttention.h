@@ -10,8 +10,10 @@
 // attention instructions keep loom's own kernels (FlashAttention.cu).
 //
 // Layouts: q [B, Hq, T, D], k and v [B, Hkv, T, D], o and dq like q, dk and
-// dv like k, all contiguous bf16; lse [B, Hq, T] f32, the natural-log
-// logsumexp of each query row's scaled scores (the IR's attention lse).
+// dv like k, all bf16, contiguous or, tokens-major (AttentionLayout.h), as
+// [B, T, H, D] memory that the graph reads in place through its strides;
+// lse [B, Hq, T] f32 contiguous either way, the natural-log logsumexp of
+// each query row's scaled scores (the IR's attention lse).
 // Query head h reads kv head h / (Hq / Hkv); key j is visible to query i
 // when j <= i (causal, S == T).
 //===----------------------------------------------------------------------===//
@@ -30,6 +32,7 @@ namespace loom::rt::cuda {
 struct SdpaShape {
   int64_t B = 0, Hq = 0, Hkv = 0, T = 0, D = 0;
   float scale = 1.f;
+  bool tokensMajor = false; // q, k, v, o and their gradients stored [B, T, H, D]
 };
 
 /// One cuDNN handle and the execution plans built for it. Plans are built

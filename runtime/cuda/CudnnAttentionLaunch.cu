@@ -6,10 +6,13 @@
 // (CudnnAttention.h), and their launches. An instruction qualifies when
 // checkFusedAttention says so (FusedAttentionEligibility.h: bf16 values,
 // plain causal, as many keys as queries) and the engines accept the shape;
-// a refusal in a program with bf16 values is said once per reason. Operands in f32 storage are staged: inputs are rounded into
-// bf16 scratch copies (exact: they hold bf16 values), outputs come back as
-// bf16 and are widened into the f32 buffers; bf16 ones off a 16-byte
-// boundary are copied. lse is f32 either way.
+// a refusal in a program with bf16 values is said once per reason.
+// Operands in f32 storage are staged: inputs are rounded into bf16 scratch
+// copies (exact: they hold bf16 values), outputs come back as bf16 and are
+// widened into the f32 buffers; bf16 ones off a 16-byte boundary are
+// copied. lse is f32 either way. Tokens-major operands (AttentionLayout.h)
+// are bound in place too, the graph reading them through their strides;
+// staged copies keep their layout.
 // Everything else keeps loom's own kernels (AttentionKernels.cu).
 //===----------------------------------------------------------------------===//
 #include "cuda/CudaCommon.cuh"
@@ -59,7 +62,7 @@ bool cudnnShape(const Program &p, const Instr &I, SdpaShape &s, std::string *why
     return false;
   }
   const FusedAttentionShape &f = c.shape;
-  s = {f.B, f.Hq, f.Hkv, f.T, f.D, f.scale};
+  s = {f.B, f.Hq, f.Hkv, f.T, f.D, f.scale, f.tokensMajor};
   return true;
 }
 

@@ -5,6 +5,7 @@
 //===----------------------------------------------------------------------===//
 #include "loom/runtime/FusedAttentionEligibility.h"
 #include "lib/Diagnostics.h"
+#include "loom/runtime/AttentionLayout.h"
 
 #include <algorithm>
 
@@ -34,8 +35,12 @@ FusedAttentionCheck checkFusedAttention(const Program &p, const Instr &I) {
     return refuse("not the signature with the forward's lse statistics");
   if (I.floats.empty())
     return refuse("no scale");
-  const std::vector<int64_t> &qs = p.buffers[I.in[0]].shape, &ks = p.buffers[I.in[1]].shape,
-              &vs = p.buffers[I.in[2]].shape;
+  // The engines bind either layout in place (strides): the checks and the
+  // shape are in heads-major terms.
+  AttentionLayout layout = attentionLayout(I);
+  const std::vector<int64_t> qs = headsMajorDims(p.buffers[I.in[0]].shape, layout),
+                             ks = headsMajorDims(p.buffers[I.in[1]].shape, layout),
+                             vs = headsMajorDims(p.buffers[I.in[2]].shape, layout);
   // bf16_operands (Program.h): the products may run on bf16; without it
   // they must be exact f32 products.
   if (I.ints.size() < 2 || I.ints[1] == 0) {
@@ -63,7 +68,8 @@ FusedAttentionCheck checkFusedAttention(const Program &p, const Instr &I) {
     return refuse(cat(ks[1], " kv heads do not divide ", qs[1], " query heads"));
   FusedAttentionCheck c;
   c.eligible = true;
-  c.shape = {qs[0], qs[1], ks[1], qs[2], qs[3], float(I.floats[0])};
+  c.shape = {qs[0], qs[1], ks[1], qs[2], qs[3], float(I.floats[0]),
+             layout == AttentionLayout::TokensMajor};
   return c;
 }
 

@@ -6,6 +6,7 @@
 // rely on these: after validate() they index memory without re-checking.
 //===----------------------------------------------------------------------===//
 #include "lib/OpShapes.h"
+#include "loom/runtime/AttentionLayout.h"
 #include "loom/runtime/Fp8Amax.h"
 #include "loom/runtime/RoundedCopies.h"
 #include "lib/Diagnostics.h"
@@ -314,10 +315,10 @@ std::string checkRotary(const OpView &v) {
 }
 
 /// The shapes q [B, Hq, T, D], k [B, Hkv, S, D], v [B, Hkv, S, Dv] that
-/// Attention and AttentionGrad share.
+/// Attention and AttentionGrad share (heads-major dims: AttentionLayout.h).
 std::string checkAttentionOperands(const Shape &q, const Shape &k, const Shape &val) {
   if (q.size() != 4 || k.size() != 4 || val.size() != 4)
-    return "q, k, v must be [B, H, T, D]";
+    return "q, k, v must be [B, H, T, D] (or [B, T, H, D] tokens-major)";
   if (k[0] != q[0] || val[0] != q[0] || k[1] != val[1] || k[2] != val[2] || k[3] != q[3])
     return cat("shapes q ", shapeStr(q), " k ", shapeStr(k), " v ", shapeStr(val),
                " do not fit");
@@ -336,30 +337,46 @@ std::string checkLseDType(const BufferDesc &lse, const BufferDesc &q) {
 }
 
 /// Attention's and AttentionGrad's shared rules: arity, the [causal(,
-/// bf16_operands)] ints, one float, and q, k, v's shapes.
+/// bf16_operands(, window(, layout)))] ints, one float, and q, k, v's shapes.
 std::string checkAttentionCall(const OpView &v, const Instr &I, size_t inputs, size_t outputs) {
   if (std::string e = v.arity(inputs, inputs, outputs, outputs, OpView::kAny, OpView::kAny);
       !e.empty())
     return e;
-  if (std::string e = v.intCount(1, 3); !e.empty())
+  if (std::string e = v.intCount(1, 4); !e.empty())
     return e;
   if (I.floats.empty() || I.floats.size() > 2)
     return cat("takes 1 to 2 float attributes (scale, softcap), got ", I.floats.size());
-  if (I.ints.size() == 3 && (I.ints[2] < 0 || (I.ints[2] > 0 && I.ints[0] == 0)))
+  if (I.ints.size() >= 3 && (I.ints[2] < 0 || (I.ints[2] > 0 && I.ints[0] == 0)))
     return cat("window ", I.ints[2], " must be 0, or positive with causal");
+  if (I.ints.size() == 4 && I.ints[3] != 0 && I.ints[3] != 1)
+    return cat("layout ", I.ints[3], " must be 0 (heads-major) or 1 (tokens-major)");
   if (I.floats.size() == 2 && !(I.floats[1] >= 0))
     return cat("softcap ", I.floats[1], " must be 0 (off) or positive");
-  return checkAttentionOperands(v.in(0).shape, v.in(1).shape, v.in(2).shape);
+  AttentionLayout l = attentionLayout(I);
+  return checkAttentionOperands(headsMajorDims(v.in(0).shape, l), headsMajorDims(v.in(1).shape, l),
+                                headsMajorDims(v.in(2).shape, l));
+}
+
+/// o's stored shape: q's with v's head dim (the same in either layout).
+Shape attentionOutputShape(const OpView &v) {
+  Shape o = v.in(0).shape;
+  o[3] = v.in(2).shape[3];
+  return o;
+}
+
+/// lse's shape [B, Hq, T], whatever the operands' layout.
+Shape attentionLseShape(const OpView &v, const Instr &I) {
+  Shape q = headsMajorDims(v.in(0).shape, attentionLayout(I));
+  return {q[0], q[1], q[2]};
 }
 
 std::string checkAttention(const OpView &v, const Instr &I) {
   if (std::string e = checkAttentionCall(v, I, 3, 2); !e.empty())
     return e;
-  const Shape &q = v.in(0).shape, &k = v.in(1).shape, &val = v.in(2).shape;
   return first([&] { return v.sameDType({&v.in(0), &v.in(1), &v.in(2), &v.out(0)}); },
                [&] { return v.floatDType(v.in(0), "operands"); },
-               [&] { return v.outShape({q[0], q[1], q[2], val[3]}, 0); },
-               [&] { return v.outShape({q[0], q[1], q[2]}, 1); },
+               [&] { return v.outShape(attentionOutputShape(v), 0); },
+               [&] { return v.outShape(attentionLseShape(v, I), 1); },
                [&] { return checkLseDType(v.out(1), v.in(0)); });
 }
 
@@ -548,7 +565,7 @@ std::string checkAttentionGrad(const OpView &v, const Instr &I) {
   if (std::string e = checkAttentionCall(v, I, 6, 3); !e.empty())
     return e;
   const Shape &q = v.in(0).shape, &k = v.in(1).shape, &val = v.in(2).shape;
-  Shape rows = {q[0], q[1], q[2]}, o = {q[0], q[1], q[2], val[3]};
+  Shape rows = attentionLseShape(v, I), o = attentionOutputShape(v);
   return first(
       [&] { return hasShape(v.in(3), o, "output"); },
       [&] { return hasShape(v.in(4), rows, "lse"); },

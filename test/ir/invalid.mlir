@@ -35,7 +35,7 @@ func.func @gqa_heads(%q: tensor<1x3x4x8xf32>, %k: tensor<1x2x4x8xf32>) {
 // attention_grad's lse is the forward's: f32 [B, Hq, T], never bf16.
 func.func @attention_grad_lse_type(%q: tensor<1x2x4x8xf32>, %o: tensor<1x2x4x8xf32>,
                                    %lse: tensor<1x2x4xbf16>) {
-  // expected-error@+1 {{'loom.attention_grad' op failed to verify that lse is the logsumexp per query row}}
+  // expected-error@+1 {{'loom.attention_grad' op lse 'tensor<1x2x4xbf16>' is not the logsumexp per query row of}}
   %dq, %dk, %dv = "loom.attention_grad"(%q, %q, %q, %o, %lse, %o) {causal = true, scale = 1.0 : f64} : (tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>, tensor<1x2x4xbf16>, tensor<1x2x4x8xf32>) -> (tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>)
   return
 }

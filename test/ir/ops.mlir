@@ -24,7 +24,7 @@ func.func @roundtrip(%ids: tensor<2x4xi64>, %table: tensor<16x8xf32>, %w: tensor
   // CHECK: %{{.*}}, %[[LSE:.*]] = loom.attention {{.*}} {causal = true, scale = 5.000000e-01 : f64}
   %a, %lse = loom.attention %r, %r, %r {causal = true, scale = 0.5 : f64} : tensor<2x1x4x8xf32>, tensor<2x1x4x8xf32>, tensor<2x1x4x8xf32>
   // CHECK: loom.attention_grad %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %[[LSE]], %{{.*}} {causal = true
-  %dq, %dk, %dv = loom.attention_grad %r, %r, %r, %a, %lse, %a {causal = true, scale = 0.5 : f64} : tensor<2x1x4x8xf32>, tensor<2x1x4x8xf32>, tensor<2x1x4x8xf32>
+  %dq, %dk, %dv = loom.attention_grad %r, %r, %r, %a, %lse, %a {causal = true, scale = 0.5 : f64} : tensor<2x1x4x8xf32>, tensor<2x1x4x8xf32>, tensor<2x1x4x8xf32>, tensor<2x1x4xf32>
   %f = loom.reshape %a : tensor<2x1x4x8xf32> -> tensor<8x8xf32>
   // CHECK: loom.matmul {{.*}} {transpose_rhs = true} : tensor<8x8xf32>, tensor<16x8xf32>
   %logits = loom.matmul %f, %table {transpose_rhs = true} : tensor<8x8xf32>, tensor<16x8xf32>

@@ -30,7 +30,7 @@ func.func @split_heads(%a: tensor<8x8xf32>, %w: tensor<8x8xf32>) -> tensor<2x2x4
 // CHECK-NOT: loom.cast
 // CHECK: return %[[F]]
 func.func @concat_qkv(%q: tensor<2x2x4x4xf32>, %lse: tensor<2x2x4xf32>) -> tensor<8x24xbf16> {
-  %dq, %dk, %dv = loom.attention_grad %q, %q, %q, %q, %lse, %q {causal = true, scale = 5.000000e-01 : f64} : tensor<2x2x4x4xf32>, tensor<2x2x4x4xf32>, tensor<2x2x4x4xf32>
+  %dq, %dk, %dv = loom.attention_grad %q, %q, %q, %q, %lse, %q {causal = true, scale = 5.000000e-01 : f64} : tensor<2x2x4x4xf32>, tensor<2x2x4x4xf32>, tensor<2x2x4x4xf32>, tensor<2x2x4xf32>
   %0 = loom.transpose %dq [0, 2, 1, 3] : tensor<2x2x4x4xf32>
   %1 = loom.reshape %0 : tensor<2x4x2x4xf32> -> tensor<2x4x8xf32>
   %2 = loom.transpose %dk [0, 2, 1, 3] : tensor<2x2x4x4xf32>

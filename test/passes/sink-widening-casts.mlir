@@ -71,7 +71,7 @@ func.func @saved_output(%o: tensor<2x2x4x4xbf16>, %q: tensor<2x2x4x4xbf16>, %lse
   %2 = loom.transpose %0 [0, 2, 1, 3] : tensor<2x2x4x4xf32>
   %3 = loom.reshape %2 : tensor<2x4x2x4xf32> -> tensor<8x8xf32>
   %4 = loom.matmul %3, %w : tensor<8x8xf32>, tensor<8x8xf32>
-  %dq, %dk, %dv = loom.attention_grad %1, %1, %1, %0, %lse, %dy {causal = true, scale = 5.000000e-01 : f64} : tensor<2x2x4x4xf32>, tensor<2x2x4x4xf32>, tensor<2x2x4x4xf32>
+  %dq, %dk, %dv = loom.attention_grad %1, %1, %1, %0, %lse, %dy {causal = true, scale = 5.000000e-01 : f64} : tensor<2x2x4x4xf32>, tensor<2x2x4x4xf32>, tensor<2x2x4x4xf32>, tensor<2x2x4xf32>
   return %4, %dq : tensor<8x8xf32>, tensor<2x2x4x4xf32>
 }
 

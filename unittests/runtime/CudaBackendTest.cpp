@@ -842,6 +842,105 @@ TEST(CudaBackend, AttentionLogsumexpMatchesTheCpuOnEveryPath) {
   unsetenv("LOOM_CUDA_ATTENTION");
 }
 
+/// x, a [B, X, Y, D] tensor of `width`-byte elements, with dims 1 and 2
+/// swapped: [B, Y, X, D].
+Bytes swapDims12(const Bytes &x, const Shape &s, size_t width) {
+  Bytes y(x.size());
+  const int64_t B = s[0], X = s[1], Y = s[2];
+  const size_t row = size_t(s[3]) * width;
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t i = 0; i < X; ++i)
+      for (int64_t j = 0; j < Y; ++j)
+        std::memcpy(&y[size_t((b * Y + j) * X + i) * row], &x[size_t((b * X + i) * Y + j) * row],
+                    row);
+  return y;
+}
+
+/// `x` (bf16 values) as f32 storage or as bf16 storage.
+Bytes storedAs(DType t, const F &x) {
+  if (t == DType::F32) return toBytes(x);
+  std::vector<uint16_t> bits(x.size());
+  for (size_t i = 0; i < x.size(); ++i) {
+    uint32_t u;
+    std::memcpy(&u, &x[i], 4);
+    bits[i] = uint16_t(u >> 16); // exact: x holds bf16 values
+  }
+  return toBytes(bits);
+}
+
+/// Causal attention and its gradient over q, k, v, dy of heads-major dims
+/// `qs`, `ks`, `ks`, `qs`, stored in `t` heads-major (ints without a layout,
+/// as before AttentionLayout.h) or tokens-major; outputs o, lse, dq, dk, dv.
+Program attentionInLayout(const Shape &qs, const Shape &ks, DType t, bool bf16Operands,
+                          bool tokensMajor) {
+  auto stored = [&](const Shape &s) { return tokensMajor ? Shape{s[0], s[2], s[1], s[3]} : s; };
+  ProgramBuilder b;
+  uint32_t q = b.input(t, stored(qs)), k = b.input(t, stored(ks)), v = b.input(t, stored(ks)),
+           dy = b.input(t, stored(qs));
+  uint32_t o = b.output(t, stored(qs)), lse = b.output(DType::F32, {qs[0], qs[1], qs[2]});
+  std::vector<int64_t> ints = {1, bf16Operands};
+  if (tokensMajor) ints.insert(ints.end(), {0, 1}); // no window; layout 1
+  std::vector<double> scale = {1.0 / std::sqrt(double(qs[3]))};
+  b.instr(OpCode::Attention, {q, k, v}, {o, lse}, ints, scale);
+  b.instr(OpCode::AttentionGrad, {q, k, v, o, lse, dy},
+          {b.output(t, stored(qs)), b.output(t, stored(ks)), b.output(t, stored(ks))}, ints,
+          scale);
+  return b.p;
+}
+
+TEST(CudaBackend, TokensMajorAttentionHasTheHeadsMajorBits) {
+  // Attention over tokens-major operands (AttentionLayout.h: q [B, T, Hq,
+  // D]) gives, on every path, the bits of the heads-major attention of the
+  // same operands transposed on the host: o, lse, dq, dk and dv. cuDNN (the
+  // default for bf16 values, where the machine has it) reads and writes
+  // them in place through strides, in bf16 storage and staged from f32;
+  // loom's kernels run on heads-major copies (AttentionKernels.cu).
+  REQUIRE_GPU();
+  Rng rng;
+  struct Case {
+    const char *path; // LOOM_CUDA_ATTENTION ("": cuDNN, else the default)
+    DType storage;
+    bool bf16Operands;
+  };
+  const Case cases[] = {{"", DType::BF16, true},        {"", DType::F32, true},
+                        {"flash", DType::BF16, true},   {"flash", DType::F32, true},
+                        {"gemm", DType::BF16, true},    {"gemm", DType::F32, false},
+                        {"chunked", DType::F32, false}, {"plain", DType::F32, false}};
+  // Grouped query heads; whole tiles of 64, then a partial one.
+  const Shape shapes[][2] = {{{2, 4, 64, 64}, {2, 2, 64, 64}}, {{1, 4, 70, 64}, {1, 2, 70, 64}}};
+  for (const Case &c : cases) {
+    SCOPED_TRACE(std::string("LOOM_CUDA_ATTENTION=") + c.path + " " + dtypeName(c.storage) +
+                 " storage, bf16_operands " + std::to_string(c.bf16Operands));
+    if (*c.path) setenv("LOOM_CUDA_ATTENTION", c.path, 1);
+    else unsetenv("LOOM_CUDA_ATTENTION");
+    for (const auto &[qs, ks] : shapes) {
+      SCOPED_TRACE("T " + std::to_string(qs[2]));
+      Program headsMajor = attentionInLayout(qs, ks, c.storage, c.bf16Operands, false),
+              tokensMajor = attentionInLayout(qs, ks, c.storage, c.bf16Operands, true);
+      ASSERT_EQ(tokensMajor.validate(), "");
+      size_t width = dtypeSize(c.storage);
+      std::vector<Bytes> headsIn, tokensIn;
+      for (const Shape *s : {&qs, &ks, &ks, &qs}) { // q, k, v, dy
+        Bytes x = storedAs(c.storage, toBf16Values(rng.uniform(numel(*s), -2, 2)));
+        tokensIn.push_back(swapDims12(x, *s, width));
+        headsIn.push_back(std::move(x));
+      }
+      RunResult want = runProgram(headsMajor, headsIn, 0, "cuda"),
+                got = runProgram(tokensMajor, tokensIn, 0, "cuda");
+      ASSERT_TRUE(want.ok && got.ok) << want.err << got.err;
+      // lse is [B, Hq, T] in both layouts.
+      const Shape *outShapes[] = {&qs, nullptr, &qs, &ks, &ks};
+      const char *names[] = {"o", "lse", "dq", "dk", "dv"};
+      for (size_t k = 0; k < 5; ++k) {
+        Bytes expected = outShapes[k] ? swapDims12(want.outputs[k], *outShapes[k], width)
+                                      : want.outputs[k];
+        EXPECT_TRUE(got.outputs[k] == expected) << names[k] << " differs";
+      }
+    }
+  }
+  unsetenv("LOOM_CUDA_ATTENTION");
+}
+
 TEST(CudaBackend, LossAndBackwardKernels) {
   REQUIRE_GPU();
   Rng rng;

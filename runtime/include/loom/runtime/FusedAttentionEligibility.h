@@ -10,9 +10,10 @@
 // an instruction qualifies when autocast marked its q, k, v (and dy) as
 // bf16 values (the bf16_operands flag; their storage may be bf16 or f32),
 // the mask is plain causal with as many keys as queries (no sliding window,
-// no softcap), and q, k, v are [B, H, T, D] with kv heads dividing query
-// heads. Whether the engines accept the head dim and sizes is the device's
-// word, asked when the plan is built.
+// no softcap), and q, k, v are [B, H, T, D] in heads-major terms (either
+// layout, AttentionLayout.h) with kv heads dividing query heads. Whether
+// the engines accept the head dim and sizes is the device's word, asked
+// when the plan is built.
 //===----------------------------------------------------------------------===//
 #ifndef LOOM_RUNTIME_FUSEDATTENTIONELIGIBILITY_H
 #define LOOM_RUNTIME_FUSEDATTENTIONELIGIBILITY_H
@@ -24,10 +25,12 @@
 namespace loom::rt {
 
 /// An attention as the fused engines see it: q [B, Hq, T, D], k and v
-/// [B, Hkv, T, D].
+/// [B, Hkv, T, D] in heads-major terms, stored heads-major or (`tokensMajor`)
+/// as q [B, T, Hq, D], k and v [B, T, Hkv, D] (AttentionLayout.h).
 struct FusedAttentionShape {
   int64_t B = 0, Hq = 0, Hkv = 0, T = 0, D = 0;
   float scale = 1.f;
+  bool tokensMajor = false;
 };
 
 struct FusedAttentionCheck {

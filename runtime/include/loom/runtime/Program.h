@@ -125,6 +125,10 @@ enum class OpCode : uint16_t {
   // hides key j <= i + (S - T) - w; floats[1] (optional): a softcap c > 0,
   // the scores becoming c tanh(scale q k^T / c) before the mask and softmax.
   // AttentionGrad takes the same optional attributes.
+  // ints[3] (optional): the operands' layout (AttentionLayout.h): 0 as
+  // above, 1 tokens-major, q [B, T, Hq, D], k and v [B, S, Hkv, D], o
+  // [B, T, Hq, Dv] (lse stays [B, Hq, T]); ints[2] is then present (0 for no
+  // window).
   Attention = 55,
   // in: x -> out[] (rank 0, x's dtype): the sum over every element of
   // x * x, each square rounded to x's dtype before it is added (the same
