@@ -96,3 +96,12 @@ func.func @grad_scale_not_scalar(%p: tensor<4xf32>, %lr: tensor<f32>, %s: tensor
   %a:3 = "loom.adamw"(%p, %p, %p, %p, %lr, %lr, %s) {beta1 = 0.9 : f64, beta2 = 0.95 : f64, epsilon = 1.0e-8 : f64, weight_decay = 0.1 : f64} : (tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<f32>, tensor<f32>, tensor<1xf32>) -> (tensor<4xf32>, tensor<4xf32>, tensor<4xf32>)
   return
 }
+
+// -----
+
+// Tokens-major attention_grad: lse is still [B, Hq, T], not q's leading dims.
+func.func @tokens_major_lse(%q: tensor<1x4x2x8xf32>, %lse: tensor<1x4x2xf32>) {
+  // expected-error@+1 {{'loom.attention_grad' op lse 'tensor<1x4x2xf32>' is not the logsumexp per query row of}}
+  %dq, %dk, %dv = loom.attention_grad %q, %q, %q, %q, %lse, %q {causal = true, layout = #loom<attention_layout tokens_major>, scale = 1.0 : f64} : tensor<1x4x2x8xf32>, tensor<1x4x2x8xf32>, tensor<1x4x2x8xf32>, tensor<1x4x2xf32>
+  return
+}

@@ -25,6 +25,13 @@ func.func @roundtrip(%ids: tensor<2x4xi64>, %table: tensor<16x8xf32>, %w: tensor
   %a, %lse = loom.attention %r, %r, %r {causal = true, scale = 0.5 : f64} : tensor<2x1x4x8xf32>, tensor<2x1x4x8xf32>, tensor<2x1x4x8xf32>
   // CHECK: loom.attention_grad %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %[[LSE]], %{{.*}} {causal = true
   %dq, %dk, %dv = loom.attention_grad %r, %r, %r, %a, %lse, %a {causal = true, scale = 0.5 : f64} : tensor<2x1x4x8xf32>, tensor<2x1x4x8xf32>, tensor<2x1x4x8xf32>, tensor<2x1x4xf32>
+  // Tokens-major operands [B, T, H, D] (here H = 1 over T = 4): o keeps q's
+  // layout, lse is [B, Hq, T] either way.
+  // CHECK: %[[TO:.*]], %[[TL:.*]] = loom.attention {{.*}} {causal = true, layout = #loom<attention_layout tokens_major>, scale = 5.000000e-01 : f64} : tensor<2x4x1x8xf32>
+  %tq = loom.reshape %r : tensor<2x1x4x8xf32> -> tensor<2x4x1x8xf32>
+  %to, %tl = loom.attention %tq, %tq, %tq {causal = true, layout = #loom<attention_layout tokens_major>, scale = 0.5 : f64} : tensor<2x4x1x8xf32>, tensor<2x4x1x8xf32>, tensor<2x4x1x8xf32>
+  // CHECK: loom.attention_grad %{{.*}}, %{{.*}}, %{{.*}}, %[[TO]], %[[TL]], %{{.*}} {causal = true, layout = #loom<attention_layout tokens_major>, {{.*}} : tensor<2x4x1x8xf32>, tensor<2x4x1x8xf32>, tensor<2x4x1x8xf32>, tensor<2x1x4xf32>
+  %tdq, %tdk, %tdv = loom.attention_grad %tq, %tq, %tq, %to, %tl, %to {causal = true, layout = #loom<attention_layout tokens_major>, scale = 0.5 : f64} : tensor<2x4x1x8xf32>, tensor<2x4x1x8xf32>, tensor<2x4x1x8xf32>, tensor<2x1x4xf32>
   %f = loom.reshape %a : tensor<2x1x4x8xf32> -> tensor<8x8xf32>
   // CHECK: loom.matmul {{.*}} {transpose_rhs = true} : tensor<8x8xf32>, tensor<16x8xf32>
   %logits = loom.matmul %f, %table {transpose_rhs = true} : tensor<8x8xf32>, tensor<16x8xf32>

@@ -197,6 +197,79 @@ TEST(Attention, WindowWithoutCausalIsInvalid) {
       << pb.p.validate();
 }
 
+/// x [B, H, T, D] <-> [B, T, H, D] (the swap is its own inverse given the
+/// source's dims).
+std::vector<float> swapHeadsAndTokens(const std::vector<float> &x, int64_t B, int64_t H, int64_t T,
+                                      int64_t D) {
+  std::vector<float> y(x.size());
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t h = 0; h < H; ++h)
+      for (int64_t t = 0; t < T; ++t)
+        for (int64_t d = 0; d < D; ++d)
+          y[((b * T + t) * H + h) * D + d] = x[((b * H + h) * T + t) * D + d];
+  return y;
+}
+
+/// Tokens-major attention (ints[3] = 1, AttentionLayout.h): q [B, T, Hq, D]
+/// ... o [B, T, Hq, Dv], lse still [B, Hq, T]; against the unfused graph of
+/// the heads-major operands.
+void checkTokensMajor(const AttentionCase &c, Rng &rng) {
+  SCOPED_TRACE("tokens-major Hq " + std::to_string(c.Hq) + " Hkv " + std::to_string(c.Hkv) +
+               " T " + std::to_string(c.T) + " S " + std::to_string(c.S));
+  Shape qs = {c.B, c.T, c.Hq, c.D}, ks = {c.B, c.S, c.Hkv, c.D}, vs = {c.B, c.S, c.Hkv, c.Dv};
+  double scale = 1 / std::sqrt(double(c.D));
+  ProgramBuilder pb;
+  uint32_t q = pb.input(DType::F32, qs), k = pb.input(DType::F32, ks), v = pb.input(DType::F32, vs);
+  uint32_t o = pb.output(DType::F32, {c.B, c.T, c.Hq, c.Dv});
+  uint32_t lse = pb.output(DType::F32, {c.B, c.Hq, c.T});
+  std::vector<double> floats = {scale};
+  if (c.softcap)
+    floats.push_back(c.softcap);
+  pb.instr(OpCode::Attention, {q, k, v}, {o, lse}, {c.causal, 0, c.window, 1}, floats);
+  ASSERT_EQ(pb.p.validate(), "");
+  // Heads-major values, stored tokens-major.
+  auto qh = rng.uniform(numel(qs), -2, 2), kh = rng.uniform(numel(ks), -2, 2),
+       vh = rng.uniform(numel(vs));
+  RunResult r = runProgram(pb.p, {toBytes(swapHeadsAndTokens(qh, c.B, c.Hq, c.T, c.D)),
+                                  toBytes(swapHeadsAndTokens(kh, c.B, c.Hkv, c.S, c.D)),
+                                  toBytes(swapHeadsAndTokens(vh, c.B, c.Hkv, c.S, c.Dv))});
+  ASSERT_TRUE(r.ok) << r.err;
+  // o back to heads-major: [B, T, Hq, Dv] is the swap of [B, Hq, T, Dv].
+  std::vector<float> got(r.out<float>(0).size());
+  std::vector<float> stored = r.out<float>(0);
+  for (int64_t b = 0; b < c.B; ++b)
+    for (int64_t t = 0; t < c.T; ++t)
+      for (int64_t h = 0; h < c.Hq; ++h)
+        for (int64_t d = 0; d < c.Dv; ++d)
+          got[((b * c.Hq + h) * c.T + t) * c.Dv + d] = stored[((b * c.T + t) * c.Hq + h) * c.Dv + d];
+  EXPECT_TRUE(allClose(got, naiveAttention(c, qh, kh, vh, scale), 1e-6, 1e-7));
+  EXPECT_TRUE(lseClose(r.out<float>(1), naiveLogsumexp(c, qh, kh, scale)));
+}
+
+TEST(Attention, TokensMajorOperands) {
+  Rng rng;
+  checkTokensMajor({2, 4, 2, 9, 9, 16, 16, true}, rng);
+  checkTokensMajor({1, 4, 2, 3, 10, 8, 8, true}, rng);         // more keys than queries
+  checkTokensMajor({2, 4, 1, 6, 6, 8, 12, false}, rng);        // one kv head, Dv != D
+  checkTokensMajor({1, 4, 1, 12, 12, 8, 8, true, 5, 2.0}, rng); // window and softcap
+}
+
+TEST(Attention, BadLayoutIsInvalid) {
+  ProgramBuilder pb;
+  uint32_t q = pb.input(DType::F32, {1, 4, 2, 8}), k = pb.input(DType::F32, {1, 4, 1, 8});
+  uint32_t o = pb.output(DType::F32, {1, 4, 2, 8}), lse = pb.output(DType::F32, {1, 2, 4});
+  pb.instr(OpCode::Attention, {q, k, k}, {o, lse}, {1, 0, 0, 2}, {0.5});
+  EXPECT_NE(pb.p.validate().find("layout 2 must be 0 (heads-major) or 1 (tokens-major)"),
+            std::string::npos)
+      << pb.p.validate();
+  // Tokens-major, lse is [B, Hq, T] = [1, 2, 4]: valid.
+  pb.p.instrs[0].ints = {1, 0, 0, 1};
+  EXPECT_EQ(pb.p.validate(), "");
+  // Read heads-major, the same buffers do not fit (2 query heads over 4 kv heads).
+  pb.p.instrs[0].ints = {1, 0, 0, 0};
+  EXPECT_NE(pb.p.validate(), "");
+}
+
 TEST(Attention, LongSequenceAcrossThreads) {
   Rng rng;
   checkAttention({1, 4, 2, 128, 128, 32, 32, true}, rng);
