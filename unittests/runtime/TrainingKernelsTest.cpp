@@ -983,7 +983,7 @@ TEST(TrainingKernels, ValidateRejectsWrongArityShapesAndAttributes) {
   expectBroken(1, "takes 1 float attributes, got 0", [](Program &, Instr &I) { I.floats.clear(); });
   expectBroken(2, "takes 3 outputs, got 2", [](Program &, Instr &I) { I.out.pop_back(); });
   expectBroken(3, "takes 6 inputs, got 5", [](Program &, Instr &I) { I.in.pop_back(); });
-  expectBroken(3, "takes 1 to 3 int attributes, got 0", [](Program &, Instr &I) { I.ints.clear(); });
+  expectBroken(3, "takes 1 to 4 int attributes, got 0", [](Program &, Instr &I) { I.ints.clear(); });
   expectBroken(4, "takes 3 inputs, got 2", [](Program &, Instr &I) { I.in.pop_back(); });
   expectBroken(5, "ints[0] must be the kind", [](Program &, Instr &I) { I.ints = {4}; });
   expectBroken(6, "axis 3 out of range for rank 3", [](Program &, Instr &I) { I.ints = {3}; });
