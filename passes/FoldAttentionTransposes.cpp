@@ -84,9 +84,7 @@ public:
 
     b.setInsertionPoint(a);
     auto folded = b.create<AttentionOp>(a.getLoc(), q, k, v, a.getScaleAttr(), a.getCausalAttr(),
-                                        a.getWindowAttr(), a.getSoftcapAttr(),
-                                        AttentionLayoutAttr::get(b.getContext(),
-                                                                 AttentionLayout::tokens_major));
+                                        a.getWindowAttr(), a.getSoftcapAttr(), tokensMajorAttr());
     twin[a.getOutput()] = folded.getOutput();
     for (AttentionGradOp g : grads)
       foldGrad(g);
@@ -159,7 +157,7 @@ private:
       std::swap(dims[1], dims[2]);
       r = b.create<ReshapeOp>(loc, t.clone(dims), padded);
     } else {
-      r = b.create<TransposeOp>(loc, padded, b.getDenseI64ArrayAttr({0, 2, 1, 3}));
+      r = swap(loc, padded);
     }
     return tables[table] = r;
   }
@@ -181,7 +179,7 @@ private:
     if (Value r = tokensMajor(v))
       return r;
     b.setInsertionPoint(before);
-    return b.create<TransposeOp>(v.getLoc(), v, b.getDenseI64ArrayAttr({0, 2, 1, 3}));
+    return swap(v.getLoc(), v);
   }
 
   void foldGrad(AttentionGradOp g) {
@@ -191,8 +189,7 @@ private:
     b.setInsertionPoint(g);
     auto folded = b.create<AttentionGradOp>(
         g.getLoc(), q, k, v, o, g.getLse(), dy, g.getScaleAttr(), g.getCausalAttr(),
-        g.getWindowAttr(), g.getSoftcapAttr(),
-        AttentionLayoutAttr::get(b.getContext(), AttentionLayout::tokens_major));
+        g.getWindowAttr(), g.getSoftcapAttr(), tokensMajorAttr());
     for (auto [old, now] : llvm::zip(g.getResults(), folded.getResults()))
       replaceWithSwap(old, now);
     g.erase();
@@ -201,7 +198,7 @@ private:
   /// Readers of heads-major `old` read T `now` instead, to be sunk.
   void replaceWithSwap(Value old, Value now) {
     b.setInsertionPointAfterValue(now);
-    auto t = b.create<TransposeOp>(now.getLoc(), now, b.getDenseI64ArrayAttr({0, 2, 1, 3}));
+    TransposeOp t = swap(now.getLoc(), now);
     old.replaceAllUsesWith(t.getResult());
     swaps.push_back(t);
   }
@@ -225,11 +222,19 @@ private:
     if (!moved)
       return;
     b.setInsertionPointAfter(moved);
-    auto again =
-        b.create<TransposeOp>(user->getLoc(), moved->getResult(0), b.getDenseI64ArrayAttr({0, 2, 1, 3}));
+    TransposeOp again = swap(user->getLoc(), moved->getResult(0));
     user->getResult(0).replaceAllUsesWith(again.getResult());
     user->erase();
     swaps.push_back(again);
+  }
+
+  /// The [0, 2, 1, 3] swap of `v`, at the builder's insertion point.
+  TransposeOp swap(Location loc, Value v) {
+    return b.create<TransposeOp>(loc, v, b.getDenseI64ArrayAttr({0, 2, 1, 3}));
+  }
+
+  AttentionLayoutAttr tokensMajorAttr() {
+    return AttentionLayoutAttr::get(b.getContext(), AttentionLayout::tokens_major);
   }
 
   OpBuilder b;
