@@ -17,6 +17,8 @@
 // CertifiedActivations.h compiles as device code here.
 #define LOOM_CERT_FN __device__ inline
 #include "cuda/CertifiedActivations.h"
+#define LOOM_ADAMW_FN __device__ inline
+#include "cpu/AdamWMath.h"
 #include "cuda/Fp8Amax.cuh"
 #include "cuda/Fp8Cuda.h"
 #include "loom/runtime/RoundedCopies.h"
@@ -166,7 +168,8 @@ __device__ double unaryValue(int op, double x) {
 // the estimate and its test are branch-free (& rather than &&; the test
 // counts y's distance to the bf16 rounding midpoint in f32 ulps instead of
 // rounding y - err and y + err), so a pack's eight elements interleave, and
-// the undecided ones take the double path after all eight. Measured on an
+// the undecided ones wait in a per-warp queue for the double path
+// (certifiedPacks). Measured on an
 // H100 (loom calibrate --memory-only, bf16 [8192, 4096], both forms in one
 // call): SwiGLU 1603 -> 2038 GB/s, its gradient 1646 -> 1713, GELU-tanh
 // 1210 -> 1511, GELU-erf 1090 -> 1384, GELU-tanh's gradient 1183 -> 1220.
@@ -183,19 +186,86 @@ struct DeviceMath {
   static __device__ float exp(float x) { return expf(x); }
 };
 
-/// A pack's certified elements: fast(k) (true: element k decided) for all
-/// eight as straight-line code, then slow(k), the double path, for the
-/// undecided ones (rare) after them.
-template <typename Fast, typename Slow>
-__device__ inline void certifiedPack(Fast &&fast, Slow &&slow) {
+/// Per warp, the undecided elements waiting for the double path: where
+/// each goes and its inputs.
+template <int kIn> struct UndecidedSlots {
+  static constexpr int kCount = 64; // a batch of 32 waiting + one ballot's 32
+  int64_t at[kCount];
+  float in[kIn][kCount];
+};
+
+/// The certified kernels' loop over packs of eight (every operand
+/// contiguous, n % 8 == 0). Each lane takes the packs LOOM_PACK_STRIDE
+/// would give it, but the warp walks them in step (a lane past n idles) so
+/// that the undecided elements, a few in a thousand, queue per warp in
+/// shared memory with their inputs and take the double path 32 at a time,
+/// every lane busy. Run inside each pack (the form before), the double path
+/// held the whole warp once for each element that needed it: 0.8% of
+/// swiglu_grad's elements, and 2,140 -> 2,389 GB/s on an H200
+/// (bench/gpu/elementwise_bench.cu). The queue keeps inputs, not addresses:
+/// an output may overwrite its own input in place, and the pack is stored
+/// before its undecided elements are computed.
+///   load(i, in)  the kIn input packs at element i
+///   fast(i, in)  the certified forms: stores the pack's outputs and returns
+///                the undecided elements' bits (what it stored for them is
+///                overwritten later; it leaves them out of any amax)
+///   slow(j, x)   the double path for element j from its inputs x[kIn]:
+///                stores its outputs
+template <int kIn, typename Load, typename Fast, typename Slow>
+__device__ inline void certifiedPacks(int64_t n, Load &&load, Fast &&fast, Slow &&slow) {
+  __shared__ UndecidedSlots<kIn> warps[kThreads / 32];
+  UndecidedSlots<kIn> &q = warps[threadIdx.x >> 5];
+  const unsigned lane = threadIdx.x & 31u, below = (1u << lane) - 1u;
+  int count = 0; // the same in every lane
+  auto drain = [&](int m) {
+    __syncwarp(); // the packs' stores and the queue's writes before the reads
+    if (int(lane) < m) {
+      const int slot = count - m + int(lane);
+      float x[kIn];
+#pragma unroll
+      for (int j = 0; j < kIn; ++j) x[j] = q.in[j][slot];
+      slow(q.at[slot], x);
+    }
+    __syncwarp(); // every slot read before it is written again
+    count -= m;
+  };
+  const int64_t stride = int64_t(gridDim.x) * blockDim.x * kPack;
+  for (int64_t base = (int64_t(blockIdx.x) * blockDim.x + (threadIdx.x & ~31u)) * kPack;
+       base < n; base += stride) {
+    const int64_t i = base + int64_t(lane) * kPack;
+    Pack in[kIn];
+    unsigned undecided = 0;
+    if (i < n) {
+      load(i, in);
+      undecided = fast(i, in);
+    }
+    if (!__any_sync(0xffffffffu, undecided))
+      continue;
+#pragma unroll
+    for (int k = 0; k < kPack; ++k) {
+      const unsigned mask = __ballot_sync(0xffffffffu, undecided >> k & 1u);
+      if (undecided >> k & 1u) {
+        const int slot = count + __popc(mask & below);
+        q.at[slot] = i + k;
+#pragma unroll
+        for (int j = 0; j < kIn; ++j) q.in[j][slot] = in[j].v[k];
+      }
+      count += __popc(mask);
+      if (count >= 32)
+        drain(32);
+    }
+  }
+  if (count)
+    drain(count);
+}
+
+/// The undecided bits of a pack's certified elements: fast(k) true when
+/// element k is decided, all eight as straight-line code.
+template <typename Fast> __device__ inline unsigned undecidedOf(Fast &&fast) {
   unsigned undecided = 0;
 #pragma unroll
   for (int k = 0; k < kPack; ++k) undecided |= fast(k) ? 0u : 1u << k;
-  if (undecided) {
-#pragma unroll
-    for (int k = 0; k < kPack; ++k)
-      if (undecided >> k & 1u) slow(k);
-  }
+  return undecided;
 }
 
 /// The activations that take the certified f32 path for bf16 outputs.
@@ -242,16 +312,23 @@ template <OpCode kCert> __global__ void unaryKernel(int op, FloatIn x, FloatOut 
 
 template <OpCode kCert>
 __global__ void unaryPackedKernel(int op, FloatIn x, FloatOut y, int64_t n) {
-  LOOM_PACK_STRIDE(i, n) {
-    Pack p = load8(x, i), r;
-    if constexpr (kCert != kDoublePath) {
-      certifiedPack([&](int k) { return unaryFast<kCert>(p.v[k], r.v[k]); },
-                    [&](int k) { r.v[k] = unaryDoubleCall(op, p.v[k]); });
-    } else {
+  if constexpr (kCert != kDoublePath) {
+    certifiedPacks<1>(
+        n, [&](int64_t i, Pack(&in)[1]) { in[0] = load8(x, i); },
+        [&](int64_t i, const Pack(&in)[1]) {
+          Pack r;
+          unsigned undecided = undecidedOf([&](int k) { return unaryFast<kCert>(in[0].v[k], r.v[k]); });
+          store8(y, i, r);
+          return undecided;
+        },
+        [&](int64_t j, const float(&v)[1]) { y.store(j, unaryDoubleCall(op, v[0])); });
+  } else {
+    LOOM_PACK_STRIDE(i, n) {
+      Pack p = load8(x, i), r;
 #pragma unroll
       for (int k = 0; k < kPack; ++k) r.v[k] = float(unaryValue(op, double(p.v[k])));
+      store8(y, i, r);
     }
-    store8(y, i, r);
   }
 }
 
@@ -397,19 +474,31 @@ __global__ void activationGradKernel(int kind, FloatIn x, FloatIn dy, FloatOut d
 template <int kCert>
 __global__ void activationGradPackedKernel(int kind, FloatIn x, FloatIn dy, FloatOut dx,
                                            int64_t n) {
-  LOOM_PACK_STRIDE(i, n) {
-    Pack v = load8(x, i), d = load8(dy, i), r;
-    if constexpr (kCert >= 0) {
-      certifiedPack(
-          [&](int k) {
-            return certified::activationGradFast<kCert, DeviceMath>(v.v[k], d.v[k], r.v[k]);
-          },
-          [&](int k) { r.v[k] = activationGradDoubleCall(kind, v.v[k], d.v[k]); });
-    } else {
+  if constexpr (kCert >= 0) {
+    certifiedPacks<2>(
+        n,
+        [&](int64_t i, Pack(&in)[2]) {
+          in[0] = load8(x, i);
+          in[1] = load8(dy, i);
+        },
+        [&](int64_t i, const Pack(&in)[2]) {
+          Pack r;
+          unsigned undecided = undecidedOf([&](int k) {
+            return certified::activationGradFast<kCert, DeviceMath>(in[0].v[k], in[1].v[k], r.v[k]);
+          });
+          store8(dx, i, r);
+          return undecided;
+        },
+        [&](int64_t j, const float(&v)[2]) {
+          dx.store(j, activationGradDoubleCall(kind, v[0], v[1]));
+        });
+  } else {
+    LOOM_PACK_STRIDE(i, n) {
+      Pack v = load8(x, i), d = load8(dy, i), r;
 #pragma unroll
       for (int k = 0; k < kPack; ++k) r.v[k] = activationGrad(kind, v.v[k], d.v[k]);
+      store8(dx, i, r);
     }
-    store8(dx, i, r);
   }
 }
 
@@ -476,19 +565,39 @@ __global__ void swiGluKernel(FloatIn g, FloatIn u, FloatOut y, int64_t n, uint32
 template <bool kCertified>
 __global__ void swiGluPackedKernel(FloatIn g, FloatIn u, FloatOut y, int64_t n, uint32_t *amax) {
   uint32_t m = 0;
-  LOOM_PACK_STRIDE(i, n) {
-    Pack a = load8(g, i), b = load8(u, i), r;
-    if constexpr (kCertified) {
-      certifiedPack(
-          [&](int k) { return certified::swiGluFast<DeviceMath>(a.v[k], b.v[k], r.v[k]); },
-          [&](int k) { r.v[k] = swiGluDoubleCall(a.v[k], b.v[k]); });
-    } else {
+  if constexpr (kCertified) {
+    certifiedPacks<2>(
+        n,
+        [&](int64_t i, Pack(&in)[2]) {
+          in[0] = load8(g, i);
+          in[1] = load8(u, i);
+        },
+        [&](int64_t i, const Pack(&in)[2]) {
+          Pack r;
+          unsigned undecided = undecidedOf([&](int k) {
+            return certified::swiGluFast<DeviceMath>(in[0].v[k], in[1].v[k], r.v[k]);
+          });
 #pragma unroll
-      for (int k = 0; k < kPack; ++k) r.v[k] = swiGlu(a.v[k], b.v[k]);
+          for (int k = 0; k < kPack; ++k)
+            if (!(undecided >> k & 1u)) m = max(m, storedAbsBits(y, r.v[k]));
+          store8(y, i, r);
+          return undecided;
+        },
+        [&](int64_t j, const float(&v)[2]) {
+          float r = swiGluDoubleCall(v[0], v[1]);
+          y.store(j, r);
+          m = max(m, storedAbsBits(y, r));
+        });
+  } else {
+    LOOM_PACK_STRIDE(i, n) {
+      Pack a = load8(g, i), b = load8(u, i), r;
+#pragma unroll
+      for (int k = 0; k < kPack; ++k) {
+        r.v[k] = swiGlu(a.v[k], b.v[k]);
+        m = max(m, storedAbsBits(y, r.v[k]));
+      }
+      store8(y, i, r);
     }
-#pragma unroll
-    for (int k = 0; k < kPack; ++k) m = max(m, storedAbsBits(y, r.v[k]));
-    store8(y, i, r);
   }
   flushAmax(amax, m);
 }
@@ -513,29 +622,49 @@ template <bool kCertified>
 __global__ void swiGluGradPackedKernel(FloatIn g, FloatIn u, FloatIn dy, FloatOut dg,
                                        FloatOut du, int64_t n, uint32_t *amaxG, uint32_t *amaxU) {
   uint32_t mg = 0, mu = 0;
-  LOOM_PACK_STRIDE(i, n) {
-    Pack a = load8(g, i), b = load8(u, i), d = load8(dy, i), rg, ru;
-    if constexpr (kCertified) {
-      certifiedPack(
-          [&](int k) {
-            return certified::swiGluGradFast<DeviceMath>(a.v[k], b.v[k], d.v[k], rg.v[k], ru.v[k]);
-          },
-          [&](int k) {
-            float2 r = swiGluGradDoubleCall(a.v[k], b.v[k], d.v[k]);
-            rg.v[k] = r.x;
-            ru.v[k] = r.y;
+  if constexpr (kCertified) {
+    certifiedPacks<3>(
+        n,
+        [&](int64_t i, Pack(&in)[3]) {
+          in[0] = load8(g, i);
+          in[1] = load8(u, i);
+          in[2] = load8(dy, i);
+        },
+        [&](int64_t i, const Pack(&in)[3]) {
+          Pack rg, ru;
+          unsigned undecided = undecidedOf([&](int k) {
+            return certified::swiGluGradFast<DeviceMath>(in[0].v[k], in[1].v[k], in[2].v[k],
+                                                         rg.v[k], ru.v[k]);
           });
-    } else {
 #pragma unroll
-      for (int k = 0; k < kPack; ++k) swiGluGrad(a.v[k], b.v[k], d.v[k], rg.v[k], ru.v[k]);
-    }
+          for (int k = 0; k < kPack; ++k)
+            if (!(undecided >> k & 1u)) {
+              mg = max(mg, storedAbsBits(dg, rg.v[k]));
+              mu = max(mu, storedAbsBits(du, ru.v[k]));
+            }
+          store8(dg, i, rg);
+          store8(du, i, ru);
+          return undecided;
+        },
+        [&](int64_t j, const float(&v)[3]) {
+          float2 r = swiGluGradDoubleCall(v[0], v[1], v[2]);
+          dg.store(j, r.x);
+          du.store(j, r.y);
+          mg = max(mg, storedAbsBits(dg, r.x));
+          mu = max(mu, storedAbsBits(du, r.y));
+        });
+  } else {
+    LOOM_PACK_STRIDE(i, n) {
+      Pack a = load8(g, i), b = load8(u, i), d = load8(dy, i), rg, ru;
 #pragma unroll
-    for (int k = 0; k < kPack; ++k) {
-      mg = max(mg, storedAbsBits(dg, rg.v[k]));
-      mu = max(mu, storedAbsBits(du, ru.v[k]));
+      for (int k = 0; k < kPack; ++k) {
+        swiGluGrad(a.v[k], b.v[k], d.v[k], rg.v[k], ru.v[k]);
+        mg = max(mg, storedAbsBits(dg, rg.v[k]));
+        mu = max(mu, storedAbsBits(du, ru.v[k]));
+      }
+      store8(dg, i, rg);
+      store8(du, i, ru);
     }
-    store8(dg, i, rg);
-    store8(du, i, ru);
   }
   flushAmax(amaxG, mg);
   flushAmax(amaxU, mu);
@@ -543,37 +672,29 @@ __global__ void swiGluGradPackedKernel(FloatIn g, FloatIn u, FloatIn dy, FloatOu
 
 //===--- AdamW ------------------------------------------------------------===//
 
-// PyTorch AdamW, t = step + 1, lr and step read from device scalars so the
-// captured graph needs no host values:
-//   p' = p (1 - lr wd);  m' = b1 m + (1 - b1) g;  v' = b2 v + (1 - b2) g^2
-//   p' -= lr / (1 - b1^t) * m' / (sqrt(v') / sqrt(1 - b2^t) + eps)
-// With scalePtr (the clip coefficient) g is first the f32 product
-// g * scale, rounded as the Mul in front of AdamW would have stored it
-// (__fmul_rn: never contracted into anything else). g may be bf16 storage
-// (a gradient a bf16 GEMM wrote), widened as it is read.
+// PyTorch AdamW in f32, one element as cpu/AdamWMath.h computes it (the
+// same function: the same bits), lr and step read from device scalars so
+// the captured graph needs no host values. With scalePtr (the clip
+// coefficient) g is first the f32 product g * scale, rounded as the Mul in
+// front of AdamW would have stored it (__fmul_rn: never contracted into
+// anything else). g may be bf16 storage (a gradient a bf16 GEMM wrote),
+// widened as it is read.
 /// The step's scalars, from device memory (see above).
 struct AdamWStep {
-  double stepSize, bc2Sqrt, decay;
+  AdamWScalars k;
   float scale;
   bool scaled;
 };
 
 __device__ AdamWStep adamwStep(const float *lrPtr, const float *stepPtr, const float *scalePtr,
-                               double b1, double b2, double wd) {
-  double lr = *lrPtr, t = double(*stepPtr) + 1.0;
-  return {lr / (1.0 - pow(b1, t)), sqrt(1.0 - pow(b2, t)), 1.0 - lr * wd,
-          scalePtr ? *scalePtr : 1.0f, scalePtr != nullptr};
+                               double b1, double b2, double eps, double wd) {
+  return {adamwScalars(*lrPtr, *stepPtr, b1, b2, eps, wd), scalePtr ? *scalePtr : 1.0f,
+          scalePtr != nullptr};
 }
 
 /// One element's update: p, m, v in place.
-__device__ inline void adamwUpdate(const AdamWStep &s, float gf, float &p, float &m, float &v,
-                                   double b1, double b2, double eps) {
-  double gi = s.scaled ? __fmul_rn(gf, s.scale) : gf;
-  double mi = b1 * m + (1.0 - b1) * gi;
-  double vi = b2 * v + (1.0 - b2) * gi * gi;
-  p = float(p * s.decay - s.stepSize * mi / (sqrt(vi) / s.bc2Sqrt + eps));
-  m = float(mi);
-  v = float(vi);
+__device__ inline void adamwUpdate(const AdamWStep &s, float gf, float &p, float &m, float &v) {
+  adamwElement(s.k, s.scaled ? __fmul_rn(gf, s.scale) : gf, p, m, v);
 }
 
 // amaxBits (the kept amax, RoundedCopies.h; null when not kept): each
@@ -584,11 +705,11 @@ __global__ void adamwKernel(const float *p, FloatIn g, const float *m, const flo
                             const float *lrPtr, const float *stepPtr, const float *scalePtr,
                             float *po, float *mo, float *vo, FloatOut copy, uint32_t *amaxBits,
                             int64_t n, double b1, double b2, double eps, double wd) {
-  AdamWStep s = adamwStep(lrPtr, stepPtr, scalePtr, b1, b2, wd);
+  AdamWStep s = adamwStep(lrPtr, stepPtr, scalePtr, b1, b2, eps, wd);
   uint32_t amax = 0;
   LOOM_GRID_STRIDE(i, n) {
     float pi = p[i], mi = m[i], vi = v[i];
-    adamwUpdate(s, g[i], pi, mi, vi, b1, b2, eps);
+    adamwUpdate(s, g[i], pi, mi, vi);
     po[i] = pi;
     mo[i] = mi;
     vo[i] = vi;
@@ -603,13 +724,13 @@ __global__ void adamwPackedKernel(const float *p, FloatIn g, const float *m, con
                                   const float *scalePtr, float *po, float *mo, float *vo,
                                   FloatOut copy, uint32_t *amaxBits, int64_t n, double b1,
                                   double b2, double eps, double wd) {
-  AdamWStep s = adamwStep(lrPtr, stepPtr, scalePtr, b1, b2, wd);
+  AdamWStep s = adamwStep(lrPtr, stepPtr, scalePtr, b1, b2, eps, wd);
   uint32_t amax = 0;
   LOOM_PACK_STRIDE(i, n) {
     Pack pp = load8({p, false}, i), gp = load8(g, i), mp = load8({m, false}, i),
          vp = load8({v, false}, i);
     for (int k = 0; k < kPack; ++k) {
-      adamwUpdate(s, gp.v[k], pp.v[k], mp.v[k], vp.v[k], b1, b2, eps);
+      adamwUpdate(s, gp.v[k], pp.v[k], mp.v[k], vp.v[k]);
       amax = max(amax, __float_as_uint(pp.v[k]) & 0x7fffffffu);
     }
     store8({po, false}, i, pp);
