@@ -197,7 +197,10 @@ public:
       return fail(err, cudaErr("cannot allocate GPU workspace", e));
     clearError();
     ctx_.error = error_;
-    gemms_ = GemmCache::create(p, kGemmWorkspaceBytes, err);
+    // The empty arena holds the operands cuBLASLt's candidate algorithms
+    // are timed on (MatMul.cpp), so choosing them costs no memory; it is
+    // 0xff-filled again once planning ends, below.
+    gemms_ = GemmCache::create(p, kGemmWorkspaceBytes, err, arena_, arenaBytes);
     if (!gemms_)
       return false;
     ctx_.gemms = gemms_.get();
@@ -209,6 +212,8 @@ public:
         return false;
       }
     ctx_.subGemms = &subGemms_;
+    gemms_->finishPlanning();
+    cudaMemset(arena_, 0xff, arenaBytes);
     for (size_t i = 0; i < p.instrs.size(); ++i) {
       CudaCall call;
       call.instr = &p.instrs[i];

@@ -173,10 +173,19 @@ struct GemmSpec {
 
 class GemmCache {
 public:
-  /// Plans every MatMul of `p` (layouts, heuristic algorithm choice) once.
-  /// Returns null with `err` set when cuBLASLt has no algorithm for one.
+  /// Plans every MatMul of `p` (layouts, algorithm choice) once. Returns
+  /// null with `err` set when cuBLASLt has no algorithm for one. `scratch`
+  /// (device memory the caller does not need until finishPlanning(): the
+  /// executor's arena, before anything is in it) holds the operands that
+  /// candidate algorithms are timed on; a product that does not fit there
+  /// allocates its own.
   static std::unique_ptr<GemmCache> create(const Program &p, size_t workspaceBytes,
-                                           std::string &err);
+                                           std::string &err, void *scratch = nullptr,
+                                           size_t scratchBytes = 0);
+  /// Ends planning: later plan() calls time candidates in memory of their
+  /// own, never in the scratch given to create() (whose contents the caller
+  /// resets: they are random operands now).
+  virtual void finishPlanning() = 0;
   virtual ~GemmCache() = default;
   /// Enqueues the product of MatMul instruction `index` (planned by create()).
   virtual void launch(const CudaCall &c, CudaContext &ctx, void *workspace) = 0;

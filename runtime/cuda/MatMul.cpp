@@ -12,9 +12,13 @@
 //   A stored [M, K] (no transA) reads as [K, M], ld K:               op N;
 //   A stored [K, M] (transA)    reads as [M, K], ld M:               op T.
 // Batches become one cuBLASLt call where possible (planInstr below).
-// Everything — layouts, the heuristic's algorithm, the pointer offsets — is
-// planned once per instruction when the executor is created ("heuristics
-// cached per shape"); launch() only enqueues. Other kernels (attention)
+// Everything — layouts, the algorithm, the pointer offsets — is planned
+// once per instruction when the executor is created; launch() only
+// enqueues. The algorithm is one of the first kCandidates the heuristic
+// ranks: the one timed fastest on random operands the first time this
+// machine saw the product, kept by rank in loom/runtime/GemmTuning.h's
+// table so that every later run takes it again (LOOM_GEMM_TUNING=0: the
+// heuristic's first, as before). Other kernels (attention)
 // plan the products they need through the same cache (GemmSpec).
 //
 // Precision: f32 products use CUBLAS_COMPUTE_32F, true fp32 with no TF32,
@@ -42,10 +46,16 @@
 #include "cuda/CudaKernels.h"
 #include "lib/Diagnostics.h"
 #include "loom/runtime/GemmStaging.h"
+#include "loom/runtime/GemmTuning.h"
 
 #include <cublasLt.h>
 
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
 #include <map>
+#include <mutex>
+#include <random>
 
 namespace loom::rt::cuda {
 
@@ -97,6 +107,87 @@ cudaDataType_t ltType(DType t) {
   return t == DType::F64 ? CUDA_R_64F : t == DType::BF16 ? CUDA_R_16BF : CUDA_R_32F;
 }
 
+/// How many of the heuristic's algorithms compete for a product.
+constexpr int kCandidates = 8;
+
+/// The process's tuning table (GemmTuning.h), loaded on first use and
+/// shared by every executor: simulated ranks and recomputed clones of a
+/// product take one algorithm.
+struct ProcessTuning {
+  std::mutex mu;
+  bool loaded = false;
+  std::string path;
+  GemmTuningTable table;
+
+  /// Loads the table once; a file that cannot be read is said once and
+  /// left out (every product is then timed and the file rewritten).
+  void ensureLoaded() {
+    if (loaded) return;
+    loaded = true;
+    path = GemmTuningTable::defaultPath();
+    std::string err;
+    if (!path.empty() && !table.load(path, err))
+      std::fprintf(stderr, "loom: %s; GEMM algorithms are timed again\n", err.c_str());
+  }
+};
+
+ProcessTuning &processTuning() {
+  static ProcessTuning t;
+  return t;
+}
+
+/// The product as the tuning table knows it: the GPU, the cuBLASLt
+/// version, and everything the heuristic is asked about.
+std::string tuningKey(const GemmSpec &s, size_t workspaceBytes, int found) {
+  static const std::string device = [] {
+    cudaDeviceProp prop{};
+    int dev = 0;
+    cudaGetDevice(&dev);
+    cudaGetDeviceProperties(&prop, dev);
+    std::string name = prop.name;
+    for (char &c : name)
+      if (c == '\t' || c == ' ') c = '_';
+    return cat(name, "|sm", prop.major, prop.minor, "|lt", cublasLtGetVersion());
+  }();
+  return cat(device, "|", s.m, "x", s.n, "x", s.k, s.transA ? "tA" : "", s.transB ? "tB" : "",
+             "|ld", s.lda, ",", s.ldb, ",", s.ldc, "|b", s.batch, ",", s.strideA, ",", s.strideB,
+             ",", s.strideC, "|", dtypeName(s.in), "->", dtypeName(s.out), s.fastBf16 ? "|fast" : "",
+             s.bias ? "|bias" : "", "|al", s.alignA, ",", s.alignB, ",", s.alignC, "|ws",
+             workspaceBytes, "|n", found);
+}
+
+/// Elements `layout` spans: ld * cols, times the batch stride.
+size_t layoutElements(int64_t ld, int64_t cols, int64_t batch, int64_t stride) {
+  return size_t(ld * cols + (batch - 1) * stride);
+}
+
+/// Fills `bytes` of device memory with uniform [-1, 1) values of `t`.
+bool fillRandom(void *dst, size_t bytes, DType t, std::mt19937 &rng) {
+  constexpr size_t kBlock = size_t(4) << 20;
+  std::vector<uint8_t> host(std::min(bytes, kBlock));
+  std::uniform_real_distribution<float> u(-1.f, 1.f);
+  size_t esz = dtypeSize(t);
+  for (size_t i = 0; i + esz <= host.size(); i += esz) {
+    float f = u(rng);
+    if (t == DType::BF16) {
+      uint32_t bits;
+      std::memcpy(&bits, &f, 4);
+      uint16_t h = uint16_t(bits >> 16);
+      std::memcpy(&host[i], &h, 2);
+    } else if (t == DType::F64) {
+      double d = f;
+      std::memcpy(&host[i], &d, 8);
+    } else {
+      std::memcpy(&host[i], &f, 4);
+    }
+  }
+  for (size_t off = 0; off < bytes; off += host.size())
+    if (cudaMemcpy(static_cast<uint8_t *>(dst) + off, host.data(), std::min(host.size(), bytes - off),
+                   cudaMemcpyHostToDevice) != cudaSuccess)
+      return false;
+  return true;
+}
+
 class LtGemmCache : public GemmCache {
 public:
   ~LtGemmCache() override {
@@ -109,8 +200,11 @@ public:
     if (handle_) cublasLtDestroy(handle_);
   }
 
-  bool init(const Program &prog, size_t workspaceBytes, std::string &err) {
+  bool init(const Program &prog, size_t workspaceBytes, std::string &err, void *scratch,
+            size_t scratchBytes) {
     workspaceBytes_ = workspaceBytes;
+    tuneScratch_ = static_cast<uint8_t *>(scratch);
+    tuneScratchBytes_ = scratch ? scratchBytes : 0;
     if (cublasLtCreate(&handle_) != CUBLAS_STATUS_SUCCESS) {
       err = "cuBLASLt: cannot create a handle";
       return false;
@@ -174,10 +268,10 @@ public:
     cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &alB, sizeof alB);
     cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &alC, sizeof alC);
     cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &alC, sizeof alC);
-    cublasLtMatmulHeuristicResult_t result{};
+    cublasLtMatmulHeuristicResult_t results[kCandidates] = {};
     int found = 0;
     cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(handle_, p.desc, p.la, p.lb, p.lc, p.lc,
-                                                       pref, 1, &result, &found);
+                                                       pref, kCandidates, results, &found);
     cublasLtMatmulPreferenceDestroy(pref);
     if (st != CUBLAS_STATUS_SUCCESS || found == 0) {
       err = cat("cuBLASLt has no algorithm for ", s.m, "x", s.k, (s.transA ? "^T" : ""), " times ",
@@ -189,9 +283,14 @@ public:
       cublasLtMatmulDescDestroy(p.desc);
       return -1;
     }
-    p.algo = result.algo;
+    p.algo = results[choose(p, s, results, found)].algo;
     gemms_.push_back(p);
     return int(gemms_.size() - 1);
+  }
+
+  void finishPlanning() override {
+    tuneScratch_ = nullptr;
+    tuneScratchBytes_ = 0;
   }
 
   void run(int id, const void *a, const void *b, void *c, float alpha, CudaContext &ctx,
@@ -237,6 +336,95 @@ public:
   }
 
 private:
+  /// The rank of the algorithm product `s` runs: the tuning table's, else
+  /// the fastest of `found` candidates timed now on random operands (and
+  /// recorded), else (tuning off, no room for the operands) the first.
+  int choose(const LtPlan &p, const GemmSpec &s, const cublasLtMatmulHeuristicResult_t *results,
+             int found) {
+    if (found < 2) return 0;
+    ProcessTuning &t = processTuning();
+    std::lock_guard<std::mutex> lock(t.mu);
+    t.ensureLoaded();
+    if (t.path.empty()) return 0;
+    const std::string key = tuningKey(s, workspaceBytes_, found);
+    if (std::optional<int> r = t.table.lookup(key); r && *r < found) return *r;
+    int rank = timeCandidates(p, s, results, found);
+    if (rank < 0) return 0; // not recorded: a later run with room times it
+    t.table.record(key, rank);
+    std::string err;
+    if (!t.table.save(t.path, err))
+      std::fprintf(stderr, "loom: %s (the choice holds for this run only)\n", err.c_str());
+    return rank;
+  }
+
+  /// Times each candidate (one warm-up, then the best of three) on
+  /// operands filled with random values, so that the tensor cores' power
+  /// and clocks are those of real data: in the scratch create() was given
+  /// (the empty arena, which holds every product's operands at once, so
+  /// timing costs no memory), else in an allocation of their own. -1 when
+  /// that cannot be allocated or no candidate runs.
+  int timeCandidates(const LtPlan &p, const GemmSpec &s,
+                     const cublasLtMatmulHeuristicResult_t *results, int found) {
+    // cuBLASLt's A is our B, its B our A (see plan()).
+    size_t na = layoutElements(s.ldb, s.transB ? s.n : s.k, s.batch, s.strideB);
+    size_t nb = layoutElements(s.lda, s.transA ? s.k : s.m, s.batch, s.strideA);
+    size_t nc = layoutElements(s.ldc, s.m, s.batch, s.strideC);
+    size_t inBytes = dtypeSize(s.in), outBytes = dtypeSize(s.out);
+    size_t offB = align256(na * inBytes), offC = offB + align256(nb * inBytes);
+    size_t offBias = offC + align256(nc * outBytes);
+    size_t offWs = offBias + align256(size_t(s.n) * outBytes);
+    size_t total = offWs + align256(std::max<size_t>(workspaceBytes_, 1));
+    void *buf = nullptr;
+    if (total > tuneScratchBytes_ && cudaMalloc(&buf, total) != cudaSuccess) {
+      cudaGetLastError(); // out of memory is not an error of the run
+      return -1;
+    }
+    auto *base = buf ? static_cast<uint8_t *>(buf) : tuneScratch_;
+    void *ws = base + offWs;
+    std::mt19937 rng(12345);
+    int best = -1;
+    float bestMs = 0;
+    cudaEvent_t e0 = nullptr, e1 = nullptr;
+    if (fillRandom(base, na * inBytes, s.in, rng) && fillRandom(base + offB, nb * inBytes, s.in, rng) &&
+        fillRandom(base + offBias, size_t(s.n) * outBytes, s.out, rng) &&
+        cudaEventCreate(&e0) == cudaSuccess && cudaEventCreate(&e1) == cudaSuccess) {
+      if (s.bias) {
+        const void *bias = base + offBias;
+        cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias,
+                                       sizeof bias);
+      }
+      const float oneF = 1.f, zeroF = 0.f;
+      const double oneD = 1.0, zeroD = 0.0;
+      const void *al = p.f64 ? static_cast<const void *>(&oneD) : &oneF;
+      const void *be = p.f64 ? static_cast<const void *>(&zeroD) : &zeroF;
+      for (int i = 0; i < found; ++i) {
+        auto go = [&] {
+          return cublasLtMatmul(handle_, p.desc, al, base, p.la, base + offB, p.lb, be,
+                                base + offC, p.lc, base + offC, p.lc, &results[i].algo, ws,
+                                workspaceBytes_, nullptr);
+        };
+        if (go() != CUBLAS_STATUS_SUCCESS) continue;
+        float ms = 0;
+        for (int rep = 0; rep < 3; ++rep) {
+          cudaEventRecord(e0);
+          go();
+          cudaEventRecord(e1);
+          cudaEventSynchronize(e1);
+          float t = 0;
+          cudaEventElapsedTime(&t, e0, e1);
+          ms = rep == 0 ? t : std::min(ms, t);
+        }
+        if (best < 0 || ms < bestMs) best = i, bestMs = ms;
+      }
+    }
+    if (e0) cudaEventDestroy(e0);
+    if (e1) cudaEventDestroy(e1);
+    cudaDeviceSynchronize();
+    if (buf) cudaFree(buf);
+    cudaGetLastError();
+    return best;
+  }
+
   // Batches become one cuBLASLt call where possible:
   //   - a weight shared by every batch (B of rank 2, A untransposed and not
   //     broadcast) folds the batch into M, the shape of every linear layer;
@@ -338,6 +526,8 @@ private:
 
   cublasLtHandle_t handle_ = nullptr;
   size_t workspaceBytes_ = 0;
+  uint8_t *tuneScratch_ = nullptr; // create()'s scratch until finishPlanning()
+  size_t tuneScratchBytes_ = 0;
   std::vector<LtPlan> gemms_;
   std::map<int, InstrPlan> instrs_;
 };
@@ -345,9 +535,10 @@ private:
 } // namespace
 
 std::unique_ptr<GemmCache> GemmCache::create(const Program &p, size_t workspaceBytes,
-                                             std::string &err) {
+                                             std::string &err, void *scratch,
+                                             size_t scratchBytes) {
   auto cache = std::make_unique<LtGemmCache>();
-  if (!cache->init(p, workspaceBytes, err))
+  if (!cache->init(p, workspaceBytes, err, scratch, scratchBytes))
     return nullptr;
   return cache;
 }

@@ -14,10 +14,12 @@
 #include "RuntimeTestUtil.h"
 
 #include "loom/runtime/GemmStaging.h"
+#include "loom/runtime/GemmTuning.h"
 
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <fstream>
 #include <random>
 #include <utility>
 
@@ -226,6 +228,37 @@ TEST(CudaBackend, Bf16GemmsWithF32Results) {
     ASSERT_EQ(b.p.validate(), "");
     expectSameOnGpu(b.p, inputs, 1e-5, 1e-5);
   }
+}
+
+TEST(CudaBackend, GemmTuningKeepsTheChoiceAcrossExecutors) {
+  // The first executor to plan a product times cuBLASLt's candidates and
+  // records the winner (GemmTuning.h); every later one takes it from the
+  // table, so two runs of one program give the same bits, and the product
+  // is in the file for the next process.
+  REQUIRE_GPU();
+  Rng rng;
+  ProgramBuilder b;
+  std::vector<Bytes> inputs;
+  uint32_t a = bf16Input(b, inputs, rng, {1024, 1024}), w = bf16Input(b, inputs, rng, {1024, 1024});
+  b.instr(OpCode::MatMul, {a, w}, {b.output(DType::F32, {1024, 1024})}, {false, true});
+  ASSERT_EQ(b.p.validate(), "");
+  RunResult first = runProgram(b.p, inputs, 0, "cuda");
+  ASSERT_TRUE(first.ok) << first.err;
+  RunResult second = runProgram(b.p, inputs, 0, "cuda");
+  ASSERT_TRUE(second.ok) << second.err;
+  EXPECT_EQ(first.outputs, second.outputs);
+  std::string path = GemmTuningTable::defaultPath(), err;
+  if (path.empty())
+    GTEST_SKIP() << "LOOM_GEMM_TUNING=0: nothing is timed or kept";
+  GemmTuningTable t;
+  ASSERT_TRUE(t.load(path, err)) << err;
+  // The key names the product as cuBLASLt sees it: C^T [n, m] = ..., so
+  // m x n x k of the row-major product, with our B transposed.
+  std::ifstream in(path);
+  std::string line;
+  bool found = false;
+  while (std::getline(in, line)) found |= line.find("|1024x1024x1024tB|") != std::string::npos;
+  EXPECT_TRUE(found) << "no entry for the 1024^3 product in " << path;
 }
 
 TEST(CudaBackend, Bf16GemmsWithABiasEpilogue) {
