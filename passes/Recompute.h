@@ -138,6 +138,9 @@ private:
   RecomputeAnalysis() = default;
   bool isBoundary(mlir::Value v) const;
   bool isCandidate(mlir::Value v, int64_t every) const;
+  /// A parameter in another form through casts and reshapes only (the
+  /// bf16 weight a GEMM reads, and its widening): never rebuilt.
+  bool isWeightForm(mlir::Value v) const;
   llvm::SmallVector<mlir::Value> savePoints(mlir::Operation *matmulOrAttention) const;
   /// Estimated time of re-running `op` (the H100 profile; see budgetMoves).
   double seconds(mlir::Operation *op) const;

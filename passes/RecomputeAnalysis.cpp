@@ -251,8 +251,26 @@ bool RecomputeAnalysis::isBoundary(Value v) const {
   return false;
 }
 
+bool RecomputeAnalysis::isWeightForm(Value v) const {
+  while (Operation *def = v.getDefiningOp()) {
+    if (!isa<CastOp, ReshapeOp>(def))
+      return false;
+    v = def->getOperand(0);
+  }
+  return paramModule.count(v) > 0;
+}
+
 bool RecomputeAnalysis::isCandidate(Value v, int64_t every) const {
   if (!isForwardValue(v) || !checkpointed(layerOf(v), every) || isBoundary(v))
+    return false;
+  // A weight's bf16 rounding is the copy AdamW stores for the next step
+  // (codegen's foldWeightRounding): live the whole step whatever the
+  // policy, so the backward reads it rather than casting the f32 weight
+  // again. A clone was a cast kernel over the weight and a second bf16
+  // weight in memory: 3 to 8 of them a layer under selective and full
+  // recompute, which foldWeightRounding (one rounding a parameter) left
+  // in the step.
+  if (isWeightForm(v))
     return false;
   // An FSDP gather of a parameter is re-gathered by the backward anyway
   // (apply() reuses that gather); never gathered again for a clone.
