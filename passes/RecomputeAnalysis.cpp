@@ -9,6 +9,7 @@
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/IRMapping.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
 #include "llvm/ADT/STLExtras.h"
 
 #include <algorithm>
@@ -587,12 +588,24 @@ void RecomputeAnalysis::apply(const llvm::DenseSet<Value> &rebuilt) {
     for (OpOperand &use : op->getOpOperands())
       if (rebuilt.contains(use.get()))
         use.set(materialize(use.get(), op));
+  // Forward ops only the backward read, which now reads their clones, are
+  // dead: erased here, last first so that chains go, since nothing after
+  // this pass removes them and codegen would run them (autocast's widening
+  // of attention's output, one kernel a layer under selective and full).
+  llvm::DenseSet<Operation *> erased;
+  for (int i = lossAt; i >= 0; --i) {
+    Operation *op = ops[size_t(i)];
+    if (isOpTriviallyDead(op)) {
+      erased.insert(op);
+      op->erase();
+    }
+  }
   // What stays live into the backward: results read by anything that is
   // not a forward op (backward ops, clones; the checks between the loss
   // and the backward read values that die there).
   for (int i = 0; i <= lossAt; ++i) {
     Operation *op = ops[size_t(i)];
-    if (isa<ConstantOp>(op))
+    if (erased.contains(op) || isa<ConstantOp>(op))
       continue;
     bool saved = llvm::any_of(op->getUsers(), [&](Operation *user) {
       auto it = position.find(user);

@@ -21,9 +21,11 @@ ProgramStats programStats(const Program &p) {
   std::vector<int64_t> writer(p.buffers.size(), -1);
   std::vector<std::vector<int64_t>> readers(p.buffers.size());
   std::vector<uint32_t> base = viewBases(p);
+  // An instruction that reads a reshape view reads its base's bytes: a
+  // cast whose result is read only through views is not unused.
   for (size_t i = 0; i < p.instrs.size(); ++i) {
     for (uint32_t id : p.instrs[i].out) writer[id] = int64_t(i);
-    for (uint32_t id : p.instrs[i].in) readers[id].push_back(int64_t(i));
+    for (uint32_t id : p.instrs[i].in) readers[base[id]].push_back(int64_t(i));
   }
   for (const Instr &I : p.instrs) {
     ++s.perOpcode[opcodeName(I.op)];

@@ -2,6 +2,7 @@
 // RUN: loom-opt %s --loom-build-train-step --canonicalize --cse --loom-recompute=policy=selective | FileCheck %s --check-prefix=SEL
 // RUN: loom-opt %s --loom-build-train-step --canonicalize --cse --loom-recompute="policy=full every=2" | FileCheck %s --check-prefix=EVERY
 // RUN: loom-opt %s --loom-build-train-step --canonicalize --cse --loom-recompute=policy=none | FileCheck %s --check-prefix=NONE
+// RUN: loom-opt %s --loom-autocast-bf16 --loom-build-train-step --canonicalize --cse --loom-sink-widening-casts --loom-hoist-narrowing-casts --loom-use-bf16-matmuls --canonicalize --loom-recompute=policy=full | FileCheck %s --check-prefix=AUTOCAST
 
 // A two-layer Llama-shaped model (rms_norm, q/k/v, attention, o, rms_norm,
 // gate/up, swiglu, down; layers from the parameter names). loom.saved marks
@@ -101,6 +102,18 @@
 // EVERY-NOT: loom.rms_norm %{{.*}}, %arg1 {{.*}}loom.recomputed
 
 // none leaves the step alone.
+// Under autocast, attention's output is rounded to bf16 for o_proj and
+// widened back for attention's gradient, which alone reads the widening.
+// With full recompute that gradient reads a clone, so the forward's
+// widening is dead: the pass erases it (nothing after it would, and
+// codegen would run it, a kernel a layer).
+// AUTOCAST-LABEL: func.func @train_step
+// AUTOCAST: %output, %lse = loom.attention
+// AUTOCAST-NEXT: %[[O:.*]] = loom.cast %output : tensor<1x1x3x4xf32> -> tensor<1x1x3x4xbf16>
+// AUTOCAST-NEXT: loom.reshape %[[O]] : tensor<1x1x3x4xbf16> -> tensor<1x3x4xbf16>
+// AUTOCAST: loom.cross_entropy_grad
+// AUTOCAST: loom.attention_grad
+
 // NONE-LABEL: func.func @train_step
 // NONE-NOT: loom.saved
 // NONE-NOT: loom.recomputed
