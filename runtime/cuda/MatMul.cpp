@@ -112,12 +112,15 @@ constexpr int kCandidates = 8;
 
 /// The process's tuning table (GemmTuning.h), loaded on first use and
 /// shared by every executor: simulated ranks and recomputed clones of a
-/// product take one algorithm.
+/// product take one algorithm. Also the random operand values candidates
+/// are timed on, made once per dtype.
 struct ProcessTuning {
   std::mutex mu;
   bool loaded = false;
+  bool dirty = false; // choices recorded since the last save
   std::string path;
   GemmTuningTable table;
+  std::map<DType, std::vector<uint8_t>> randomBlocks;
 
   /// Loads the table once; a file that cannot be read is said once and
   /// left out (every product is then timed and the file rewritten).
@@ -128,6 +131,40 @@ struct ProcessTuning {
     std::string err;
     if (!path.empty() && !table.load(path, err))
       std::fprintf(stderr, "loom: %s; GEMM algorithms are timed again\n", err.c_str());
+  }
+
+  /// Writes the recorded choices, if any are new.
+  void saveIfDirty() {
+    if (!dirty) return;
+    dirty = false;
+    std::string err;
+    if (!table.save(path, err))
+      std::fprintf(stderr, "loom: %s (the choices hold for this run only)\n", err.c_str());
+  }
+
+  /// 4 MiB of uniform [-1, 1) values of `t`, the same for every product.
+  const std::vector<uint8_t> &randomBlock(DType t) {
+    std::vector<uint8_t> &host = randomBlocks[t];
+    if (!host.empty()) return host;
+    host.resize(size_t(4) << 20);
+    std::mt19937 rng(12345);
+    std::uniform_real_distribution<float> u(-1.f, 1.f);
+    size_t esz = dtypeSize(t);
+    for (size_t i = 0; i + esz <= host.size(); i += esz) {
+      float f = u(rng);
+      if (t == DType::BF16) {
+        uint32_t bits;
+        std::memcpy(&bits, &f, 4);
+        uint16_t h = uint16_t(bits >> 16);
+        std::memcpy(&host[i], &h, 2);
+      } else if (t == DType::F64) {
+        double d = f;
+        std::memcpy(&host[i], &d, 8);
+      } else {
+        std::memcpy(&host[i], &f, 4);
+      }
+    }
+    return host;
   }
 };
 
@@ -161,29 +198,11 @@ size_t layoutElements(int64_t ld, int64_t cols, int64_t batch, int64_t stride) {
   return size_t(ld * cols + (batch - 1) * stride);
 }
 
-/// Fills `bytes` of device memory with uniform [-1, 1) values of `t`.
-bool fillRandom(void *dst, size_t bytes, DType t, std::mt19937 &rng) {
-  constexpr size_t kBlock = size_t(4) << 20;
-  std::vector<uint8_t> host(std::min(bytes, kBlock));
-  std::uniform_real_distribution<float> u(-1.f, 1.f);
-  size_t esz = dtypeSize(t);
-  for (size_t i = 0; i + esz <= host.size(); i += esz) {
-    float f = u(rng);
-    if (t == DType::BF16) {
-      uint32_t bits;
-      std::memcpy(&bits, &f, 4);
-      uint16_t h = uint16_t(bits >> 16);
-      std::memcpy(&host[i], &h, 2);
-    } else if (t == DType::F64) {
-      double d = f;
-      std::memcpy(&host[i], &d, 8);
-    } else {
-      std::memcpy(&host[i], &f, 4);
-    }
-  }
-  for (size_t off = 0; off < bytes; off += host.size())
-    if (cudaMemcpy(static_cast<uint8_t *>(dst) + off, host.data(), std::min(host.size(), bytes - off),
-                   cudaMemcpyHostToDevice) != cudaSuccess)
+/// Fills `bytes` of device memory with copies of `block`.
+bool fillRandom(void *dst, size_t bytes, const std::vector<uint8_t> &block) {
+  for (size_t off = 0; off < bytes; off += block.size())
+    if (cudaMemcpy(static_cast<uint8_t *>(dst) + off, block.data(),
+                   std::min(block.size(), bytes - off), cudaMemcpyHostToDevice) != cudaSuccess)
       return false;
   return true;
 }
@@ -291,6 +310,10 @@ public:
   void finishPlanning() override {
     tuneScratch_ = nullptr;
     tuneScratchBytes_ = 0;
+    planning_ = false;
+    ProcessTuning &t = processTuning();
+    std::lock_guard<std::mutex> lock(t.mu);
+    t.saveIfDirty(); // once for the whole program, not once per product
   }
 
   void run(int id, const void *a, const void *b, void *c, float alpha, CudaContext &ctx,
@@ -348,12 +371,11 @@ private:
     if (t.path.empty()) return 0;
     const std::string key = tuningKey(s, workspaceBytes_, found);
     if (std::optional<int> r = t.table.lookup(key); r && *r < found) return *r;
-    int rank = timeCandidates(p, s, results, found);
+    int rank = timeCandidates(p, s, results, found, t);
     if (rank < 0) return 0; // not recorded: a later run with room times it
     t.table.record(key, rank);
-    std::string err;
-    if (!t.table.save(t.path, err))
-      std::fprintf(stderr, "loom: %s (the choice holds for this run only)\n", err.c_str());
+    t.dirty = true;
+    if (!planning_) t.saveIfDirty(); // a product planned after create()
     return rank;
   }
 
@@ -364,7 +386,8 @@ private:
   /// timing costs no memory), else in an allocation of their own. -1 when
   /// that cannot be allocated or no candidate runs.
   int timeCandidates(const LtPlan &p, const GemmSpec &s,
-                     const cublasLtMatmulHeuristicResult_t *results, int found) {
+                     const cublasLtMatmulHeuristicResult_t *results, int found,
+                     ProcessTuning &t) {
     // cuBLASLt's A is our B, its B our A (see plan()).
     size_t na = layoutElements(s.ldb, s.transB ? s.n : s.k, s.batch, s.strideB);
     size_t nb = layoutElements(s.lda, s.transA ? s.k : s.m, s.batch, s.strideA);
@@ -381,12 +404,12 @@ private:
     }
     auto *base = buf ? static_cast<uint8_t *>(buf) : tuneScratch_;
     void *ws = base + offWs;
-    std::mt19937 rng(12345);
     int best = -1;
     float bestMs = 0;
     cudaEvent_t e0 = nullptr, e1 = nullptr;
-    if (fillRandom(base, na * inBytes, s.in, rng) && fillRandom(base + offB, nb * inBytes, s.in, rng) &&
-        fillRandom(base + offBias, size_t(s.n) * outBytes, s.out, rng) &&
+    if (fillRandom(base, na * inBytes, t.randomBlock(s.in)) &&
+        fillRandom(base + offB, nb * inBytes, t.randomBlock(s.in)) &&
+        fillRandom(base + offBias, size_t(s.n) * outBytes, t.randomBlock(s.out)) &&
         cudaEventCreate(&e0) == cudaSuccess && cudaEventCreate(&e1) == cudaSuccess) {
       if (s.bias) {
         const void *bias = base + offBias;
@@ -528,6 +551,7 @@ private:
   size_t workspaceBytes_ = 0;
   uint8_t *tuneScratch_ = nullptr; // create()'s scratch until finishPlanning()
   size_t tuneScratchBytes_ = 0;
+  bool planning_ = true; // before finishPlanning(): new choices are saved there, together
   std::vector<LtPlan> gemms_;
   std::map<int, InstrPlan> instrs_;
 };

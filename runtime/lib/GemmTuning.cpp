@@ -6,14 +6,13 @@
 #include "loom/runtime/GemmTuning.h"
 
 #include "lib/Diagnostics.h"
+#include "loom/runtime/AtomicFile.h"
 
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <sstream>
-#include <unistd.h>
 
 namespace loom::rt {
 
@@ -76,30 +75,14 @@ bool GemmTuningTable::save(const std::string &path, std::string &err) const {
   std::string ignored;
   merged.load(path, ignored); // what another process added since; unreadable: rewritten
   for (const auto &[k, r] : entries_) merged.entries_[k] = r;
+  std::string text = cat(kHeader, "\n");
+  for (const auto &[k, r] : merged.entries_) text += cat(k, "\t", r, "\n");
   std::filesystem::path p(path);
   std::error_code ec;
   if (p.has_parent_path())
     std::filesystem::create_directories(p.parent_path(), ec);
-  std::string tmp = cat(path, ".tmp.", ::getpid());
-  {
-    std::ofstream out(tmp, std::ios::trunc);
-    if (!out) {
-      err = cat("cannot write the GEMM tuning file ", tmp, ": ", std::strerror(errno));
-      return false;
-    }
-    out << kHeader << "\n";
-    for (const auto &[k, r] : merged.entries_) out << k << "\t" << r << "\n";
-    out.flush();
-    if (!out) {
-      err = cat("cannot write the GEMM tuning file ", tmp);
-      std::filesystem::remove(tmp, ec);
-      return false;
-    }
-  }
-  std::filesystem::rename(tmp, path, ec);
-  if (ec) {
-    err = cat("cannot replace the GEMM tuning file ", path, ": ", ec.message());
-    std::filesystem::remove(tmp, ec);
+  if (!writeAtomically(path, text, err)) {
+    err = cat("cannot write the GEMM tuning file ", path, ": ", err);
     return false;
   }
   return true;

@@ -5,7 +5,7 @@
 //===----------------------------------------------------------------------===//
 #include "loom/train/Npy.h"
 #include "loom/io/FileBytes.h"
-#include "loom/train/AtomicFile.h"
+#include "loom/runtime/AtomicFile.h"
 
 #include <cstdio>
 #include <cstring>
@@ -134,7 +134,7 @@ bool writeNpy(const std::string &path, const NpyArray &a, std::string &err) {
   bytes.append(reinterpret_cast<const char *>(&len), 2);
   bytes += h;
   bytes.append(a.data.data(), a.data.size());
-  return writeAtomically(path, bytes, err);
+  return rt::writeAtomically(path, bytes, err);
 }
 
 } // namespace loom::train

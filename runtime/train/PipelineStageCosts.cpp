@@ -4,7 +4,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "loom/train/PipelineStageCosts.h"
-#include "loom/train/AtomicFile.h"
+#include "loom/runtime/AtomicFile.h"
 #include "loom/train/PipelineRunner.h"
 #include "loom/runtime/PipelineProfile.h"
 #include "loom/runtime/CpuAffinity.h"
@@ -69,7 +69,7 @@ bool writeStageCosts(const TrainProgram &tp, const StepRunner &r, const std::str
   p.threadsPerRank = threadsPerRank;
   p.steps = int(steps.size());
   p.cuts = pp.stageCuts;
-  if (!writeAtomically(path, rt::stageCostProfileJson(p), err))
+  if (!rt::writeAtomically(path, rt::stageCostProfileJson(p), err))
     return false;
   std::printf("wrote %s (stage costs over %zu steps of schedule %s)\n", path.c_str(), steps.size(),
               pp.schedule.name.c_str());

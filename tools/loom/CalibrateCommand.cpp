@@ -7,7 +7,7 @@
 //===----------------------------------------------------------------------===//
 #include "Args.h"
 #include "Commands.h"
-#include "loom/train/AtomicFile.h"
+#include "loom/runtime/AtomicFile.h"
 #include "planner/Calibration.h"
 
 #include <algorithm>
@@ -44,7 +44,7 @@ int runCalibrate(int argc, char **argv) {
     return fail("calibrate", err);
   if (printOnly)
     return 0;
-  if (!train::writeAtomically(o.outputName, profile, err))
+  if (!rt::writeAtomically(o.outputName, profile, err))
     return fail("calibrate", err);
   std::printf("wrote %s\n", o.outputName.c_str());
   return 0;

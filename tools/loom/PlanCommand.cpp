@@ -9,7 +9,7 @@
 //===----------------------------------------------------------------------===//
 #include "Args.h"
 #include "Commands.h"
-#include "loom/train/AtomicFile.h"
+#include "loom/runtime/AtomicFile.h"
 #include "planner/Explain.h"
 #include "planner/MeasuredStageCosts.h"
 #include "planner/Planner.h"
@@ -24,7 +24,6 @@
 #include <ostream>
 
 namespace loom::tools {
-using namespace train;
 
 namespace {
 
@@ -183,7 +182,7 @@ int runPlan(int argc, char **argv) {
       std::fprintf(stderr, "loom plan: the per-rank buffer plan is not available (%s); memory "
                            "stays %s\n", err.c_str(), chosen.memorySource.c_str());
     else if (args.has("dump-rank-buffers") &&
-             !writeAtomically(args.get("dump-rank-buffers"),
+             !rt::writeAtomically(args.get("dump-rank-buffers"),
                               programBuffersJson(program).dump(1) + "\n", err))
       return fail("plan", err);
   }

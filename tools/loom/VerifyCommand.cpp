@@ -13,7 +13,7 @@
 #include "Args.h"
 #include "compiler/CompileTrainStep.h"
 #include "compiler/SpmdPlan.h"
-#include "loom/train/AtomicFile.h"
+#include "loom/runtime/AtomicFile.h"
 #include "loom/train/PlanComparison.h"
 #include "planner/BufferPlanMemory.h"
 #include "planner/ir/PipelineCuts.h"
@@ -164,12 +164,12 @@ int runVerify(int argc, char **argv) {
   compareWithFirst(runs, steps);
   printComparison(model, B, T, precision, steps, args.get("backend"), runs);
   if (args.has("json")) {
-    if (!writeAtomically(args.get("json"), comparisonJson(model, steps, runs), err))
+    if (!rt::writeAtomically(args.get("json"), comparisonJson(model, steps, runs), err))
       return fail("verify", err);
     std::printf("wrote %s\n", args.get("json").c_str());
   }
   if (args.has("svg")) {
-    if (!writeAtomically(args.get("svg"), comparisonSvg(model, runs), err))
+    if (!rt::writeAtomically(args.get("svg"), comparisonSvg(model, runs), err))
       return fail("verify", err);
     std::printf("wrote %s\n", args.get("svg").c_str());
   }

@@ -3,15 +3,16 @@
 // Part of loom, under the Apache License v2.0.
 //
 //===----------------------------------------------------------------------===//
-#include "loom/train/AtomicFile.h"
+#include "loom/runtime/AtomicFile.h"
 
 #include <cstdio>
 #include <fstream>
+#include <unistd.h>
 
-namespace loom::train {
+namespace loom::rt {
 
 bool writeAtomically(const std::string &path, const std::string &text, std::string &err) {
-  std::string tmp = path + ".tmp";
+  std::string tmp = path + ".tmp." + std::to_string(::getpid());
   {
     std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
     if (!out || !(out << text) || !out.flush()) {
@@ -28,4 +29,4 @@ bool writeAtomically(const std::string &path, const std::string &text, std::stri
   return true;
 }
 
-} // namespace loom::train
+} // namespace loom::rt
