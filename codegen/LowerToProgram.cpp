@@ -242,6 +242,16 @@ bool ProgramBuilder::lowerOp(Operation *op, std::string &err) {
       .Case<MatmulBiasOp>([&](MatmulBiasOp m) {
         emit(OpCode::MatMul, op, {m.getTransposeLhs(), m.getTransposeRhs()});
       })
+      // The addend is MatMul's third input with the result's shape (the
+      // GEMM's C matrix, beta = 1); widened operands are read in bf16.
+      .Case<MatmulAccumulateOp>([&](MatmulAccumulateOp m) {
+        emit(OpCode::MatMul, op, {m.getTransposeLhs(), m.getTransposeRhs()});
+        if (widenedFrom.count(m.getLhs()) && widenedFrom.count(m.getRhs())) {
+          rt::Instr &I = p.instrs.back();
+          I.in[0] = idOf(widenedFrom.lookup(m.getLhs()));
+          I.in[1] = idOf(widenedFrom.lookup(m.getRhs()));
+        }
+      })
       .Case<AddOp>([&](auto) { emit(OpCode::Add, op); })
       .Case<SubOp>([&](auto) { emit(OpCode::Sub, op); })
       .Case<MulOp>([&](auto) { emit(OpCode::Mul, op); })
@@ -438,17 +448,26 @@ void ProgramBuilder::findWideningCasts(Block &body) {
   // A matmul of two widened values reads their bf16 sources (the widening
   // is exact): a bf16 GEMM with an f32 result. The cast is still emitted
   // for its other readers (the gradient a bias's reduction also reads).
+  // The same for matmul_accumulate's two factors (its addend is f32).
+  auto factors = [](Operation *op) -> std::optional<std::pair<Value, Value>> {
+    if (auto m = dyn_cast<MatmulOp>(op))
+      return std::pair{m.getLhs(), m.getRhs()};
+    if (auto m = dyn_cast<MatmulAccumulateOp>(op))
+      return std::pair{m.getLhs(), m.getRhs()};
+    return std::nullopt;
+  };
   for (Operation &op : body.without_terminator()) {
-    auto m = dyn_cast<MatmulOp>(op);
-    if (!m || !widening(m.getLhs()) || !widening(m.getRhs()))
+    auto f = factors(&op);
+    if (!f || !widening(f->first) || !widening(f->second))
       continue;
-    for (Value v : {m.getLhs(), m.getRhs()})
+    for (Value v : {f->first, f->second})
       widenedFrom[v] = widening(v).getInput();
   }
   for (auto &[v, src] : widenedFrom) {
     bool onlyBf16Matmuls = llvm::all_of(v.getUsers(), [&](Operation *user) {
-      auto m = dyn_cast<MatmulOp>(user);
-      return m && widenedFrom.count(m.getLhs()) && widenedFrom.count(m.getRhs());
+      auto f = factors(user);
+      return f && widenedFrom.count(f->first) && widenedFrom.count(f->second) &&
+             !llvm::is_contained(user->getOperands().drop_front(2), v);
     });
     if (onlyBf16Matmuls)
       unemittedCasts.insert(v);

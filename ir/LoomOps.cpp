@@ -199,6 +199,20 @@ LogicalResult MatmulBiasOp::inferReturnTypes(MLIRContext *,
   return success();
 }
 
+LogicalResult MatmulAccumulateOp::inferReturnTypes(MLIRContext *,
+                                                   std::optional<Location> loc,
+                                                   MatmulAccumulateOp::Adaptor adaptor,
+                                                   SmallVectorImpl<Type> &types) {
+  if (failed(inferMatmulType(loc, adaptor.getLhs(), adaptor.getRhs(),
+                             adaptor.getTransposeLhsAttr(), adaptor.getTransposeRhsAttr(), types)))
+    return failure();
+  auto out = cast<RankedTensorType>(types.back());
+  if (tensorOf(adaptor.getAddend()) != out)
+    return emitOptionalError(loc, "loom.matmul_accumulate: addend ", tensorOf(adaptor.getAddend()),
+                             " must have the product's type ", out);
+  return success();
+}
+
 namespace {
 /// matmul(a, transpose(b)) where the transpose swaps only the last two dims
 /// becomes matmul(a, b) with the operand's transpose flag flipped: the

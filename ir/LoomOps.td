@@ -196,6 +196,26 @@ def Loom_MatmulBiasOp : Loom_Op<"matmul_bias", [Pure, InferTypeOpAdaptor]> {
   }];
 }
 
+def Loom_MatmulAccumulateOp : Loom_Op<"matmul_accumulate", [Pure, InferTypeOpAdaptor]> {
+  let summary = "addend plus a matmul, rounded once (a GEMM with beta = 1)";
+  let description = [{
+    lhs and rhs as for `loom.matmul`; `addend` has the product's shape and
+    element type and is added to the accumulator, the sum rounded to the
+    result type once: cuBLASLt's D = A B + C. `loom-fuse-matmul-accumulate`
+    forms it in the backward from a gradient sum add(x, matmul(a, b)), where
+    the matmul is an input gradient and x the other readers' sum, so the
+    sum costs no pass of its own. It has no gradient rule.
+  }];
+  let arguments = (ins Loom_FloatTensor:$lhs, Loom_FloatTensor:$rhs,
+                       Loom_FloatTensor:$addend,
+                       DefaultValuedAttr<BoolAttr, "false">:$transpose_lhs,
+                       DefaultValuedAttr<BoolAttr, "false">:$transpose_rhs);
+  let results = (outs Loom_FloatTensor:$result);
+  let assemblyFormat = [{
+    $lhs `,` $rhs `,` $addend attr-dict `:` type($lhs) `,` type($rhs) `,` type($addend)
+  }];
+}
+
 def Loom_ReduceOp : Loom_Op<"reduce", [Pure, InferTypeOpAdaptor,
     DeclareOpInterfaceMethods<Loom_DifferentiableOpInterface>]> {
   let summary = "sum, mean or max over axes";

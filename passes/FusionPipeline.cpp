@@ -10,6 +10,9 @@
 #include "mlir/Pass/PassRegistry.h"
 #include "mlir/Transforms/Passes.h"
 
+#include <cstdlib>
+#include <string>
+
 namespace loom {
 
 void buildFusionPipeline(mlir::OpPassManager &pm, bool autocastBf16) {
@@ -56,6 +59,15 @@ void buildTrainStepTail(mlir::OpPassManager &pm, bool bf16, bool fuseGradientCli
     pm.addPass(mlir::createCanonicalizerPass(rewriteConfig()));
     pm.addPass(mlir::createCSEPass());
     pm.nest<mlir::func::FuncOp>().addPass(createFuseFp8Amax());
+  }
+  // The gradient sums into the GEMMs that produce them: after the bf16
+  // rewrite, which forms the products it reads, and after the passes that
+  // rebuild the q, k, v chains. LOOM_FUSE_MATMUL_ACCUMULATE=0 keeps the
+  // adds (an A/B switch for timing).
+  const char *acc = std::getenv("LOOM_FUSE_MATMUL_ACCUMULATE");
+  if (!acc || std::string(acc) != "0") {
+    pm.nest<mlir::func::FuncOp>().addPass(createFuseMatmulAccumulate());
+    pm.addPass(mlir::createCSEPass());
   }
   // Last: the SPMD passes read the unfused norm and clip (TrainStepStructure).
   if (fuseGradientClipping)

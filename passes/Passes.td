@@ -166,6 +166,23 @@ def UseBf16Matmuls : Pass<"loom-use-bf16-matmuls", "mlir::func::FuncOp"> {
   let dependentDialects = ["loom::LoomDialect"];
 }
 
+def FuseMatmulAccumulate : Pass<"loom-fuse-matmul-accumulate", "mlir::func::FuncOp"> {
+  let summary = "Sum the backward's input-gradient products in the GEMMs' accumulators";
+  let description = [{
+    A value read by several matmuls (the normed hidden state by q, k and v,
+    or by gate and up) gets one input-gradient product per reader, and the
+    backward sums them with adds: add(x, matmul(a, b)). Each such add, after
+    the function's loss gradient (loom.cross_entropy_grad), becomes
+    matmul_accumulate(a, b, x): a GEMM with beta = 1 reads x as its C
+    matrix, so the sum costs no pass over memory of its own. Exact: the
+    GEMM rounds its accumulator plus x once, as the add rounded the product's
+    result plus x. Only products with the sum's type (f32, or f64) fuse;
+    autocast's input-gradient products are bf16 GEMMs with f32 results. Run
+    on the finished training step, after `loom-use-bf16-matmuls`.
+  }];
+  let dependentDialects = ["loom::LoomDialect"];
+}
+
 def FuseGradientClipping : Pass<"loom-fuse-gradient-clipping", "mlir::func::FuncOp"> {
   let summary = "Read each gradient once for the global norm and once for AdamW";
   let description = [{

@@ -22,7 +22,10 @@
 //
 // An optional bias[N] (addmm) is added to every row of the accumulator in
 // its precision, and the sum is what gets stored (rounded once for a bf16
-// result): the same bits as the product, an Add and a Cast in turn.
+// result): the same bits as the product, an Add and a Cast in turn. A third
+// input of the result's shape is an addend instead (a GEMM with beta = 1):
+// added element by element to the f32 or f64 accumulator, the same bits as
+// the product followed by an Add.
 //===----------------------------------------------------------------------===//
 #include "cpu/Bf16.h"
 #include "cpu/Kernels.h"
@@ -218,15 +221,40 @@ void matMulF64(const KernelCall &c, ThreadPool &pool) {
 /// bf16 result is rounded once (an f32 result is the accumulator). The widened copies are the one
 /// allocation this kernel makes per call; the CPU backend is the reference,
 /// not the fast path.
-/// out[r, j] += bias[j] over every row of an accumulator holding `rows`
-/// rows of n, the sum rounded to T (exactly what an Add kernel stores).
+/// out[r, j] += third(r, j) over an accumulator holding `rows` rows of n,
+/// the sum rounded to T (exactly what an Add kernel stores).
 template <typename T, typename B>
-void addBias(T *out, const B &bias, int64_t rows, int64_t n, ThreadPool &pool) {
+void addThird(T *out, const B &third, int64_t rows, int64_t n, ThreadPool &pool) {
   pool.parallelFor(rows, std::max<int64_t>(1, 4096 / std::max<int64_t>(1, n)),
                    [&](int64_t begin, int64_t end) {
     for (int64_t r = begin; r < end; ++r)
-      for (int64_t j = 0; j < n; ++j) out[r * n + j] = T(double(out[r * n + j]) + bias(j));
+      for (int64_t j = 0; j < n; ++j) out[r * n + j] = T(double(out[r * n + j]) + third(r, j));
   });
+}
+
+/// Adds MatMul's third input, if any, to the accumulator `out` (of T, the
+/// result's dtype or f32 under a bf16 result): a bias vector over the last
+/// dim, or an addend of the result's shape.
+template <typename T>
+void addThirdInput(const KernelCall &c, T *out, ThreadPool &pool) {
+  if (c.in.size() != 3)
+    return;
+  const Tensor &x = c.in[2];
+  int64_t n = c.out[0].shape().back(), rows = c.out[0].numel() / std::max<int64_t>(1, n);
+  bool addend = x.shape().size() >= 2;
+  auto at = [&](int64_t r, int64_t j) { return addend ? r * n + j : j; };
+  switch (x.dtype()) {
+  case DType::BF16:
+    addThird(out, [&](int64_t r, int64_t j) { return double(bf16ToFloat(x.as<uint16_t>()[at(r, j)])); },
+             rows, n, pool);
+    break;
+  case DType::F64:
+    addThird(out, [&](int64_t r, int64_t j) { return x.as<double>()[at(r, j)]; }, rows, n, pool);
+    break;
+  default:
+    addThird(out, [&](int64_t r, int64_t j) { return double(x.as<float>()[at(r, j)]); }, rows, n,
+             pool);
+  }
 }
 
 bool matMulBf16(const KernelCall &c, ThreadPool &pool, std::string &err) {
@@ -242,16 +270,7 @@ bool matMulBf16(const KernelCall &c, ThreadPool &pool, std::string &err) {
   KernelCall wide{c.instr, {Tensor{a.data(), &da}, Tensor{b.data(), &db}}, {Tensor{acc, &dy}}};
   if (!runMatMul(wide, pool, err))
     return false;
-  if (c.in.size() == 3) {
-    int64_t n = c.out[0].shape().back(), rows = c.out[0].numel() / std::max<int64_t>(1, n);
-    if (c.in[2].dtype() == DType::BF16) {
-      const uint16_t *bias = c.in[2].as<uint16_t>();
-      addBias(acc, [&](int64_t j) { return double(bf16ToFloat(bias[j])); }, rows, n, pool);
-    } else {
-      const float *bias = c.in[2].as<float>();
-      addBias(acc, [&](int64_t j) { return double(bias[j]); }, rows, n, pool);
-    }
-  }
+  addThirdInput(c, acc, pool);
   if (f32Out)
     return true;
   uint16_t *out = c.out[0].as<uint16_t>();
@@ -264,13 +283,9 @@ bool matMulBf16(const KernelCall &c, ThreadPool &pool, std::string &err) {
 bool runMatMul(const KernelCall &c, ThreadPool &pool, std::string &err) {
   if (c.in[0].dtype() == DType::BF16)
     return matMulBf16(c, pool, err);
-  int64_t biasN = c.out[0].shape().back(), biasRows = c.out[0].numel() / std::max<int64_t>(1, biasN);
   if (c.out[0].dtype() == DType::F64) {
     matMulF64(c, pool);
-    if (c.in.size() == 3) {
-      const double *bias = c.in[2].as<double>();
-      addBias(c.out[0].as<double>(), [&](int64_t j) { return bias[j]; }, biasRows, biasN, pool);
-    }
+    addThirdInput(c, c.out[0].as<double>(), pool);
     return true;
   }
   const Tensor &A = c.in[0], &B = c.in[1], &C = c.out[0];
@@ -283,10 +298,7 @@ bool runMatMul(const KernelCall &c, ThreadPool &pool, std::string &err) {
   if (m == 0 || n == 0)
     return true;
   auto withBias = [&] {
-    if (c.in.size() == 3) {
-      const float *bias = c.in[2].as<float>();
-      addBias(C.as<float>(), [&](int64_t j) { return double(bias[j]); }, biasRows, biasN, pool);
-    }
+    addThirdInput(c, C.as<float>(), pool);
     return true;
   };
   if (k == 0) { // an empty sum; BLAS rejects the zero leading dimensions

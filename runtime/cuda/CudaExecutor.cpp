@@ -530,7 +530,10 @@ private:
       int64_t n = o.shape.back(), m = o.numElements() / std::max<int64_t>(n, 1);
       std::string key = cat(m, "x", n, "x", k, I.ints[0] ? " tA" : "", I.ints[1] ? " tB" : "",
                             " ", dtypeName(a.dtype), ",", dtypeName(b.dtype), "->",
-                            dtypeName(o.dtype), I.op == OpCode::MatMul && I.in.size() > 2 ? " +bias" : "");
+                            dtypeName(o.dtype),
+                            matMulAccumulates(*program_, I)               ? " +addend"
+                            : I.op == OpCode::MatMul && I.in.size() > 2 ? " +bias"
+                                                                         : "");
       Shape &s = byShape[key];
       s.ms += opMs_[i];
       s.flops += 2.0 * double(o.numElements()) * double(k); // per run

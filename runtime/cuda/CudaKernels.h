@@ -168,6 +168,7 @@ struct GemmSpec {
   DType in = DType::F32, out = DType::F32;
   bool fastBf16 = false; // f32 data, products on bf16 tensor cores (CUBLAS_COMPUTE_32F_FAST_16BF)
   bool bias = false;     // a bias vector over N (of the `out` dtype) in the epilogue
+  bool accumulate = false; // D = A B + C: C an addend laid out as the result (beta = 1)
   uint32_t alignA = 256, alignB = 256, alignC = 256; // bytes the pointers are aligned to
 };
 

@@ -33,6 +33,9 @@
 // to the f32 accumulator before the one conversion to the output type. The
 // bias pointer is an attribute of the descriptor, set before each call (one
 // descriptor per instruction, so a captured graph keeps its pointer).
+// A third input with the result's shape is an addend instead
+// (matMulAccumulates): cuBLASLt's C matrix, laid out as D, with beta = 1,
+// so D = A B + C is the f32 accumulator plus the addend rounded once.
 //
 // A large product with a dim not a whole number of 16-byte words (GPT-2's
 // 50,257 logits) runs padded to whole words on zero-padded copies in the
@@ -84,7 +87,8 @@ struct LtPlan {
 /// A MatMul instruction: one planned product issued once or per batch.
 struct InstrPlan {
   int gemm = -1;
-  bool zeroFill = false; // K == 0: the empty sum
+  bool zeroFill = false; // K == 0: the empty sum (or, with an addend, the addend)
+  bool accumulate = false; // a third input of the result's shape (beta = 1)
   bool empty = false;    // M == 0 or N == 0
   struct Call {
     int64_t a, b, c; // element offsets of A, B and out for one call
@@ -189,8 +193,8 @@ std::string tuningKey(const GemmSpec &s, size_t workspaceBytes, int found) {
   return cat(device, "|", s.m, "x", s.n, "x", s.k, s.transA ? "tA" : "", s.transB ? "tB" : "",
              "|ld", s.lda, ",", s.ldb, ",", s.ldc, "|b", s.batch, ",", s.strideA, ",", s.strideB,
              ",", s.strideC, "|", dtypeName(s.in), "->", dtypeName(s.out), s.fastBf16 ? "|fast" : "",
-             s.bias ? "|bias" : "", "|al", s.alignA, ",", s.alignB, ",", s.alignC, "|ws",
-             workspaceBytes, "|n", found);
+             s.bias ? "|bias" : "", s.accumulate ? "|acc" : "", "|al", s.alignA, ",", s.alignB,
+             ",", s.alignC, "|ws", workspaceBytes, "|n", found);
 }
 
 /// Elements `layout` spans: ld * cols, times the batch stride.
@@ -318,26 +322,38 @@ public:
 
   void run(int id, const void *a, const void *b, void *c, float alpha, CudaContext &ctx,
            void *workspace) override {
+    runWith(id, a, b, nullptr, c, alpha, ctx, workspace);
+  }
+
+  /// c = alpha a b, plus `addend` (laid out as c) when it is not null.
+  void runWith(int id, const void *a, const void *b, const void *addend, void *c, float alpha,
+               CudaContext &ctx, void *workspace) {
     const LtPlan &p = gemms_[size_t(id)];
-    const float alphaF = alpha, zeroF = 0.f;
-    const double alphaD = alpha, zeroD = 0.0;
+    const float alphaF = alpha, betaF = addend ? 1.f : 0.f;
+    const double alphaD = alpha, betaD = addend ? 1.0 : 0.0;
     const void *al = p.f64 ? static_cast<const void *>(&alphaD) : &alphaF;
-    const void *be = p.f64 ? static_cast<const void *>(&zeroD) : &zeroF;
-    cublasLtMatmul(handle_, p.desc, al, b, p.la, a, p.lb, be, c, p.lc, c, p.lc, &p.algo, workspace,
-                   workspaceBytes_, ctx.stream);
+    const void *be = p.f64 ? static_cast<const void *>(&betaD) : &betaF;
+    cublasLtMatmul(handle_, p.desc, al, b, p.la, a, p.lb, be, addend ? addend : c, p.lc, c, p.lc,
+                   &p.algo, workspace, workspaceBytes_, ctx.stream);
   }
 
   void launch(const CudaCall &c, CudaContext &ctx, void *workspace) override {
     InstrPlan &p = instrs_.at(c.index);
     if (p.empty) return;
+    const bool accumulate = p.accumulate;
     if (p.zeroFill) {
-      cudaMemsetAsync(c.out[0].data, 0, c.out[0].desc->bytes, ctx.stream);
+      if (accumulate)
+        cudaMemcpyAsync(c.out[0].data, c.in[2].data, c.out[0].desc->bytes, cudaMemcpyDeviceToDevice,
+                        ctx.stream);
+      else
+        cudaMemsetAsync(c.out[0].data, 0, c.out[0].desc->bytes, ctx.stream);
       return;
     }
     auto *a = static_cast<const uint8_t *>(c.in[0].data);
     auto *b = static_cast<const uint8_t *>(c.in[1].data);
     auto *out = static_cast<uint8_t *>(c.out[0].data);
-    if (c.in.size() == 3) {
+    auto *addend = accumulate ? static_cast<const uint8_t *>(c.in[2].data) : nullptr;
+    if (c.in.size() == 3 && !accumulate) {
       const void *bias = c.in[2].data;
       cublasLtMatmulDescSetAttribute(gemms_[size_t(p.gemm)].desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER,
                                      &bias, sizeof bias);
@@ -348,14 +364,18 @@ public:
       uint8_t *sa = scratch, *sb = scratch + g.offsetOfB(), *sc = scratch + g.offsetOfOut();
       if (g.a.staged) stageIn(g.a, a, sa, ctx.stream);
       if (g.b.staged) stageIn(g.b, b, sb, ctx.stream);
-      run(p.gemm, g.a.staged ? sa : a, g.b.staged ? sb : b, g.out.staged ? sc : out, 1.f, ctx,
-          workspace);
+      // A staged result takes its addend staged in place (C = D, one layout).
+      if (addend && g.out.staged) stageIn(g.out, addend, sc, ctx.stream);
+      const void *c3 = addend && g.out.staged ? sc : addend;
+      runWith(p.gemm, g.a.staged ? sa : a, g.b.staged ? sb : b, c3, g.out.staged ? sc : out, 1.f,
+              ctx, workspace);
       if (g.out.staged) stageOut(g.out, sc, out, ctx.stream);
       return;
     }
     for (const InstrPlan::Call &call : p.calls)
-      run(p.gemm, a + call.a * p.inBytes, b + call.b * p.inBytes, out + call.c * p.outBytes, 1.f,
-          ctx, workspace);
+      runWith(p.gemm, a + call.a * p.inBytes, b + call.b * p.inBytes,
+              addend ? addend + call.c * p.outBytes : nullptr, out + call.c * p.outBytes, 1.f, ctx,
+              workspace);
   }
 
 private:
@@ -394,7 +414,8 @@ private:
     size_t nc = layoutElements(s.ldc, s.m, s.batch, s.strideC);
     size_t inBytes = dtypeSize(s.in), outBytes = dtypeSize(s.out);
     size_t offB = align256(na * inBytes), offC = offB + align256(nb * inBytes);
-    size_t offBias = offC + align256(nc * outBytes);
+    size_t offAddend = offC + align256(nc * outBytes);
+    size_t offBias = offAddend + (s.accumulate ? align256(nc * outBytes) : 0);
     size_t offWs = offBias + align256(size_t(s.n) * outBytes);
     size_t total = offWs + align256(std::max<size_t>(workspaceBytes_, 1));
     void *buf = nullptr;
@@ -410,6 +431,7 @@ private:
     if (fillRandom(base, na * inBytes, t.randomBlock(s.in)) &&
         fillRandom(base + offB, nb * inBytes, t.randomBlock(s.in)) &&
         fillRandom(base + offBias, size_t(s.n) * outBytes, t.randomBlock(s.out)) &&
+        (!s.accumulate || fillRandom(base + offAddend, nc * outBytes, t.randomBlock(s.out))) &&
         cudaEventCreate(&e0) == cudaSuccess && cudaEventCreate(&e1) == cudaSuccess) {
       if (s.bias) {
         const void *bias = base + offBias;
@@ -419,12 +441,12 @@ private:
       const float oneF = 1.f, zeroF = 0.f;
       const double oneD = 1.0, zeroD = 0.0;
       const void *al = p.f64 ? static_cast<const void *>(&oneD) : &oneF;
-      const void *be = p.f64 ? static_cast<const void *>(&zeroD) : &zeroF;
+      const void *be = s.accumulate ? al : p.f64 ? static_cast<const void *>(&zeroD) : &zeroF;
+      uint8_t *cIn = s.accumulate ? base + offAddend : base + offC;
       for (int i = 0; i < found; ++i) {
         auto go = [&] {
-          return cublasLtMatmul(handle_, p.desc, al, base, p.la, base + offB, p.lb, be,
-                                base + offC, p.lc, base + offC, p.lc, &results[i].algo, ws,
-                                workspaceBytes_, nullptr);
+          return cublasLtMatmul(handle_, p.desc, al, base, p.la, base + offB, p.lb, be, cIn, p.lc,
+                                base + offC, p.lc, &results[i].algo, ws, workspaceBytes_, nullptr);
         };
         if (go() != CUBLAS_STATUS_SUCCESS) continue;
         float ms = 0;
@@ -467,12 +489,13 @@ private:
     p.inBytes = dtypeSize(A.dtype);
     p.outBytes = dtypeSize(C.dtype);
     if (m == 0 || n == 0) return p.empty = true;
-    if (k == 0 && I.in.size() == 3) {
+    s.accumulate = p.accumulate = matMulAccumulates(prog, I);
+    if (k == 0 && I.in.size() == 3 && !s.accumulate) {
       err = "an empty sum (K = 0) with a bias";
       return false;
     }
-    if (k == 0) return p.zeroFill = true;
-    s.bias = I.in.size() == 3;
+    if (k == 0) return p.zeroFill = true; // launch() copies an addend
+    s.bias = I.in.size() == 3 && !s.accumulate;
     Shape batch(cs.begin(), cs.end() - 2);
     Shape aStrides = broadcastStrides(Shape(as.begin(), as.end() - 2), batch);
     Shape bStrides = broadcastStrides(Shape(bs.begin(), bs.end() - 2), batch);
@@ -520,6 +543,9 @@ private:
       s.alignA = std::min(s.alignA, alignmentOf(A.offset + uint64_t(call.a) * p.inBytes));
       s.alignB = std::min(s.alignB, alignmentOf(B.offset + uint64_t(call.b) * p.inBytes));
       s.alignC = std::min(s.alignC, alignmentOf(C.offset + uint64_t(call.c) * p.outBytes));
+      if (s.accumulate) // C and D share the heuristic's alignment
+        s.alignC = std::min(s.alignC, alignmentOf(prog.buffers[I.in[2]].offset +
+                                                  uint64_t(call.c) * p.outBytes));
     }
     if (s.batch > 1) {
       s.alignA = std::min(s.alignA, alignmentOf(uint64_t(s.strideA) * p.inBytes));

@@ -51,8 +51,9 @@ GemmStaging planGemmStaging(const Program &p, const Instr &I) {
   int64_t word = int64_t(16 / dtypeSize(A.dtype));
   auto up = [&](int64_t d) { return (d + word - 1) / word * word; };
   g.m = up(m), g.n = up(n), g.k = up(k);
-  // A bias epilogue would read the bias past N's end.
-  bool biasPastN = I.in.size() > 2 && g.n != n;
+  // A bias epilogue would read the bias past N's end. (An addend is staged
+  // in with the result: MatMul.cpp.)
+  bool biasPastN = I.in.size() > 2 && !matMulAccumulates(p, I) && g.n != n;
   if ((g.m == m && g.n == n && g.k == k) || biasPastN)
     return g;
   g.a = transA ? matrix(A.dtype, k, m, g.k, g.m) : matrix(A.dtype, m, k, g.m, g.k);

@@ -148,7 +148,15 @@ std::string checkEmbedding(const OpView &v) {
 std::string checkMatMul(const OpView &v, const Instr &I) {
   if (std::string e = v.arity(2, 3, 1, 1, 2, 0); !e.empty())
     return e;
-  if (I.in.size() == 3) {
+  if (I.in.size() == 3 && v.in(2).shape.size() >= 2) { // an addend (beta = 1)
+    const BufferDesc &addend = v.in(2), &out = v.out();
+    if (addend.shape != out.shape || addend.dtype != out.dtype)
+      return cat("addend ", shapeStr(addend.shape), " ", dtypeName(addend.dtype),
+                 " must have the result's shape and dtype ", shapeStr(out.shape), " ",
+                 dtypeName(out.dtype));
+    if (out.dtype == DType::BF16)
+      return "an addend needs an f32 or f64 result, not bf16";
+  } else if (I.in.size() == 3) {
     const BufferDesc &bias = v.in(2), &out = v.out();
     if (bias.shape.size() != 1 || out.shape.empty() || bias.shape[0] != out.shape.back())
       return cat("bias ", shapeStr(bias.shape), " must be a vector over the result's last dim ",
@@ -858,6 +866,12 @@ bool bf16StorageAllowed(OpCode op, bool output, size_t slot) {
   case OpCode::CrossEntropyGrad: return slot == 0;          // logits; their gradient
   default: return false;
   }
+}
+
+bool matMulAccumulates(const Program &p, const Instr &I) {
+  return I.op == OpCode::MatMul && I.in.size() == 3 && I.out.size() == 1 &&
+         p.buffers[I.in[2]].shape.size() >= 2 &&
+         p.buffers[I.in[2]].shape == p.buffers[I.out[0]].shape;
 }
 
 bool usesBf16Storage(const Program &p, const Instr &I) {

@@ -42,7 +42,10 @@ ProgramStats programStats(const Program &p) {
     if (I.op == OpCode::MatMul) {
       DType a = p.buffers[I.in[0]].dtype, b = p.buffers[I.in[1]].dtype;
       ++s.gemmKinds[cat(dtypeName(a), " x ", dtypeName(b), " -> ",
-                        dtypeName(p.buffers[I.out[0]].dtype), I.in.size() > 2 ? " (+bias)" : "")];
+                        dtypeName(p.buffers[I.out[0]].dtype),
+                        matMulAccumulates(p, I) ? " (+addend)"
+                        : I.in.size() > 2       ? " (+bias)"
+                                                : "")];
       s.f32Gemms += a == DType::F32 && b == DType::F32;
     }
     if (I.op == OpCode::Attention || I.op == OpCode::AttentionGrad) {

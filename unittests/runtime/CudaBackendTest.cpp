@@ -286,6 +286,42 @@ TEST(CudaBackend, Bf16GemmsWithABiasEpilogue) {
   }
 }
 
+TEST(CudaBackend, GemmsWithAnAddend) {
+  // A gradient sum in the GEMM (beta = 1, C the addend laid out as D):
+  // bf16 operands with an f32 result and f32 products, against the CPU's
+  // MatMul then Add. A linear layer's input gradient (dy W), a strided
+  // batch, one call per batch, and a staged product (N = 4001 is not a
+  // whole number of 16-byte words of bf16): the addend is staged in place.
+  REQUIRE_GPU();
+  Rng rng;
+  for (DType in : {DType::BF16, DType::F32})
+    for (const MatMulCase &c : {MatMulCase{{4, 9, 40}, {48, 40}, {4, 9, 48}, false, true},
+                                MatMulCase{{2, 3, 16, 32}, {2, 3, 32, 24}, {2, 3, 16, 24}, false, false},
+                                MatMulCase{{2, 1, 5, 8}, {1, 3, 8, 16}, {2, 3, 5, 16}, false, false},
+                                MatMulCase{{1024, 264}, {264, 4001}, {1024, 4001}, false, false}}) {
+      SCOPED_TRACE(std::string(dtypeName(in)) + " out " + std::to_string(numel(c.out)));
+      ProgramBuilder b;
+      std::vector<Bytes> inputs;
+      uint32_t a, w;
+      if (in == DType::BF16) {
+        a = bf16Input(b, inputs, rng, c.a), w = bf16Input(b, inputs, rng, c.b);
+      } else {
+        a = b.input(DType::F32, c.a), w = b.input(DType::F32, c.b);
+        inputs.push_back(toBytes(rng.uniform(numel(c.a))));
+        inputs.push_back(toBytes(rng.uniform(numel(c.b))));
+      }
+      uint32_t x = b.input(DType::F32, c.out);
+      inputs.push_back(toBytes(rng.uniform(numel(c.out))));
+      b.instr(OpCode::MatMul, {a, w, x}, {b.output(DType::F32, c.out)}, {c.ta, c.tb});
+      ASSERT_EQ(b.p.validate(), "");
+      ASSERT_TRUE(matMulAccumulates(b.p, b.p.instrs.back()));
+      if (c.out.back() == 4001 && in == DType::BF16)
+        ASSERT_TRUE(planGemmStaging(b.p, b.p.instrs.back()).any());
+      // f32 sums of up to 264 products in another order, plus the addend.
+      expectSameOnGpu(b.p, inputs, 1e-4, 1e-4);
+    }
+}
+
 TEST(CudaBackend, OddSizedProductsRunPadded) {
   // Products large enough for GemmStaging with a dim that is not a whole
   // number of 16-byte words (4001): GPT-2's logits layout (h W^T, f32 and

@@ -200,6 +200,69 @@ TEST(MatMul, BiasIsTheUnfusedAddmmBitForBit) {
     }
 }
 
+TEST(MatMul, AddendIsMatMulThenAddBitForBit) {
+  // A gradient sum fused into its GEMM (loom-fuse-matmul-accumulate): a
+  // third input of the result's shape is added to the f32 (or f64)
+  // accumulator and the sum rounded once, the bits of MatMul then Add.
+  // bf16 operands with an f32 result (autocast's input gradients), f32 and
+  // f64 products; a linear layer, a strided batch, one call per batch and
+  // K = 0 (the addend itself).
+  Rng rng;
+  const MatMulCase cases[] = {{{4, 9, 48}, {40, 48}, {4, 9, 40}, false, true},
+                              {{2, 3, 16, 32}, {2, 3, 32, 24}, {2, 3, 16, 24}, false, false},
+                              {{2, 1, 5, 8}, {1, 3, 8, 16}, {2, 3, 5, 16}, false, false},
+                              {{3, 0}, {0, 5}, {3, 5}, false, false}};
+  for (const MatMulCase &c : cases)
+    for (DType in : {DType::BF16, DType::F32, DType::F64}) {
+      DType out = in == DType::BF16 ? DType::F32 : in;
+      SCOPED_TRACE(std::string(dtypeName(in)) + " a " + std::to_string(numel(c.a)));
+      auto bytes = [&](const std::vector<float> &v, DType dt) {
+        if (dt == DType::BF16)
+          return toBytes(toBf16(v));
+        if (dt == DType::F64)
+          return toBytes(std::vector<double>(v.begin(), v.end()));
+        return toBytes(v);
+      };
+      std::vector<Bytes> inputs = {bytes(rng.uniform(numel(c.a)), in),
+                                   bytes(rng.uniform(numel(c.b)), in),
+                                   bytes(rng.uniform(numel(c.out)), out)};
+      ProgramBuilder fused;
+      uint32_t a = fused.input(in, c.a), b = fused.input(in, c.b), x = fused.input(out, c.out);
+      fused.instr(OpCode::MatMul, {a, b, x}, {fused.output(out, c.out)}, {c.ta, c.tb});
+      ASSERT_EQ(fused.p.validate(), "");
+      ASSERT_TRUE(matMulAccumulates(fused.p, fused.p.instrs.back()));
+
+      ProgramBuilder split;
+      a = split.input(in, c.a), b = split.input(in, c.b), x = split.input(out, c.out);
+      uint32_t product = split.temp(out, c.out);
+      split.instr(OpCode::MatMul, {a, b}, {product}, {c.ta, c.tb});
+      split.instr(OpCode::Add, {x, product}, {split.output(out, c.out)});
+      ASSERT_EQ(split.p.validate(), "");
+
+      RunResult rf = runProgram(fused.p, inputs), rs = runProgram(split.p, inputs);
+      ASSERT_TRUE(rf.ok) << rf.err;
+      ASSERT_TRUE(rs.ok) << rs.err;
+      EXPECT_EQ(rf.outputs[0], rs.outputs[0]);
+    }
+}
+
+TEST(MatMul, AddendMustHaveTheResultsShapeAndAWideDtype) {
+  ProgramBuilder b;
+  uint32_t a = b.input(DType::BF16, {3, 8}), w = b.input(DType::BF16, {8, 5});
+  uint32_t x = b.input(DType::F32, {5, 3}), o = b.output(DType::F32, {3, 5});
+  b.instr(OpCode::MatMul, {a, w, x}, {o}, {0, 0});
+  EXPECT_NE(b.p.validate().find("addend [5,3] f32 must have the result's shape and dtype [3,5] f32"),
+            std::string::npos)
+      << b.p.validate();
+  b.p.buffers[x].shape = {3, 5};
+  EXPECT_EQ(b.p.validate(), "");
+  b.p.buffers[x].dtype = b.p.buffers[o].dtype = DType::BF16;
+  b.p.buffers[x].bytes = b.p.buffers[o].bytes = 30;
+  EXPECT_NE(b.p.validate().find("an addend needs an f32 or f64 result, not bf16"),
+            std::string::npos)
+      << b.p.validate();
+}
+
 TEST(MatMul, BiasMustBeAVectorOfTheResultDtype) {
   ProgramBuilder b;
   uint32_t a = b.input(DType::BF16, {3, 8}), w = b.input(DType::BF16, {8, 5});

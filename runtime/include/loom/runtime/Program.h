@@ -71,6 +71,9 @@ enum class OpCode : uint16_t {
   // or an f32 result (the f32 accumulator, not rounded). An optional third
   // input bias[N] (the result's dtype) is added to every row of the
   // accumulator before that one rounding (addmm; cuBLASLt's bias epilogue).
+  // A third input with the result's shape and dtype instead is an addend
+  // (f32 or f64): out = addend + product, the f32 accumulator plus
+  // the addend rounded once (a GEMM with beta = 1; matMulAccumulates()).
   MatMul = 2,
   // Elementwise binary with broadcasting: in: a, b -> out.
   Add = 10, Sub = 11, Mul = 12, Div = 13, Pow = 14, Max = 15, Min = 16,
@@ -397,6 +400,10 @@ struct Program {
   /// when valid, else a one-line description of the first problem.
   std::string validate() const;
 };
+
+/// True when MatMul `I` has an addend (a third input of the result's shape)
+/// rather than a bias vector.
+bool matMulAccumulates(const Program &p, const Instr &I);
 
 /// Per buffer id, the buffer whose bytes it names: the base for a view
 /// (Program::views), the id itself otherwise. The views' ids must be in
