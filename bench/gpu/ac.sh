@@ -24,11 +24,16 @@
 #      around it settle it, then a short loom run at each largest B
 #      confirms it allocates and trains;
 #   7. one JSON line: every figure and the ratios the issue asks for.
+# LOOM_BENCH_PROFILE names the planner's GPU (default h100; a profile file
+# such as planner/profiles/h200.calibrated.json on an H200);
+# AC_BENCH_SKIP_LARGEST=1 skips step 6 (on a 141 GB H200 the largest B are
+# long runs).
 set -uo pipefail
 BUNDLE=${1:?bundle folder}
 STEPS=${2:-8}
 BIG=${AC_BENCH_B:-12}
 MAXB=${AC_BENCH_MAX_B:-128} # the largest B searched
+PROFILE=${LOOM_BENCH_PROFILE:-h100}
 cd "$(dirname "$0")/../.."
 export NCCL_NVLS_ENABLE=0
 export LD_LIBRARY_PATH="$PWD/$BUNDLE/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
@@ -66,7 +71,7 @@ for ac in none selective full; do loom_run "b4-$ac" 4 "$STEPS" --ac "$ac"; done
 
 # 3. The planner's prediction at B=4.
 plan_json() { # B -> $OUT/plan-B.json
-  [ -f "$OUT/plan-$1.json" ] || timeout 120 "$LOOM" plan "$MODEL" --gpus 1 --gpu h100 --batch "$1" --seq 2048 \
+  [ -f "$OUT/plan-$1.json" ] || timeout 120 "$LOOM" plan "$MODEL" --gpus 1 --gpu "$PROFILE" --batch "$1" --seq 2048 \
     --precision bf16 --json --top 10 --rejected 10 > "$OUT/plan-$1.json" 2> "$OUT/plan-$1.err"
 }
 plan_json 4
@@ -101,8 +106,9 @@ ok = [p for p in d["plans"] if p["checkpoint"] == sys.argv[2] and not p["fp8"] a
 sys.exit(0 if ok else 1)
 PY
 }
-plan_json 8
+[ "${AC_BENCH_SKIP_LARGEST:-0}" = 1 ] || plan_json 8
 for ac in none selective full; do
+  [ "${AC_BENCH_SKIP_LARGEST:-0}" = 1 ] && { echo "ac: largest B skipped (AC_BENCH_SKIP_LARGEST=1)"; break; }
   b=$(python3 - "$OUT/plan-4.json" "$OUT/plan-8.json" "$ac" "$MAXB" <<'PY'
 import json, sys
 def mem(path):
@@ -129,7 +135,7 @@ while read -r ac b; do
   else
     echo "ac: short run at the largest B for --ac $ac skipped (${SECONDS}s elapsed)"
   fi
-done < "$OUT/largest.txt"
+done < <(cat "$OUT/largest.txt" 2> /dev/null)
 
 # 7. Summary.
 python3 - "$OUT" "$BIG" <<'EOF'
