@@ -231,26 +231,20 @@ bool ProgramBuilder::lowerOp(Operation *op, std::string &err) {
   llvm::TypeSwitch<Operation *>(op)
       .Case<ConstantOp>([&](auto c) { ok = constantBuffer(c, err); })
       .Case<EmbeddingOp>([&](auto) { emit(OpCode::Embedding, op); })
-      .Case<MatmulOp>([&](MatmulOp m) {
-        emit(OpCode::MatMul, op, {m.getTransposeLhs(), m.getTransposeRhs()});
-        if (widenedFrom.count(m.getLhs()) && widenedFrom.count(m.getRhs())) {
-          rt::Instr &I = p.instrs.back();
-          I.in = {idOf(widenedFrom.lookup(m.getLhs())), idOf(widenedFrom.lookup(m.getRhs()))};
-        }
-      })
-      // The bias is MatMul's optional third input (its GEMM's epilogue).
-      .Case<MatmulBiasOp>([&](MatmulBiasOp m) {
-        emit(OpCode::MatMul, op, {m.getTransposeLhs(), m.getTransposeRhs()});
-      })
-      // The addend is MatMul's third input with the result's shape (the
-      // GEMM's C matrix, beta = 1); widened operands are read in bf16.
-      .Case<MatmulAccumulateOp>([&](MatmulAccumulateOp m) {
+      // A matmul_accumulate's addend is MatMul's third input with the
+      // result's shape (the GEMM's C matrix, beta = 1). Widened factors
+      // are read in bf16 (findWideningCasts).
+      .Case<MatmulOp, MatmulAccumulateOp>([&](auto m) {
         emit(OpCode::MatMul, op, {m.getTransposeLhs(), m.getTransposeRhs()});
         if (widenedFrom.count(m.getLhs()) && widenedFrom.count(m.getRhs())) {
           rt::Instr &I = p.instrs.back();
           I.in[0] = idOf(widenedFrom.lookup(m.getLhs()));
           I.in[1] = idOf(widenedFrom.lookup(m.getRhs()));
         }
+      })
+      // The bias is MatMul's optional third input (its GEMM's epilogue).
+      .Case<MatmulBiasOp>([&](MatmulBiasOp m) {
+        emit(OpCode::MatMul, op, {m.getTransposeLhs(), m.getTransposeRhs()});
       })
       .Case<AddOp>([&](auto) { emit(OpCode::Add, op); })
       .Case<SubOp>([&](auto) { emit(OpCode::Sub, op); })

@@ -241,7 +241,7 @@ void addThirdInput(const KernelCall &c, T *out, ThreadPool &pool) {
     return;
   const Tensor &x = c.in[2];
   int64_t n = c.out[0].shape().back(), rows = c.out[0].numel() / std::max<int64_t>(1, n);
-  bool addend = x.shape().size() >= 2;
+  bool addend = isMatMulAddend(x.shape());
   auto at = [&](int64_t r, int64_t j) { return addend ? r * n + j : j; };
   switch (x.dtype()) {
   case DType::BF16:

@@ -340,9 +340,8 @@ public:
   void launch(const CudaCall &c, CudaContext &ctx, void *workspace) override {
     InstrPlan &p = instrs_.at(c.index);
     if (p.empty) return;
-    const bool accumulate = p.accumulate;
     if (p.zeroFill) {
-      if (accumulate)
+      if (p.accumulate)
         cudaMemcpyAsync(c.out[0].data, c.in[2].data, c.out[0].desc->bytes, cudaMemcpyDeviceToDevice,
                         ctx.stream);
       else
@@ -352,8 +351,8 @@ public:
     auto *a = static_cast<const uint8_t *>(c.in[0].data);
     auto *b = static_cast<const uint8_t *>(c.in[1].data);
     auto *out = static_cast<uint8_t *>(c.out[0].data);
-    auto *addend = accumulate ? static_cast<const uint8_t *>(c.in[2].data) : nullptr;
-    if (c.in.size() == 3 && !accumulate) {
+    auto *addend = p.accumulate ? static_cast<const uint8_t *>(c.in[2].data) : nullptr;
+    if (c.in.size() == 3 && !p.accumulate) {
       const void *bias = c.in[2].data;
       cublasLtMatmulDescSetAttribute(gemms_[size_t(p.gemm)].desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER,
                                      &bias, sizeof bias);
@@ -430,7 +429,7 @@ private:
     cudaEvent_t e0 = nullptr, e1 = nullptr;
     if (fillRandom(base, na * inBytes, t.randomBlock(s.in)) &&
         fillRandom(base + offB, nb * inBytes, t.randomBlock(s.in)) &&
-        fillRandom(base + offBias, size_t(s.n) * outBytes, t.randomBlock(s.out)) &&
+        (!s.bias || fillRandom(base + offBias, size_t(s.n) * outBytes, t.randomBlock(s.out))) &&
         (!s.accumulate || fillRandom(base + offAddend, nc * outBytes, t.randomBlock(s.out))) &&
         cudaEventCreate(&e0) == cudaSuccess && cudaEventCreate(&e1) == cudaSuccess) {
       if (s.bias) {

@@ -148,7 +148,7 @@ std::string checkEmbedding(const OpView &v) {
 std::string checkMatMul(const OpView &v, const Instr &I) {
   if (std::string e = v.arity(2, 3, 1, 1, 2, 0); !e.empty())
     return e;
-  if (I.in.size() == 3 && v.in(2).shape.size() >= 2) { // an addend (beta = 1)
+  if (I.in.size() == 3 && isMatMulAddend(v.in(2).shape)) { // beta = 1
     const BufferDesc &addend = v.in(2), &out = v.out();
     if (addend.shape != out.shape || addend.dtype != out.dtype)
       return cat("addend ", shapeStr(addend.shape), " ", dtypeName(addend.dtype),
@@ -869,9 +869,7 @@ bool bf16StorageAllowed(OpCode op, bool output, size_t slot) {
 }
 
 bool matMulAccumulates(const Program &p, const Instr &I) {
-  return I.op == OpCode::MatMul && I.in.size() == 3 && I.out.size() == 1 &&
-         p.buffers[I.in[2]].shape.size() >= 2 &&
-         p.buffers[I.in[2]].shape == p.buffers[I.out[0]].shape;
+  return I.op == OpCode::MatMul && I.in.size() == 3 && isMatMulAddend(p.buffers[I.in[2]].shape);
 }
 
 bool usesBf16Storage(const Program &p, const Instr &I) {

@@ -401,8 +401,11 @@ struct Program {
   std::string validate() const;
 };
 
-/// True when MatMul `I` has an addend (a third input of the result's shape)
-/// rather than a bias vector.
+/// Whether MatMul's third input, of shape `third`, is an addend (it has the
+/// result's shape, so rank 2 or more; validate() checks the rest) rather
+/// than a bias vector.
+inline bool isMatMulAddend(const std::vector<int64_t> &third) { return third.size() >= 2; }
+/// True when MatMul `I` has an addend rather than a bias vector.
 bool matMulAccumulates(const Program &p, const Instr &I);
 
 /// Per buffer id, the buffer whose bytes it names: the base for a view
