@@ -282,6 +282,7 @@ bool ProgramBuilder::lowerOp(Operation *op, std::string &err) {
         emit(OpCode::Reduce, op, ints);
       })
       .Case<SumSquaresOp>([&](auto) { emit(OpCode::SumSquares, op); })
+      .Case<GlobalSumSquaresOp>([&](auto) { emit(OpCode::GlobalSumSquares, op); })
       .Case<SoftmaxOp>([&](SoftmaxOp s) { emit(OpCode::Softmax, op, {s.getAxis()}); })
       .Case<RmsNormOp>([&](RmsNormOp n) {
         emit(OpCode::RmsNorm, op, {}, {n.getEpsilon().convertToDouble()});

@@ -277,6 +277,17 @@ LogicalResult SumSquaresOp::inferReturnTypes(MLIRContext *, std::optional<Locati
   return success();
 }
 
+LogicalResult GlobalSumSquaresOp::verify() {
+  if (getInputs().empty())
+    return emitOpError("needs at least one input");
+  Type element = getResult().getType().getElementType();
+  for (auto [k, v] : llvm::enumerate(getInputs()))
+    if (tensorOf(v).getElementType() != element)
+      return emitOpError("input ") << k << " has element type " << tensorOf(v).getElementType()
+                                   << ", the result " << element;
+  return success();
+}
+
 static LogicalResult checkNormWeight(std::optional<Location> loc, StringRef op,
                                      RankedTensorType in, Value weight) {
   if (!weight)

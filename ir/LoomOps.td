@@ -241,6 +241,23 @@ def Loom_SumSquaresOp : Loom_Op<"sum_squares", [Pure, InferTypeOpAdaptor]> {
   let assemblyFormat = "$input attr-dict `:` type($input)";
 }
 
+def Loom_GlobalSumSquaresOp : Loom_Op<"global_sum_squares", [Pure]> {
+  let summary = "the chained sum of several tensors' sums of squares";
+  let description = [{
+    ((s0 + s1) + s2) + ..., where s_i is `loom.sum_squares` of input i and
+    each + rounds to the element type: the value of the sum_squares ops and
+    the chain of rank-0 adds it replaces, bit for bit. The gradient norm's
+    squared sum reads every gradient this way. `loom-fuse-global-sum-squares`
+    forms it after `loom-fuse-gradient-clipping`, so that a backend can sum
+    all the tensors in one launch rather than one small reduction and one
+    scalar add per parameter. It has no gradient rule.
+  }];
+  let arguments = (ins Variadic<RankedTensorOf<[F32, F64]>>:$inputs);
+  let results = (outs 0DTensorOf<[F32, F64]>:$result);
+  let assemblyFormat = "$inputs attr-dict `:` type($inputs) `->` type($result)";
+  let hasVerifier = 1;
+}
+
 def Loom_SoftmaxOp : Loom_Op<"softmax", [Pure, InferTypeOpAdaptor,
     DeclareOpInterfaceMethods<Loom_DifferentiableOpInterface>]> {
   let summary = "softmax along one axis";

@@ -70,8 +70,14 @@ void buildTrainStepTail(mlir::OpPassManager &pm, bool bf16, bool fuseGradientCli
     pm.addPass(mlir::createCSEPass());
   }
   // Last: the SPMD passes read the unfused norm and clip (TrainStepStructure).
-  if (fuseGradientClipping)
+  if (fuseGradientClipping) {
     pm.nest<mlir::func::FuncOp>().addPass(createFuseGradientClipping());
+    // The norm's sum_squares chain into one op. LOOM_FUSE_GLOBAL_SUM_SQUARES=0
+    // keeps the chain (an A/B switch for timing).
+    const char *g = std::getenv("LOOM_FUSE_GLOBAL_SUM_SQUARES");
+    if (!g || std::string(g) != "0")
+      pm.nest<mlir::func::FuncOp>().addPass(createFuseGlobalSumSquares());
+  }
 }
 
 void buildSpmdTrainStep(mlir::OpPassManager &pm, const SpmdStepOptions &o) {

@@ -199,6 +199,20 @@ def FuseGradientClipping : Pass<"loom-fuse-gradient-clipping", "mlir::func::Func
   let dependentDialects = ["loom::LoomDialect"];
 }
 
+def FuseGlobalSumSquares : Pass<"loom-fuse-global-sum-squares", "mlir::func::FuncOp"> {
+  let summary = "Sum the gradient norm's squares in one op";
+  let description = [{
+    A chain of rank-0 adds whose every term is a sum_squares read only by
+    that add, ((sum_squares(g0) + sum_squares(g1)) + ...) as
+    loom-fuse-gradient-clipping leaves the global gradient norm, becomes
+    one loom.global_sum_squares(g0, g1, ...) where the chain's last add
+    was: the same value, bit for bit, which a backend computes in a few
+    launches rather than two per parameter. Run it after
+    `loom-fuse-gradient-clipping`.
+  }];
+  let dependentDialects = ["loom::LoomDialect"];
+}
+
 def AnnotateDataParallel : Pass<"loom-annotate-data-parallel", "mlir::ModuleOp"> {
   let summary = "Seed the device mesh and data-parallel shardings of @train_step";
   let description = [{

@@ -264,6 +264,12 @@ bool memoryClassProgram(const std::string &cls, bool quick, int copies, Calibrat
          {0.9, 0.95, 1e-8, 0.1});
   } else if (cls == "sum_squares") {
     emit(OpCode::SumSquares, {in(F, {N})}, {{F, {}}});
+  } else if (cls == "global_sum_squares") {
+    // The gradient norm's form: a few large tensors and many small ones.
+    emit(OpCode::GlobalSumSquares,
+         {in(F, {N / 2}), in(F, {N / 4}), in(F, {N / 8}), in(F, {N / 16}), in(F, {N / 64}),
+          in(F, {N / 64}), in(F, {N / 256}), in(F, {N / 256})},
+         {{F, {}}});
   } else if (cls == "embedding") {
     emit(OpCode::Embedding, {in(F, {V, D}), c.ids({R}, V)}, {{F, rd}});
   } else if (cls == "embedding_grad") {

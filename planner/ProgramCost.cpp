@@ -69,7 +69,7 @@ double instrBytes(const rt::Program &p, const rt::Instr &I) {
 
 const std::vector<std::string> &calibratedMemoryClasses() {
   static const std::vector<std::string> classes = {
-      "adamw",         "sum_squares",        "embedding",      "embedding_grad",
+      "adamw",         "sum_squares",        "global_sum_squares", "embedding", "embedding_grad",
       "cross_entropy", "cross_entropy_grad", "rms_norm",       "rms_norm_grad",
       "layer_norm",    "layer_norm_grad",    "rotary",         "rotary_grad",
       "swiglu",        "swiglu_grad",        "gelu_tanh",      "gelu_erf",
@@ -209,6 +209,15 @@ double instrSeconds(const InstrWork &w, const HardwareProfile &hw, std::string *
   }
   auto it = hw.classBandwidth.find(w.cls);
   bool own = it != hw.classBandwidth.end();
+  // A profile calibrated before global_sum_squares existed prices it at
+  // sum_squares' rate: every slice runs SumSquares' kernel body.
+  if (!own && w.cls == "global_sum_squares") {
+    auto alias = hw.classBandwidth.find("sum_squares");
+    if (alias != hw.classBandwidth.end()) {
+      say("calibrated sum_squares " + gbps(alias->second), false);
+      return w.bytes / alias->second + hw.kernelOverhead;
+    }
+  }
   double bw = own ? it->second : hw.hbmBandwidth;
   say(own ? "calibrated " + gbps(bw) : "copy bandwidth " + gbps(bw), !own);
   return w.bytes / bw + hw.kernelOverhead;
@@ -232,7 +241,7 @@ ProgramTime priceProgram(const std::vector<InstrWork> &work, const HardwareProfi
     c.bytes += w.bytes;
     c.flops += w.flops;
     t.seconds += s;
-    if (w.cls == "adamw" || w.cls == "sum_squares")
+    if (w.cls == "adamw" || w.cls == "sum_squares" || w.cls == "global_sum_squares")
       t.optimizer += s;
   }
   return t;

@@ -75,7 +75,7 @@ struct ClassTime {
 
 struct ProgramTime {
   double seconds = 0;
-  double optimizer = 0; // the adamw and sum_squares (clipping) classes
+  double optimizer = 0; // the adamw, sum_squares and global_sum_squares (clipping) classes
   std::map<std::string, ClassTime> classes;
   /// Classes priced with a stand-in figure, for a note.
   std::vector<std::string> fallbacks() const;

@@ -68,6 +68,7 @@ std::string cpuSupports(const Program &p, const Instr &I) {
   // checks); bf16 is not computed on directly, graphs cast it to f32.
   case OpCode::Reduce: case OpCode::Softmax: case OpCode::RmsNorm:
   case OpCode::LayerNorm: case OpCode::Rotary: case OpCode::Attention: case OpCode::SumSquares:
+  case OpCode::GlobalSumSquares:
   case OpCode::RmsNormGrad: case OpCode::LayerNormGrad: case OpCode::AttentionGrad:
   case OpCode::RotaryGrad: case OpCode::ActivationGrad: case OpCode::SoftmaxGrad:
   case OpCode::SwiGlu: case OpCode::SwiGluGrad:
@@ -120,6 +121,7 @@ bool dispatch(const KernelCall &c, ThreadPool &pool, std::string &err) {
   case OpCode::MatMul: return runMatMul(c, pool, err);
   case OpCode::Reduce: return runReduce(c, pool, err);
   case OpCode::SumSquares: return runSumSquares(c, pool, err);
+  case OpCode::GlobalSumSquares: return runGlobalSumSquares(c, pool, err);
   case OpCode::Softmax: return runSoftmax(c, pool, err);
   case OpCode::RmsNorm: return runRmsNorm(c, pool, err);
   case OpCode::LayerNorm: return runLayerNorm(c, pool, err);

@@ -59,6 +59,7 @@ bool runLayerNorm(const KernelCall &c, ThreadPool &pool, std::string &err);
 bool runSoftmax(const KernelCall &c, ThreadPool &pool, std::string &err);
 bool runReduce(const KernelCall &c, ThreadPool &pool, std::string &err);
 bool runSumSquares(const KernelCall &c, ThreadPool &pool, std::string &err);
+bool runGlobalSumSquares(const KernelCall &c, ThreadPool &pool, std::string &err);
 // AttentionKernel.cpp
 bool runAttention(const KernelCall &c, ThreadPool &pool, std::string &err);
 // MovementKernels.cpp

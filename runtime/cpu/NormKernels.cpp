@@ -11,6 +11,7 @@
 
 #include <cmath>
 #include <limits>
+#include <vector>
 
 namespace loom::rt {
 namespace {
@@ -129,15 +130,33 @@ bool reduceTyped(const KernelCall &c, ThreadPool &pool, std::string &) {
 // value of Mul(x, x) then Reduce(sum, every axis), which runs as one task
 // adding in flat order (reduceTyped above, with one output and one
 // collapsed reduced dim). Same order here, so the same bits.
-template <typename T> bool sumSquaresTyped(const KernelCall &c, ThreadPool &, std::string &) {
-  const T *x = c.in[0].as<T>();
-  int64_t n = c.in[0].numel();
+template <typename T> T sumOfSquares(const T *x, int64_t n) {
   double sum = 0;
   for (int64_t i = 0; i < n; ++i) {
     T sq = x[i] * x[i];
     sum += double(sq);
   }
-  *c.out[0].as<T>() = T(sum);
+  return T(sum);
+}
+
+template <typename T> bool sumSquaresTyped(const KernelCall &c, ThreadPool &, std::string &) {
+  *c.out[0].as<T>() = sumOfSquares(c.in[0].as<T>(), c.in[0].numel());
+  return true;
+}
+
+// GlobalSumSquares: each input's sum as SumSquares finds it (the inputs
+// spread over the pool, one task each), then the chain of Adds it
+// replaces, in input order, each sum rounded to T.
+template <typename T>
+bool globalSumSquaresTyped(const KernelCall &c, ThreadPool &pool, std::string &) {
+  std::vector<T> sums(c.in.size());
+  pool.parallelFor(int64_t(sums.size()), 1, [&](int64_t begin, int64_t end) {
+    for (int64_t k = begin; k < end; ++k)
+      sums[size_t(k)] = sumOfSquares(c.in[size_t(k)].as<T>(), c.in[size_t(k)].numel());
+  });
+  T total = sums[0];
+  for (size_t k = 1; k < sums.size(); ++k) total = T(total + sums[k]);
+  *c.out[0].as<T>() = total;
   return true;
 }
 
@@ -172,6 +191,12 @@ bool runSumSquares(const KernelCall &c, ThreadPool &pool, std::string &err) {
   if (c.out[0].dtype() == DType::F64)
     return sumSquaresTyped<double>(c, pool, err);
   return sumSquaresTyped<float>(c, pool, err);
+}
+
+bool runGlobalSumSquares(const KernelCall &c, ThreadPool &pool, std::string &err) {
+  if (c.out[0].dtype() == DType::F64)
+    return globalSumSquaresTyped<double>(c, pool, err);
+  return globalSumSquaresTyped<float>(c, pool, err);
 }
 
 } // namespace loom::rt

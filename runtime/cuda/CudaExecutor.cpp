@@ -81,6 +81,7 @@ void launch(const CudaCall &c, CudaContext &ctx, void *gemmWorkspace) {
   case OpCode::MatMul: return ctx.gemms->launch(c, ctx, gemmWorkspace);
   case OpCode::Reduce: return launchReduce(c, ctx);
   case OpCode::SumSquares: return launchSumSquares(c, ctx);
+  case OpCode::GlobalSumSquares: return launchGlobalSumSquares(c, ctx);
   case OpCode::Softmax: return launchSoftmax(c, ctx);
   case OpCode::RmsNorm: return launchRmsNorm(c, ctx);
   case OpCode::LayerNorm: return launchLayerNorm(c, ctx);
@@ -689,6 +690,7 @@ std::string cuda::cudaSupports(const Program &p, const Instr &I) {
   case OpCode::Exp: case OpCode::Tanh: case OpCode::Sigmoid: case OpCode::Silu:
   case OpCode::GeluTanh: case OpCode::GeluErf: case OpCode::Cos: case OpCode::Sin:
   case OpCode::Log: case OpCode::Reduce: case OpCode::SumSquares: case OpCode::Softmax:
+  case OpCode::GlobalSumSquares:
   case OpCode::Relu: case OpCode::Erf: case OpCode::Softplus:
   case OpCode::RmsNorm: case OpCode::LayerNorm: case OpCode::Rotary: case OpCode::RmsNormGrad:
   case OpCode::LayerNormGrad: case OpCode::RotaryGrad: case OpCode::ActivationGrad:

@@ -108,6 +108,7 @@ void launchSoftmax(const CudaCall &c, CudaContext &ctx);
 void launchSoftmaxGrad(const CudaCall &c, CudaContext &ctx);
 void launchReduce(const CudaCall &c, CudaContext &ctx);
 void launchSumSquares(const CudaCall &c, CudaContext &ctx);
+void launchGlobalSumSquares(const CudaCall &c, CudaContext &ctx);
 // LossKernels.cu
 void launchCrossEntropy(const CudaCall &c, CudaContext &ctx);
 void launchCrossEntropyGrad(const CudaCall &c, CudaContext &ctx);

@@ -820,10 +820,9 @@ __global__ void reduceKernel(FloatIn x, float *y, double *partial, StridedMap<1>
     y[out] = float(kind == 1 ? v / double(count) : v);
 }
 
-__global__ void reduceFinishKernel(const double *partial, float *y, int64_t slices,
-                                   int64_t count, int kind) {
-  __shared__ double sh[32];
-  int64_t out = blockIdx.x;
+/// The block's combination of `slices` partial results in their fixed
+/// order (kind 0 sum, 1 mean, 2 max; the value is thread 0's).
+__device__ double finishPartials(const double *partial, int64_t slices, int kind, double *sh) {
   double sum = 0, mx = -INFINITY;
   auto add = [&](double v) {
     sum += v;
@@ -837,12 +836,19 @@ __global__ void reduceFinishKernel(const double *partial, float *y, int64_t slic
   for (; i + (kBatch - 1) * step < slices; i += kBatch * step) {
     double t[kBatch];
 #pragma unroll
-    for (int k = 0; k < kBatch; ++k) t[k] = partial[out * slices + i + k * step];
+    for (int k = 0; k < kBatch; ++k) t[k] = partial[i + k * step];
 #pragma unroll
     for (int k = 0; k < kBatch; ++k) add(t[k]);
   }
-  for (; i < slices; i += step) add(partial[out * slices + i]);
-  double v = kind == 2 ? blockMax(mx, sh) : blockSum(sum, sh);
+  for (; i < slices; i += step) add(partial[i]);
+  return kind == 2 ? blockMax(mx, sh) : blockSum(sum, sh);
+}
+
+__global__ void reduceFinishKernel(const double *partial, float *y, int64_t slices,
+                                   int64_t count, int kind) {
+  __shared__ double sh[32];
+  int64_t out = blockIdx.x;
+  double v = finishPartials(partial + out * slices, slices, kind, sh);
   if (threadIdx.x == 0) y[out] = float(kind == 1 ? v / double(count) : v);
 }
 
@@ -873,18 +879,18 @@ template <bool kSquare> __device__ inline double wholeTerm(float v) {
   return kSquare ? double(__fmul_rn(v, v)) : double(v);
 }
 
-/// `packed`: x is 16-byte aligned, so a slice's whole packs load eight at
-/// a time; the last slice (and an unaligned x) takes the element loop,
-/// which visits the same elements in the same order.
+/// Slice `slice` of x's `count` elements: the block's sum of their terms
+/// (thread 0's). `packed`: x is 16-byte aligned, so a slice's whole packs
+/// load eight at a time; the last slice (and an unaligned x) takes the
+/// element loop, which visits the same elements in the same order.
 template <bool kSquare>
-__global__ void __launch_bounds__(kWholeThreads)
-wholeSumKernel(FloatIn x, float *y, double *partial, int64_t count, bool packed, bool mean) {
-  __shared__ double sh[32];
-  const int64_t r0 = int64_t(blockIdx.x) * kWholeSlice;
+__device__ double wholeSliceSum(FloatIn x, int64_t count, int64_t slice, bool packed,
+                                double *sh) {
+  const int64_t r0 = slice * kWholeSlice;
   double sum = 0;
   if (packed && r0 + kWholeSlice <= count) {
     // x's dtype fixed per branch, so that all eight loads issue first.
-    auto slice = [&](FloatIn xc) {
+    auto slice8 = [&](FloatIn xc) {
       Pack p[kWholeIters];
 #pragma unroll
       for (int j = 0; j < kWholeIters; ++j)
@@ -895,21 +901,74 @@ wholeSumKernel(FloatIn x, float *y, double *partial, int64_t count, bool packed,
         for (int k = 0; k < kPack; ++k) sum += wholeTerm<kSquare>(p[j].v[k]);
     };
     if (x.bf16)
-      slice(FloatIn{x.p, true});
+      slice8(FloatIn{x.p, true});
     else
-      slice(FloatIn{x.p, false});
+      slice8(FloatIn{x.p, false});
   } else {
     for (int j = 0; j < kWholeIters; ++j) {
       int64_t e0 = r0 + (int64_t(j) * kWholeThreads + threadIdx.x) * kPack;
       for (int k = 0; k < kPack && e0 + k < count; ++k) sum += wholeTerm<kSquare>(x[e0 + k]);
     }
   }
-  sum = blockSum(sum, sh);
+  return blockSum(sum, sh);
+}
+
+template <bool kSquare>
+__global__ void __launch_bounds__(kWholeThreads)
+wholeSumKernel(FloatIn x, float *y, double *partial, int64_t count, bool packed, bool mean) {
+  __shared__ double sh[32];
+  double sum = wholeSliceSum<kSquare>(x, count, blockIdx.x, packed, sh);
   if (threadIdx.x != 0) return;
   if (partial)
     partial[blockIdx.x] = sum;
   else
     y[0] = float(mean ? sum / double(count) : sum);
+}
+
+// GlobalSumSquares: the SumSquares of many tensors (the gradient norm's
+// 146 in llama-1b's step, most of them too small to fill the GPU, each
+// followed by a scalar Add: 2.7 ms of kernels waiting on their own
+// latency). Tensors go in groups of kGroupTensors per launch; block b of a
+// launch sums one slice of one tensor with wholeSliceSum, so every slice's
+// partial is the one SumSquares writes. A second launch gives each tensor
+// of the group a block that combines its partials as reduceFinishKernel
+// does (one slice combines to itself), and a last one-thread kernel adds
+// the tensors' f32 sums in input order, as the chain of Adds did: the
+// same bits as the instructions it replaces.
+constexpr int kGroupTensors = 32;
+
+struct SumSquaresGroup {
+  const void *data[kGroupTensors];
+  int64_t count[kGroupTensors];
+  int64_t firstSlice[kGroupTensors + 1]; // within the launch; [n] = its blocks
+  uint32_t bf16Mask = 0, packedMask = 0;
+  int n = 0;
+};
+
+__global__ void __launch_bounds__(kWholeThreads)
+groupSumSquaresKernel(SumSquaresGroup g, double *partial) {
+  __shared__ double sh[32];
+  int t = 0;
+  while (t + 1 < g.n && int64_t(blockIdx.x) >= g.firstSlice[t + 1]) ++t;
+  int64_t slice = int64_t(blockIdx.x) - g.firstSlice[t];
+  FloatIn x{g.data[t], bool(g.bf16Mask >> t & 1u)};
+  double sum = wholeSliceSum<true>(x, g.count[t], slice, bool(g.packedMask >> t & 1u), sh);
+  if (threadIdx.x == 0) partial[blockIdx.x] = sum;
+}
+
+/// Block t: tensor t's sum from its partials, rounded to f32, to sums[t].
+__global__ void groupFinishKernel(SumSquaresGroup g, const double *partial, float *sums) {
+  __shared__ double sh[32];
+  int t = blockIdx.x;
+  double v = finishPartials(partial + g.firstSlice[t], g.firstSlice[t + 1] - g.firstSlice[t], 0, sh);
+  if (threadIdx.x == 0) sums[t] = float(v);
+}
+
+/// ((s0 + s1) + s2) + ..., rounded to f32 at each add.
+__global__ void chainSumKernel(const float *sums, int64_t n, float *y) {
+  float total = sums[0];
+  for (int64_t k = 1; k < n; ++k) total = __fadd_rn(total, sums[k]);
+  y[0] = total;
 }
 
 int64_t wholeSlices(int64_t count) { return std::max<int64_t>(1, (count + kWholeSlice - 1) / kWholeSlice); }
@@ -977,6 +1036,16 @@ void lineView(const Shape &shape, size_t axis, int64_t &lines, int64_t &len, int
 } // namespace
 
 size_t normScratchBytes(const Program &p, const Instr &I) {
+  if (I.op == OpCode::GlobalSumSquares) {
+    // Each launch's partials (the largest group's), then the f32 sums.
+    size_t most = 0, slices = 0;
+    for (size_t k = 0; k < I.in.size(); ++k) {
+      if (k % kGroupTensors == 0) slices = 0;
+      slices += size_t(wholeSlices(p.buffers[I.in[k]].numElements()));
+      most = std::max(most, slices);
+    }
+    return most * sizeof(double) + I.in.size() * sizeof(float);
+  }
   if (I.op == OpCode::SumSquares ||
       (I.op == OpCode::Reduce && wholeSum(I, p.buffers[I.in[0]].shape))) {
     int64_t slices = wholeSlices(p.buffers[I.in[0]].numElements());
@@ -1176,6 +1245,38 @@ void launchReduce(const CudaCall &c, CudaContext &ctx) {
 
 void launchSumSquares(const CudaCall &c, CudaContext &ctx) {
   launchWholeSum<true>(c.in[0], c.out[0].as<float>(), ctx.scratch, false, ctx.stream);
+}
+
+void launchGlobalSumSquares(const CudaCall &c, CudaContext &ctx) {
+  // Scratch: the partials of one group at a time (normScratchBytes), then
+  // every tensor's f32 sum. The groups run in stream order, so each reuses
+  // the partials of the one before.
+  size_t n = c.in.size(), most = 0;
+  for (size_t k0 = 0; k0 < n; k0 += kGroupTensors) {
+    size_t slices = 0;
+    for (size_t k = k0; k < std::min(n, k0 + kGroupTensors); ++k)
+      slices += size_t(wholeSlices(c.in[k].numel()));
+    most = std::max(most, slices);
+  }
+  double *partial = static_cast<double *>(ctx.scratch);
+  float *sums = reinterpret_cast<float *>(partial + most);
+  for (size_t k0 = 0; k0 < n; k0 += kGroupTensors) {
+    SumSquaresGroup g;
+    int64_t blocks = 0;
+    for (size_t k = k0; k < std::min(n, k0 + kGroupTensors); ++k, ++g.n) {
+      const DevTensor &x = c.in[k];
+      g.data[g.n] = x.data;
+      g.count[g.n] = x.numel();
+      g.firstSlice[g.n] = blocks;
+      if (x.dtype() == DType::BF16) g.bf16Mask |= 1u << g.n;
+      if (reinterpret_cast<uintptr_t>(x.data) % 16 == 0) g.packedMask |= 1u << g.n;
+      blocks += wholeSlices(x.numel());
+    }
+    g.firstSlice[g.n] = blocks;
+    groupSumSquaresKernel<<<unsigned(blocks), kWholeThreads, 0, ctx.stream>>>(g, partial);
+    groupFinishKernel<<<unsigned(g.n), kRowThreads, 0, ctx.stream>>>(g, partial, sums + k0);
+  }
+  chainSumKernel<<<1, 1, 0, ctx.stream>>>(sums, int64_t(n), c.out[0].as<float>());
 }
 
 } // namespace loom::rt::cuda

@@ -279,6 +279,18 @@ std::string checkSumSquares(const OpView &v) {
                [&] { return v.outShape({}); });
 }
 
+std::string checkGlobalSumSquares(const OpView &v) {
+  if (std::string e = v.arity(1, OpView::kAny, 1, 1, 0, 0); !e.empty())
+    return e;
+  DType t = v.out().dtype;
+  if (t != DType::F32 && t != DType::F64)
+    return cat("output must be f32 or f64, got ", dtypeName(t));
+  for (size_t k = 0; k < v.numIn(); ++k)
+    if (v.in(k).dtype != t)
+      return cat("input ", k, " is ", dtypeName(v.in(k).dtype), ", the sum ", dtypeName(t));
+  return v.outShape({});
+}
+
 std::string checkSoftmax(const OpView &v, const Instr &I) {
   return first([&] { return v.arity(1, 1, 1, 1, 1, 0); },
                [&] { return v.axisInRange(I.ints[0], v.in(0).shape.size()); },
@@ -853,6 +865,7 @@ bool bf16StorageAllowed(OpCode op, bool output, size_t slot) {
   case OpCode::SwiGlu: case OpCode::SwiGluGrad: return true;
   case OpCode::RmsNormGrad: case OpCode::LayerNormGrad: return output ? slot == 0 : slot == 2;
   case OpCode::SumSquares: return !output && slot == 0;
+  case OpCode::GlobalSumSquares: return !output;
   case OpCode::Reduce: return !output && slot == 0; // a bias gradient's bf16 dy
   // The gradient; the rounded copy of the new parameter (RoundedCopies.h).
   case OpCode::AdamW: return output ? slot == 3 : slot == 1;
@@ -911,6 +924,7 @@ std::string checkOpShapes(const Program &p, const Instr &I) {
   case OpCode::Rotary: return checkRotary(v);
   case OpCode::Attention: return checkAttention(v, I);
   case OpCode::SumSquares: return checkSumSquares(v);
+  case OpCode::GlobalSumSquares: return checkGlobalSumSquares(v);
   case OpCode::Transpose: return checkTranspose(v, I);
   case OpCode::Slice: return checkSlice(v, I);
   case OpCode::Concat: return checkConcat(v, I);

@@ -87,6 +87,7 @@ const char *opcodeName(OpCode op) {
   case OpCode::Rotary: return "rotary";
   case OpCode::Attention: return "attention";
   case OpCode::SumSquares: return "sum_squares";
+  case OpCode::GlobalSumSquares: return "global_sum_squares";
   case OpCode::Transpose: return "transpose";
   case OpCode::Slice: return "slice";
   case OpCode::Concat: return "concat";

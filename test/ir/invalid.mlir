@@ -82,6 +82,30 @@ func.func @split_sizes(%x: tensor<6xf32>) {
 
 // -----
 
+func.func @global_sum_squares_mixed(%x: tensor<4xf32>, %y: tensor<4xf64>) {
+  // expected-error@+1 {{'loom.global_sum_squares' op input 1 has element type 'f64', the result 'f32'}}
+  %s = loom.global_sum_squares %x, %y : tensor<4xf32>, tensor<4xf64> -> tensor<f32>
+  return
+}
+
+// -----
+
+func.func @global_sum_squares_empty() {
+  // expected-error@+1 {{'loom.global_sum_squares' op needs at least one input}}
+  %s = "loom.global_sum_squares"() : () -> tensor<f32>
+  return
+}
+
+// -----
+
+func.func @global_sum_squares_not_scalar(%x: tensor<4xf32>) {
+  // expected-error@+1 {{result #0 must be 0D tensor of}}
+  %s = "loom.global_sum_squares"(%x) : (tensor<4xf32>) -> tensor<1xf32>
+  return
+}
+
+// -----
+
 func.func @sum_squares_not_scalar(%x: tensor<4x8xf32>) {
   // expected-error@+2 {{inferred type(s) 'tensor<f32>' are incompatible with return type(s) of operation 'tensor<1xf32>'}}
   // expected-error@+1 {{failed to infer returned types}}

@@ -46,6 +46,14 @@ func.func @roundtrip(%ids: tensor<2x4xi64>, %table: tensor<16x8xf32>, %w: tensor
   return %loss : tensor<f32>
 }
 
+// The gradient norm's chained sums (loom-fuse-global-sum-squares).
+// CHECK-LABEL: func.func @global_sum_squares
+// CHECK: loom.global_sum_squares %arg0, %arg1 : tensor<4x8xf32>, tensor<8xf32> -> tensor<f32>
+func.func @global_sum_squares(%a: tensor<4x8xf32>, %b: tensor<8xf32>) -> tensor<f32> {
+  %s = loom.global_sum_squares %a, %b : tensor<4x8xf32>, tensor<8xf32> -> tensor<f32>
+  return %s : tensor<f32>
+}
+
 // The fused gradient norm and clip (loom-fuse-gradient-clipping).
 // CHECK-LABEL: func.func @fused_clipping
 // CHECK: %[[S:.*]] = loom.sum_squares %arg0 : tensor<4x8xf32>

@@ -7,6 +7,7 @@
 //===----------------------------------------------------------------------===//
 #include "RuntimeTestUtil.h"
 
+#include <cmath>
 #include <limits>
 
 using namespace loom::rt;
@@ -204,6 +205,62 @@ TEST(Norm, SumSquaresIsTheSumOfRoundedSquares) {
   RunResult r = runProgram(b.p, {toBytes(xd)});
   ASSERT_TRUE(r.ok) << r.err;
   EXPECT_EQ(r.out<double>(), std::vector<double>{16.328125});
+}
+
+// GlobalSumSquares is the SumSquares of each input and the chain of Adds
+// after them (loom-fuse-global-sum-squares), bit for bit: f32, bf16
+// storage and f64 inputs; one input; scalars and empty tensors among them;
+// sums far apart in magnitude, so the chain's f32 roundings tell.
+TEST(Norm, GlobalSumSquaresIsTheChainOfSums) {
+  Rng rng;
+  const std::vector<Shape> shapes = {{3, 37, 5}, {1}, {}, {0, 4}, {70001}, {8, 8}, {2, 3}};
+  for (DType dtype : {DType::F32, DType::BF16, DType::F64})
+    for (size_t n : {size_t(1), shapes.size()}) {
+      SCOPED_TRACE(std::string(dtypeName(dtype)) + ", " + std::to_string(n) + " inputs");
+      std::vector<Shape> used(shapes.begin(), shapes.begin() + long(n));
+      std::vector<Bytes> inputs;
+      for (size_t k = 0; k < used.size(); ++k) {
+        // magnitudes 1e-3 .. 1e3: the running sum rounds the small terms
+        double scale = std::pow(10.0, double(k % 7) - 3.0);
+        std::vector<float> v = rng.uniform(numel(used[k]), float(-scale), float(scale));
+        if (dtype == DType::F64) {
+          std::vector<double> d(v.begin(), v.end());
+          for (double &x : d) x *= 1.0 + 1e-9; // bits f32 would not hold
+          inputs.push_back(toBytes(d));
+        } else {
+          inputs.push_back(dtype == DType::BF16 ? bf16StorageBytes(v) : toBytes(v));
+        }
+      }
+      Program fused = globalSumSquaresProgram(used, dtype, false);
+      Program chained = globalSumSquaresProgram(used, dtype, true);
+      ASSERT_EQ(fused.validate(), "");
+      ASSERT_EQ(chained.validate(), "");
+      RunResult f = runProgram(fused, inputs), c = runProgram(chained, inputs);
+      ASSERT_TRUE(f.ok && c.ok) << f.err << c.err;
+      EXPECT_EQ(f.outputs, c.outputs);
+    }
+}
+
+TEST(Norm, GlobalSumSquaresValidation) {
+  auto verdict = [](std::vector<DType> ins, DType out, const Shape &outShape) {
+    ProgramBuilder b;
+    std::vector<uint32_t> xs;
+    for (DType t : ins) xs.push_back(b.input(t, {4, 8}));
+    b.instr(OpCode::GlobalSumSquares, xs, {b.output(out, outShape)});
+    return b.p.validate();
+  };
+  EXPECT_EQ(verdict({DType::F32, DType::BF16, DType::F32}, DType::F32, {}), "");
+  EXPECT_EQ(verdict({DType::F64}, DType::F64, {}), "");
+  EXPECT_NE(verdict({}, DType::F32, {}).find("takes 1 or more inputs, got 0"), std::string::npos)
+      << verdict({}, DType::F32, {});
+  EXPECT_NE(verdict({DType::F32, DType::F64}, DType::F32, {}).find("input 1 is f64, the sum f32"),
+            std::string::npos);
+  EXPECT_NE(verdict({DType::F32}, DType::F32, {1}).find("output 0 has shape [1], expected []"),
+            std::string::npos);
+  EXPECT_NE(verdict({DType::I64}, DType::I64, {}).find("output must be f32 or f64"),
+            std::string::npos);
+  EXPECT_NE(verdict({DType::BF16}, DType::BF16, {}).find("output must be f32 or f64"),
+            std::string::npos);
 }
 
 TEST(Norm, SumSquaresValidation) {

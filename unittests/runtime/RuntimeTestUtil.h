@@ -183,6 +183,47 @@ inline Program sumSquaresUnfused(const Shape &shape) {
   return u.p;
 }
 
+/// The gradient norm over tensors of `shapes`, each input of `dtype`
+/// (f32, bf16 storage or f64): fused, one GlobalSumSquares; or chained, a
+/// SumSquares per tensor and the Adds of BuildTrainStep's chain, ((s0 + s1)
+/// + s2) + ... The sums are f64 for f64 inputs, else f32.
+inline Program globalSumSquaresProgram(const std::vector<Shape> &shapes, DType dtype,
+                                       bool chained) {
+  ProgramBuilder b;
+  DType sum = dtype == DType::F64 ? DType::F64 : DType::F32;
+  std::vector<uint32_t> xs;
+  for (const Shape &s : shapes) xs.push_back(b.input(dtype, s));
+  if (!chained) {
+    b.instr(OpCode::GlobalSumSquares, xs, {b.output(sum, {})});
+    return b.p;
+  }
+  uint32_t total = 0;
+  for (size_t k = 0; k < xs.size(); ++k) {
+    bool last = k + 1 == xs.size();
+    uint32_t s = xs.size() == 1 ? b.output(sum, {}) : b.temp(sum, {});
+    b.instr(OpCode::SumSquares, {xs[k]}, {s});
+    if (k == 0) {
+      total = s;
+      continue;
+    }
+    uint32_t t = last ? b.output(sum, {}) : b.temp(sum, {});
+    b.instr(OpCode::Add, {total, s}, {t});
+    total = t;
+  }
+  return b.p;
+}
+
+/// Values as bf16 storage bytes (each rounded toward zero to bf16).
+inline Bytes bf16StorageBytes(const std::vector<float> &v) {
+  std::vector<uint16_t> h(v.size());
+  for (size_t i = 0; i < v.size(); ++i) {
+    uint32_t u;
+    std::memcpy(&u, &v[i], 4);
+    h[i] = uint16_t(u >> 16);
+  }
+  return toBytes(h);
+}
+
 /// neg(x) viewed as [3, 4], then exp: a program with one reshape view
 /// (Program::views) of the [2, 6] temporary.
 inline Program viewProgram() {

@@ -16,7 +16,7 @@ for r in rows:
     classes = t["compute_by_class"]
     total = sum(c["seconds"] for c in classes.values())
     assert abs(total - t["compute"]) <= 1e-9 * max(1.0, t["compute"]), (r["id"], total, t["compute"])
-    opt = sum(classes[c]["seconds"] for c in ("adamw", "sum_squares") if c in classes)
+    opt = sum(classes[c]["seconds"] for c in ("adamw", "sum_squares", "global_sum_squares") if c in classes)
     assert abs(opt - t["optimizer"]) <= 1e-12 + 1e-9 * opt, r["id"]
     adamw = classes["adamw"]
     print(f'{r["id"]}: program {t["compute"] * 1e3:.3f} ms in {len(classes)} classes; adamw {adamw["instrs"]} instrs, {adamw["rate"]}')

@@ -139,6 +139,13 @@ enum class OpCode : uint16_t {
   // pass over x). The sum accumulates in double; the CPU adds in flat
   // element order, the CUDA backend in Reduce's fixed order.
   SumSquares = 56,
+  // in: x0, x1, ... (at least one; one dtype, f32 or f64) -> out[] (rank
+  // 0, that dtype): ((s0 + s1) + s2) + ..., s_i the SumSquares of x_i
+  // (rounded to the dtype) and each + rounded to it: the value of N
+  // SumSquares and the chain of Adds after them (the gradient norm's
+  // squared sum, passes/FuseGlobalSumSquares.cpp), with every SumSquares
+  // summed as SumSquares is, in one instruction.
+  GlobalSumSquares = 58,
   // in: gate, up (same shape) -> out = silu(gate) up, silu(x) = x / (1 + e^-x)
   // (Llama's gated feed-forward; silu(gate) is not rounded on the way).
   SwiGlu = 57,
@@ -340,6 +347,7 @@ struct Instr;
 ///   LayerNorm: x and y (w and b stay f32);
 ///   LayerNormGrad: dy (input 2) and dx (output 0); x, w, dw and db stay f32;
 ///   SumSquares: x (the sum stays f32);
+///   GlobalSumSquares: every input (the sum stays f32);
 ///   Reduce: x (the result stays f32);
 ///   AdamW: g (input 1; parameters, moments and scalars stay f32);
 ///   Attention: q, k, v and o (lse stays f32);
