@@ -83,7 +83,7 @@ __global__ void binaryMixedKernel(int op, FloatIn a, FloatIn b, FloatOut y, int6
     map.offsets(i, off);
     float v = applyBinary<float>(op, a[off[1]], b[off[2]]);
     y.store(off[0], v);
-    m = max(m, storedAbsBits(y, v));
+    maxStored(amax, m, y, v);
   }
   flushAmax(amax, m);
 }
@@ -95,7 +95,7 @@ __global__ void binaryPackedKernel(int op, FloatIn a, FloatIn b, FloatOut y, int
     Pack x = load8(a, i), z = load8(b, i);
     for (int k = 0; k < kPack; ++k) {
       x.v[k] = applyBinary<float>(op, x.v[k], z.v[k]);
-      m = max(m, storedAbsBits(y, x.v[k]));
+      maxStored(amax, m, y, x.v[k]);
     }
     store8(y, i, x);
   }
@@ -239,10 +239,16 @@ __device__ inline void certifiedPacks(int64_t n, Load &&load, Fast &&fast, Slow 
       load(i, in);
       undecided = fast(i, in);
     }
-    if (!__any_sync(0xffffffffu, undecided))
+    // The pack positions where some lane is undecided: usually one or two
+    // of the eight, and the others skip their ballot (the same value in
+    // every lane, so the branches are uniform).
+    const unsigned which = __reduce_or_sync(0xffffffffu, undecided);
+    if (!which)
       continue;
 #pragma unroll
     for (int k = 0; k < kPack; ++k) {
+      if (!(which >> k & 1u))
+        continue;
       const unsigned mask = __ballot_sync(0xffffffffu, undecided >> k & 1u);
       if (undecided >> k & 1u) {
         const int slot = count + __popc(mask & below);
@@ -557,7 +563,7 @@ __global__ void swiGluKernel(FloatIn g, FloatIn u, FloatOut y, int64_t n, uint32
   LOOM_GRID_STRIDE(i, n) {
     float v = swiGluOut<kCertified>(g[i], u[i]);
     y.store(i, v);
-    m = max(m, storedAbsBits(y, v));
+    maxStored(amax, m, y, v);
   }
   flushAmax(amax, m);
 }
@@ -579,14 +585,14 @@ __global__ void swiGluPackedKernel(FloatIn g, FloatIn u, FloatOut y, int64_t n, 
           });
 #pragma unroll
           for (int k = 0; k < kPack; ++k)
-            if (!(undecided >> k & 1u)) m = max(m, storedAbsBits(y, r.v[k]));
+            if (!(undecided >> k & 1u)) maxStored(amax, m, y, r.v[k]);
           store8(y, i, r);
           return undecided;
         },
         [&](int64_t j, const float(&v)[2]) {
           float r = swiGluDoubleCall(v[0], v[1]);
           y.store(j, r);
-          m = max(m, storedAbsBits(y, r));
+          maxStored(amax, m, y, r);
         });
   } else {
     LOOM_PACK_STRIDE(i, n) {
@@ -594,7 +600,7 @@ __global__ void swiGluPackedKernel(FloatIn g, FloatIn u, FloatOut y, int64_t n, 
 #pragma unroll
       for (int k = 0; k < kPack; ++k) {
         r.v[k] = swiGlu(a.v[k], b.v[k]);
-        m = max(m, storedAbsBits(y, r.v[k]));
+        maxStored(amax, m, y, r.v[k]);
       }
       store8(y, i, r);
     }
@@ -611,8 +617,8 @@ __global__ void swiGluGradKernel(FloatIn g, FloatIn u, FloatIn dy, FloatOut dg, 
     swiGluGradOut<kCertified>(g[i], u[i], dy[i], a, b);
     dg.store(i, a);
     du.store(i, b);
-    mg = max(mg, storedAbsBits(dg, a));
-    mu = max(mu, storedAbsBits(du, b));
+    maxStored(amaxG, mg, dg, a);
+    maxStored(amaxU, mu, du, b);
   }
   flushAmax(amaxG, mg);
   flushAmax(amaxU, mu);
@@ -639,8 +645,8 @@ __global__ void swiGluGradPackedKernel(FloatIn g, FloatIn u, FloatIn dy, FloatOu
 #pragma unroll
           for (int k = 0; k < kPack; ++k)
             if (!(undecided >> k & 1u)) {
-              mg = max(mg, storedAbsBits(dg, rg.v[k]));
-              mu = max(mu, storedAbsBits(du, ru.v[k]));
+              maxStored(amaxG, mg, dg, rg.v[k]);
+              maxStored(amaxU, mu, du, ru.v[k]);
             }
           store8(dg, i, rg);
           store8(du, i, ru);
@@ -650,8 +656,8 @@ __global__ void swiGluGradPackedKernel(FloatIn g, FloatIn u, FloatIn dy, FloatOu
           float2 r = swiGluGradDoubleCall(v[0], v[1], v[2]);
           dg.store(j, r.x);
           du.store(j, r.y);
-          mg = max(mg, storedAbsBits(dg, r.x));
-          mu = max(mu, storedAbsBits(du, r.y));
+          maxStored(amaxG, mg, dg, r.x);
+          maxStored(amaxU, mu, du, r.y);
         });
   } else {
     LOOM_PACK_STRIDE(i, n) {
@@ -659,8 +665,8 @@ __global__ void swiGluGradPackedKernel(FloatIn g, FloatIn u, FloatIn dy, FloatOu
 #pragma unroll
       for (int k = 0; k < kPack; ++k) {
         swiGluGrad(a.v[k], b.v[k], d.v[k], rg.v[k], ru.v[k]);
-        mg = max(mg, storedAbsBits(dg, rg.v[k]));
-        mu = max(mu, storedAbsBits(du, ru.v[k]));
+        maxStored(amaxG, mg, dg, rg.v[k]);
+        maxStored(amaxU, mu, du, ru.v[k]);
       }
       store8(dg, i, rg);
       store8(du, i, ru);

@@ -22,6 +22,16 @@ __device__ inline uint32_t storedAbsBits(FloatOut y, float v) {
   return u & 0x7fffffffu;
 }
 
+/// m = max(m, storedAbsBits(y, v)) when an amax is wanted (`want`, the
+/// kernel's amax argument, non-null), else nothing: the test is the same
+/// in every thread, and a bf16 step without fp8 wants none, so its
+/// kernels skip the rounding and the max (ALU work that bounded the
+/// certified SwiGLU kernels).
+__device__ inline void maxStored(const uint32_t *want, uint32_t &m, FloatOut y, float v) {
+  if (want)
+    m = max(m, storedAbsBits(y, v));
+}
+
 /// Adds this thread's maximum `m` to `*bits` (null: no amax wanted), one
 /// atomicMax per block. Every thread of the block must call it (at the end
 /// of the kernel, past its loops); blockDim.x is a multiple of 32.

@@ -42,7 +42,7 @@ __global__ void stridedConvertKernel(FloatIn x, FloatOut y, int64_t n, StridedMa
     map.offsets(i, off);
     float v = x[off[1]];
     y.store(off[0], v);
-    m = max(m, storedAbsBits(y, v));
+    maxStored(amax, m, y, v);
   }
   flushAmax(amax, m);
 }
@@ -80,7 +80,7 @@ __global__ void packedConvertKernel(FloatIn x, FloatOut y, int64_t packs, Stride
     map.offsets(j, off);
     Pack p = load8(x, off[1]);
     store8(y, off[0], p);
-    for (int k = 0; k < kPack; ++k) m = max(m, storedAbsBits(y, p.v[k]));
+    for (int k = 0; k < kPack; ++k) maxStored(amax, m, y, p.v[k]);
   }
   flushAmax(amax, m);
 }

@@ -74,7 +74,7 @@ __global__ void rmsNormKernel(FloatIn x, const float *w, FloatOut y, int64_t D, 
 #pragma unroll
       for (int k = 0; k < kPack; ++k) {
         p.v[k] = float(p.v[k] * inv * w[i + k]);
-        m = max(m, storedAbsBits(y, p.v[k]));
+        maxStored(amax, m, y, p.v[k]);
       }
       store8(y, row + i, p);
     }
@@ -82,7 +82,7 @@ __global__ void rmsNormKernel(FloatIn x, const float *w, FloatOut y, int64_t D, 
     for (int64_t i = threadIdx.x; i < D; i += blockDim.x) {
       float v = float(x[row + i] * inv * w[i]);
       y.store(row + i, v);
-      m = max(m, storedAbsBits(y, v));
+      maxStored(amax, m, y, v);
     }
   }
   flushAmax(amax, m);
@@ -181,7 +181,7 @@ __global__ void rmsNormGradRowKernel(const float *x, const float *w, FloatIn dy,
 #pragma unroll
       for (int k = 0; k < kPack; ++k) {
         xp.v[k] = float(r * (double(gp.v[k]) * w[i + k] - xp.v[k] * r * meanGn));
-        m = max(m, storedAbsBits(dx, xp.v[k]));
+        maxStored(amax, m, dx, xp.v[k]);
       }
       store8(dx, row * D + i, xp);
     }
@@ -189,7 +189,7 @@ __global__ void rmsNormGradRowKernel(const float *x, const float *w, FloatIn dy,
     for (int64_t i = first; i < D; i += step) {
       float v = float(r * (double(dy[row * D + i]) * w[i] - xr[i] * r * meanGn));
       dx.store(row * D + i, v);
-      m = max(m, storedAbsBits(dx, v));
+      maxStored(amax, m, dx, v);
     }
   }
   flushAmax(amax, m);
@@ -342,7 +342,7 @@ rmsNormCachedKernel(FloatIn x, const float *w, FloatOut y, int64_t D, double eps
   eachCached<kPacks>(D, [&](int64_t i, int j, int k) {
     float &v = xs.v[j].v[k];
     v = float(v * inv * w[i]);
-    m = max(m, storedAbsBits(y, v));
+    maxStored(amax, m, y, v);
   });
 #pragma unroll
   for (int j = 0; j < kPacks; ++j)
@@ -384,8 +384,9 @@ layerNormCachedKernel(FloatIn x, const float *w, const float *b, FloatOut y, int
 ///   dx = r (g - mean(g) - xhat mean(g xhat)).
 template <bool kLayerNorm, int kPacks, typename Term>
 __device__ inline void normGradRow(RowPacks<kPacks> &xs, const RowPacks<kPacks> &gs, const float *w,
-                                   FloatOut dx, int64_t D, double eps, double *red, uint32_t &m,
-                                   double &mu, double &r, Term &&term) {
+                                   FloatOut dx, int64_t D, double eps, double *red,
+                                   const uint32_t *amax, uint32_t &m, double &mu, double &r,
+                                   Term &&term) {
   mu = 0;
   if (kLayerNorm) {
     double sum = 0;
@@ -425,7 +426,7 @@ __device__ inline void normGradRow(RowPacks<kPacks> &xs, const RowPacks<kPacks> 
       double gv = gs.v[j].v[k];
       term(j, k, gv, v, mu, r);
       v = float(r * (gv * w[i] - v * r * meanGn));
-      m = max(m, storedAbsBits(dx, v));
+      maxStored(amax, m, dx, v);
     });
   }
 }
@@ -444,7 +445,7 @@ normGradCachedKernel(const float *x, const float *w, FloatIn dy, FloatOut dx, do
   gs.load(dy, row * D, D);
   uint32_t m = 0;
   double mu, r;
-  normGradRow<kLayerNorm>(xs, gs, w, dx, D, eps, red, m, mu, r,
+  normGradRow<kLayerNorm>(xs, gs, w, dx, D, eps, red, amax, m, mu, r,
                           [](int, int, double, float, double, double) {});
 #pragma unroll
   for (int j = 0; j < kPacks; ++j)
@@ -489,7 +490,7 @@ normGradFusedKernel(const float *x, const float *w, FloatIn dy, FloatOut dx, dou
       gNext.load(dy, (row + 1) * D, D);
     }
     double mu, r;
-    normGradRow<kLayerNorm>(xs, gs, w, dx, D, eps, red, m, mu, r,
+    normGradRow<kLayerNorm>(xs, gs, w, dx, D, eps, red, amax, m, mu, r,
                             [&](int j, int k, double gv, float xv, double mean, double rstd) {
                               accW[j][k] += normTermOf(kLayerNorm ? 1 : 0, gv, xv, mean, rstd);
                               if (kLayerNorm) accB[j][k] += gv;
@@ -553,7 +554,7 @@ __global__ void rmsNormWarpKernel(FloatIn x, const float *w, FloatOut y, int64_t
       if (i >= D) continue;
       float v = float(xv[j] * inv * w[i]);
       y.store(base + i, v);
-      m = max(m, storedAbsBits(y, v));
+      maxStored(amax, m, y, v);
     }
   }
   flushAmax(amax, m); // every thread of the block, rows or not
@@ -587,7 +588,7 @@ __global__ void rmsNormGradWarpKernel(const float *x, const float *w, FloatIn dy
       if (i >= D) continue;
       float v = float(r * (double(gv[j]) * w[i] - xv[j] * r * meanGn));
       dx.store(base + i, v);
-      m = max(m, storedAbsBits(dx, v));
+      maxStored(amax, m, dx, v);
     }
     if (lane == 0) rstd[row] = r;
   }

@@ -443,6 +443,31 @@ TEST(CudaBackend, SumSquaresEqualsSquareThenReduce) {
   EXPECT_EQ(r.out<float>(), std::vector<float>{rounded});
 }
 
+// f32 -> bf16 rounding (cvt.rn, with NaNs kept as the CPU keeps them) on
+// the values where rounding schemes differ: NaNs with payloads and signs,
+// infinities, zeros, subnormals and ties among them, ties to even both
+// ways, overflow to infinity. Both kernel forms: 24 elements take the packed
+// path (pairs converted together), 23 the element-wise one.
+TEST(CudaBackend, Bf16RoundingEqualsTheCpusOnEdgeValues) {
+  REQUIRE_GPU();
+  const std::vector<uint32_t> edge = {
+      0x7fc00000u, 0xffc00001u, 0x7f800001u, 0x7fa12345u, 0x7f800000u, 0xff800000u,
+      0x00000000u, 0x80000000u, 0x00000001u, 0x80000001u, 0x007fffffu, 0x00008000u,
+      0x00018000u, 0x3f808000u, 0x3f818000u, 0x7f7fffffu, 0x7f7f7fffu, 0xff7fffffu,
+      0x3f800001u, 0xbf80ffffu, 0x00ff8000u, 0x4b7f8000u, 0xc0008000u, 0x7f7f8000u};
+  for (size_t n : {edge.size(), edge.size() - 1}) {
+    SCOPED_TRACE(std::to_string(n) + " elements");
+    std::vector<float> v(n);
+    std::memcpy(v.data(), edge.data(), n * 4);
+    ProgramBuilder b;
+    b.instr(OpCode::Cast, {b.input(DType::F32, {int64_t(n)})}, {b.output(DType::BF16, {int64_t(n)})});
+    ASSERT_EQ(b.p.validate(), "");
+    RunResult cpu = runProgram(b.p, {toBytes(v)}), gpu = runProgram(b.p, {toBytes(v)}, 0, "cuda");
+    ASSERT_TRUE(cpu.ok && gpu.ok) << cpu.err << gpu.err;
+    EXPECT_EQ(gpu.outputs, cpu.outputs);
+  }
+}
+
 // The gradient norm's sums in one instruction: bit for bit the SumSquares
 // and Adds it replaces on the GPU, run after run, and against the CPU.
 // 70 tensors (three launch groups of at most 32), bf16 storage and f32,
@@ -1053,6 +1078,21 @@ TEST(CudaBackend, LossAndBackwardKernels) {
   uint32_t wide = t.f32(rng, {5, 5000}, -30, 30), wideTargets = t.ids(rng, {5}, 0, 4999);
   t.b.instr(OpCode::CrossEntropy, {wide, wideTargets}, {t.b.output(DType::F32, {})});
   t.b.instr(OpCode::CrossEntropyGrad, {wide, wideTargets, dloss}, {t.b.output(DType::F32, {5, 5000})});
+  // Packed rows (V % 8 == 0) with masked (-inf) logits: a whole leading
+  // pack of them, scattered ones, and packs whose maximum rises late.
+  uint32_t masked = t.f32(rng, {4, 64}, -8, 8), maskedTargets = t.b.input(DType::I64, {4});
+  {
+    std::vector<float> v = fromBytes<float>(t.inputs.back());
+    for (int64_t r = 0; r < 4; ++r)
+      for (int64_t c = 0; c < 64; ++c)
+        if ((r == 0 && c < 8) || (c * 7 + r) % 5 == 0) v[size_t(r * 64 + c)] = -INFINITY;
+    v[3 * 64 + 60] = 30.0f; // the row's max in its last pack
+    t.inputs.back() = toBytes(v);
+    t.inputs.push_back(toBytes(std::vector<int64_t>{9, 11, 13, 60}));
+    t.in.push_back(maskedTargets);
+  }
+  t.b.instr(OpCode::CrossEntropy, {masked, maskedTargets}, {t.b.output(DType::F32, {})});
+  t.b.instr(OpCode::CrossEntropyGrad, {masked, maskedTargets, dloss}, {t.b.output(DType::F32, {4, 64})});
   // Repeated ids: rows of dtable sum several positions.
   uint32_t dy = t.f32(rng, {N, D}), ids = t.ids(rng, {N}, 0, 9);
   t.b.instr(OpCode::EmbeddingGrad, {dy, ids}, {t.b.output(DType::F32, {12, D})});
