@@ -19,6 +19,7 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <vector>
 
 namespace loom::rt::cuda {
 namespace {
@@ -974,6 +975,19 @@ __global__ void chainSumKernel(const float *sums, int64_t n, float *y) {
 
 int64_t wholeSlices(int64_t count) { return std::max<int64_t>(1, (count + kWholeSlice - 1) / kWholeSlice); }
 
+/// The partials of the largest launch group over tensors of `counts`
+/// elements: the doubles of scratch that the groups reuse in turn.
+size_t groupPartials(const std::vector<int64_t> &counts) {
+  size_t most = 0;
+  for (size_t k0 = 0; k0 < counts.size(); k0 += kGroupTensors) {
+    size_t slices = 0;
+    for (size_t k = k0; k < std::min(counts.size(), k0 + kGroupTensors); ++k)
+      slices += size_t(wholeSlices(counts[k]));
+    most = std::max(most, slices);
+  }
+  return most;
+}
+
 /// A Reduce whose every axis is reduced (one output), sum or mean: the
 /// whole-tensor kernel applies.
 bool wholeSum(const Instr &I, const Shape &shape) {
@@ -1038,14 +1052,9 @@ void lineView(const Shape &shape, size_t axis, int64_t &lines, int64_t &len, int
 
 size_t normScratchBytes(const Program &p, const Instr &I) {
   if (I.op == OpCode::GlobalSumSquares) {
-    // Each launch's partials (the largest group's), then the f32 sums.
-    size_t most = 0, slices = 0;
-    for (size_t k = 0; k < I.in.size(); ++k) {
-      if (k % kGroupTensors == 0) slices = 0;
-      slices += size_t(wholeSlices(p.buffers[I.in[k]].numElements()));
-      most = std::max(most, slices);
-    }
-    return most * sizeof(double) + I.in.size() * sizeof(float);
+    std::vector<int64_t> counts;
+    for (uint32_t id : I.in) counts.push_back(p.buffers[id].numElements());
+    return groupPartials(counts) * sizeof(double) + I.in.size() * sizeof(float);
   }
   if (I.op == OpCode::SumSquares ||
       (I.op == OpCode::Reduce && wholeSum(I, p.buffers[I.in[0]].shape))) {
@@ -1252,15 +1261,11 @@ void launchGlobalSumSquares(const CudaCall &c, CudaContext &ctx) {
   // Scratch: the partials of one group at a time (normScratchBytes), then
   // every tensor's f32 sum. The groups run in stream order, so each reuses
   // the partials of the one before.
-  size_t n = c.in.size(), most = 0;
-  for (size_t k0 = 0; k0 < n; k0 += kGroupTensors) {
-    size_t slices = 0;
-    for (size_t k = k0; k < std::min(n, k0 + kGroupTensors); ++k)
-      slices += size_t(wholeSlices(c.in[k].numel()));
-    most = std::max(most, slices);
-  }
+  size_t n = c.in.size();
+  std::vector<int64_t> counts;
+  for (const DevTensor &x : c.in) counts.push_back(x.numel());
   double *partial = static_cast<double *>(ctx.scratch);
-  float *sums = reinterpret_cast<float *>(partial + most);
+  float *sums = reinterpret_cast<float *>(partial + groupPartials(counts));
   for (size_t k0 = 0; k0 < n; k0 += kGroupTensors) {
     SumSquaresGroup g;
     int64_t blocks = 0;
