@@ -17,7 +17,9 @@
 #      side by side, before anything is timed (cached in $LOOM_BENCH_DIR);
 #   2. per shape: `loom plan --gpus 1` with the calibrated H100 profile (the
 #      one-GPU bf16 plan's step time and memory); `loom train` for
-#      $LOOM_BENCH_STEPS steps (tokens/s: the median after the first two;
+#      $LOOM_BENCH_STEPS steps (default 11; tokens/s: PyTorch's window,
+#      the tokens of steps 3-10 over their time, as torch_suite.py times 8
+#      steps after 3 warm-up ones;
 #      loom's own memory figure); torch_suite.py compile (tokens/s, PyTorch's
 #      allocator peak); each run under peak_mem.py, the whole process's peak
 #      as nvidia-smi reports it;
@@ -35,7 +37,7 @@ BUNDLE=${1:?bundle folder}
 shift
 SHAPES=("$@")
 [ ${#SHAPES[@]} -eq 0 ] && SHAPES=(llama-1b qwen2.5-1.5b qwen3-1.7b gpt2-large)
-STEPS=${LOOM_BENCH_STEPS:-8}
+STEPS=${LOOM_BENCH_STEPS:-11}
 cd "$(dirname "$0")/../.."
 export NCCL_NVLS_ENABLE=0
 export LD_LIBRARY_PATH="$PWD/$BUNDLE/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"

@@ -32,7 +32,15 @@ for s in shapes:
     lm, tm = load(f"{work}/loom-{s}.mem.json") or {}, load(f"{work}/torch-{s}.mem.json") or {}
     loom_txt = open(f"{work}/loom-{s}.txt").read() if os.path.exists(f"{work}/loom-{s}.txt") else ""
     if steps:
-        tok = statistics.median([x["tokens_per_s"] for x in steps[2:]] or [x["tokens_per_s"] for x in steps])
+        # PyTorch's window (torch_suite.py): 3 warm-up steps, then tokens over
+        # the time of the next 8. The same here: steps 3-10 (fewer if the run
+        # was shorter, at least steps 2 on), their tokens over their summed
+        # time. Later steps of a run can be slower (llama-1b's steps 6-7 by
+        # 8-10% on an H200, 2026-11-28-d), so a window that stops early flatters.
+        window = [x["tokens_per_s"] for x in steps[3:11]] or [x["tokens_per_s"] for x in steps[2:]] \
+            or [x["tokens_per_s"] for x in steps]
+        tok = len(window) / sum(1.0 / v for v in window)
+        r["loom_window_steps"] = len(window)
         r["loom_tokens_per_s"] = round(tok)
         r["loom_step_ms"] = round(B * T / tok * 1e3, 1)
         if t:
