@@ -20,8 +20,10 @@
 #      $LOOM_BENCH_STEPS steps (default 11; tokens/s: PyTorch's window,
 #      the tokens of steps 3-10 over their time, as torch_suite.py times 8
 #      steps after 3 warm-up ones;
-#      loom's own memory figure); torch_suite.py compile (tokens/s, PyTorch's
-#      allocator peak); each run under peak_mem.py, the whole process's peak
+#      loom's own memory figure); torch_suite.py compile on the same
+#      corpus windows step by step (tokens/s, PyTorch's allocator peak;
+#      it timed one random batch before 2026-11-28-d, whose loss does not
+#      fall as the corpus's does); each run under peak_mem.py, the whole process's peak
 #      as nvidia-smi reports it;
 #      with LOOM_BENCH_CUDA_PROFILE=1 also two steps under LOOM_CUDA_PROFILE=1
 #      and plan_vs_profile.py: the plan's time per opcode class beside the
@@ -100,7 +102,7 @@ for s in "${SHAPES[@]}"; do
     echo "suite: $s profiled at $(( $(date +%s) - start )) s"
   fi
   timeout 300 python3 bench/gpu/peak_mem.py "$WORK/torch-$s.mem.json" -- \
-    python3 bench/gpu/torch_suite.py "$s" compile 3 8 > "$WORK/torch-$s.txt" 2>&1 ||
+    python3 bench/gpu/torch_suite.py "$s" compile 3 8 test/fixtures/corpus.u16.bin > "$WORK/torch-$s.txt" 2>&1 ||
     echo "suite: torch $s failed: $(tail -2 "$WORK/torch-$s.txt")"
   echo "suite: $s done at $(( $(date +%s) - start )) s"
   python3 bench/gpu/suite_table.py "$WORK" "${SHAPES[@]}" > "$WORK/table.txt" 2>&1

@@ -2,7 +2,12 @@
 torch_bench.py (shared/reference) trains its Llama shape: SDPA attention, bf16 autocast, fused
 AdamW, gradient clipping at 1.0, the model compiled (MODE compile) or eager.
 
-    python3 torch_suite.py SHAPE MODE [WARMUP STEPS]
+    python3 torch_suite.py SHAPE MODE [WARMUP STEPS [DATA]]
+
+With DATA (a u16 token file, as `loom train --data` reads it) step s trains on the windows loom's
+step s takes (runtime/train/TokenData.cpp, sequential rule: row i starts at ((s B + i) T) mod
+(len - T - 1)), steps counted from the first warm-up step, so both sides see the same tokens;
+without it every step repeats one random batch.
 
 Prints one JSON line: tokens/s, MFU (torch_bench.py's formula, 989 TFLOP/s peak), the step time
 and PyTorch's allocator peak (max_memory_allocated; the whole process's peak is suite.sh's
@@ -45,17 +50,35 @@ if mode == "compile":
     # As torch_bench.py: the decoder stack compiled (the loss and optimizer stay eager).
     body = m.model if hasattr(m, "model") else m.transformer
     body.compile()
-x = torch.randint(0, vocab, (B, T), device="cuda")
-y = torch.randint(0, vocab, (B, T), device="cuda")
+data = sys.argv[5] if len(sys.argv) > 5 else ""
+if data:
+    import numpy as np
+    tokens = np.fromfile(data, dtype=np.uint16).astype(np.int64)
+    span = len(tokens) - T - 1
+    if span <= 0 or int(tokens.max()) >= vocab:
+        sys.exit(f"torch_suite.py: {data}: {len(tokens)} tokens (ids < {int(tokens.max()) + 1}) do not fit "
+                 f"seq {T} and vocabulary {vocab}")
+
+    def window(s):  # (x, y) of step s, on the GPU before the timing starts
+        starts = [((s * B + i) * T) % span for i in range(B)]
+        x = np.stack([tokens[a:a + T] for a in starts])
+        y = np.stack([tokens[a + 1:a + T + 1] for a in starts])
+        return torch.from_numpy(x).cuda(), torch.from_numpy(y).cuda()
+
+    batches = [window(s) for s in range(warmup + steps)]
+else:
+    x = torch.randint(0, vocab, (B, T), device="cuda")
+    y = torch.randint(0, vocab, (B, T), device="cuda")
+    batches = [(x, y)] * (warmup + steps)
 t0 = time.time()
-for _ in range(warmup):
-    step_fn(x, y)
+for s in range(warmup):
+    step_fn(*batches[s])
 torch.cuda.synchronize()
 warm = time.time() - t0
 torch.cuda.reset_peak_memory_stats()
 t0 = time.time()
-for _ in range(steps):
-    loss = step_fn(x, y)
+for s in range(warmup, warmup + steps):
+    loss = step_fn(*batches[s])
 torch.cuda.synchronize()
 dt = (time.time() - t0) / steps
 tok = B * T / dt
