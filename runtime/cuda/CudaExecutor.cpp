@@ -15,7 +15,9 @@
 // directly (for debugging a kernel). LOOM_CUDA_PROFILE=1 launches directly
 // with a pair of CUDA events around every instruction and, when the
 // executor goes away, prints to stderr the time per opcode, its share, the
-// GEMMs' achieved TFLOP/s, and the device memory loom allocated. After each run the DeviceError slot is
+// GEMMs' achieved TFLOP/s, and the device memory loom allocated;
+// LOOM_CUDA_PROFILE_FROM=K leaves the first K runs out of the sums (a late
+// step's kernels, not the average from the first). After each run the DeviceError slot is
 // read back; a data error (an id out of range) fails the run with the same
 // one-line message shape as the CPU backend.
 //===----------------------------------------------------------------------===//
@@ -236,6 +238,8 @@ public:
     const char *g = std::getenv("LOOM_CUDA_GRAPH");
     const char *prof = std::getenv("LOOM_CUDA_PROFILE");
     profile_ = prof && std::strcmp(prof, "1") == 0;
+    if (const char *from = std::getenv("LOOM_CUDA_PROFILE_FROM"))
+      profileFrom_ = std::max(0, std::atoi(from));
     // Collectives launch directly: NCCL calls on a non-blocking
     // communicator may return before they are enqueued, which a graph
     // capture cannot wait for (and capture of them is untested).
@@ -392,7 +396,7 @@ public:
       e = cudaStreamSynchronize(ctx_.stream);
     if (e != cudaSuccess)
       return fail(err, cudaErr("running the program on the GPU", e));
-    if (profile_) {
+    if (profile_ && runsSeen_++ >= profileFrom_) {
       for (size_t i = 0; i < calls_.size(); ++i) {
         float ms = 0;
         cudaEventElapsedTime(&ms, events_[2 * i], events_[2 * i + 1]);
@@ -457,8 +461,8 @@ private:
     for (const auto &[name, v] : byOp) rows.push_back({v.first, name});
     std::sort(rows.rbegin(), rows.rend());
     double runs = double(profiledRuns_);
-    std::fprintf(stderr, "loom cuda profile: %d runs, %.3f ms per run in kernels, device memory %.2f GiB\n",
-                 profiledRuns_, total / runs, double(allocated_.total()) / double(1ull << 30));
+    std::fprintf(stderr, "loom cuda profile: %d runs (from run %d), %.3f ms per run in kernels, device memory %.2f GiB\n",
+                 profiledRuns_, profileFrom_, total / runs, double(allocated_.total()) / double(1ull << 30));
     if (cudnn_)
       std::fprintf(stderr, "  attention: %d instructions on cuDNN %zu's fused engines, the rest on loom's\n",
                    int(std::count_if(cudnnPlans_.begin(), cudnnPlans_.end(), [](int id) { return id >= 0; })),
@@ -639,6 +643,7 @@ private:
   std::vector<cudaEvent_t> events_; // start/stop per instruction (profiling)
   std::vector<double> opMs_;        // summed over profiled runs
   int profiledRuns_ = 0;
+  int profileFrom_ = 0, runsSeen_ = 0; // LOOM_CUDA_PROFILE_FROM
   DeviceMemory allocated_;
   // snapshotOutputs(): one allocation, grown on demand and kept for the
   // next checkpoint; each entry's offset and bytes.
