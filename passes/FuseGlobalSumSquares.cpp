@@ -46,7 +46,7 @@ SmallVector<AddOp> chainFrom(AddOp first, SmallVector<SumSquaresOp> &terms) {
   SmallVector<AddOp> adds;
   SumSquaresOp a = soleTerm(first.getLhs()), b = soleTerm(first.getRhs());
   Type type = first.getType();
-  if (!a || !b || a == b || a.getType() != type || b.getType() != type)
+  if (!a || !b || a.getType() != type || b.getType() != type)
     return adds;
   terms = {a, b};
   adds.push_back(first);

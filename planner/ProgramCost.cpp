@@ -208,18 +208,16 @@ double instrSeconds(const InstrWork &w, const HardwareProfile &hw, std::string *
     break;
   }
   auto it = hw.classBandwidth.find(w.cls);
-  bool own = it != hw.classBandwidth.end();
   // A profile calibrated before global_sum_squares existed prices it at
   // sum_squares' rate: every slice runs SumSquares' kernel body.
-  if (!own && w.cls == "global_sum_squares") {
-    auto alias = hw.classBandwidth.find("sum_squares");
-    if (alias != hw.classBandwidth.end()) {
-      say("calibrated sum_squares " + gbps(alias->second), false);
-      return w.bytes / alias->second + hw.kernelOverhead;
-    }
-  }
+  bool alias = it == hw.classBandwidth.end() && w.cls == "global_sum_squares";
+  if (alias)
+    it = hw.classBandwidth.find("sum_squares");
+  bool own = it != hw.classBandwidth.end();
   double bw = own ? it->second : hw.hbmBandwidth;
-  say(own ? "calibrated " + gbps(bw) : "copy bandwidth " + gbps(bw), !own);
+  say(own ? std::string("calibrated ") + (alias ? "sum_squares " : "") + gbps(bw)
+          : "copy bandwidth " + gbps(bw),
+      !own);
   return w.bytes / bw + hw.kernelOverhead;
 }
 

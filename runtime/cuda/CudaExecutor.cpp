@@ -533,12 +533,10 @@ private:
                        &o = program_->buffers[I.out[0]];
       int64_t k = I.ints[0] ? a.shape[a.shape.size() - 2] : a.shape.back();
       int64_t n = o.shape.back(), m = o.numElements() / std::max<int64_t>(n, 1);
+      std::string third = matMulThirdInput(*program_, I);
       std::string key = cat(m, "x", n, "x", k, I.ints[0] ? " tA" : "", I.ints[1] ? " tB" : "",
                             " ", dtypeName(a.dtype), ",", dtypeName(b.dtype), "->",
-                            dtypeName(o.dtype),
-                            matMulAccumulates(*program_, I)               ? " +addend"
-                            : I.op == OpCode::MatMul && I.in.size() > 2 ? " +bias"
-                                                                         : "");
+                            dtypeName(o.dtype), third.empty() ? "" : " +" + third);
       Shape &s = byShape[key];
       s.ms += opMs_[i];
       s.flops += 2.0 * double(o.numElements()) * double(k); // per run

@@ -885,6 +885,12 @@ bool matMulAccumulates(const Program &p, const Instr &I) {
   return I.op == OpCode::MatMul && I.in.size() == 3 && isMatMulAddend(p.buffers[I.in[2]].shape);
 }
 
+const char *matMulThirdInput(const Program &p, const Instr &I) {
+  if (I.op != OpCode::MatMul || I.in.size() < 3)
+    return "";
+  return matMulAccumulates(p, I) ? "addend" : "bias";
+}
+
 bool usesBf16Storage(const Program &p, const Instr &I) {
   for (size_t k = 0; k < I.in.size(); ++k)
     if (p.buffers[I.in[k]].dtype == DType::BF16 && bf16StorageAllowed(I.op, false, k))

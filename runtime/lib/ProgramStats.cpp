@@ -41,11 +41,10 @@ ProgramStats programStats(const Program &p) {
     }
     if (I.op == OpCode::MatMul) {
       DType a = p.buffers[I.in[0]].dtype, b = p.buffers[I.in[1]].dtype;
+      std::string third = matMulThirdInput(p, I);
       ++s.gemmKinds[cat(dtypeName(a), " x ", dtypeName(b), " -> ",
                         dtypeName(p.buffers[I.out[0]].dtype),
-                        matMulAccumulates(p, I) ? " (+addend)"
-                        : I.in.size() > 2       ? " (+bias)"
-                                                : "")];
+                        third.empty() ? "" : " (+" + third + ")")];
       s.f32Gemms += a == DType::F32 && b == DType::F32;
     }
     if (I.op == OpCode::Attention || I.op == OpCode::AttentionGrad) {

@@ -415,6 +415,9 @@ struct Program {
 inline bool isMatMulAddend(const std::vector<int64_t> &third) { return third.size() >= 2; }
 /// True when MatMul `I` has an addend rather than a bias vector.
 bool matMulAccumulates(const Program &p, const Instr &I);
+/// What MatMul `I`'s third input is, for reports: "addend", "bias", or ""
+/// when it has none (or `I` is no MatMul).
+const char *matMulThirdInput(const Program &p, const Instr &I);
 
 /// Per buffer id, the buffer whose bytes it names: the base for a view
 /// (Program::views), the id itself otherwise. The views' ids must be in
