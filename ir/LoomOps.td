@@ -441,25 +441,49 @@ def Loom_RmsNormGradOp : Loom_Op<"rms_norm_grad", [Pure, InferTypeOpAdaptor,
     With r = 1 / sqrt(mean(x^2) + eps) and n = x r:
     dweight = sum over rows of dy * n;
     dx = r (dy w - n mean(dy w n)).
+    With `accumulate %a`, dx is a + (that dx rounded to the result type),
+    rounded once more: the add of the other readers' gradient sum that
+    `loom-fuse-norm-grad-accumulate` folds in. `a` has the input's type.
   }];
   let arguments = (ins Loom_FloatTensor:$input, Loom_FloatTensor:$weight,
-                       Loom_FloatTensor:$output_grad, F64Attr:$epsilon);
+                       Loom_FloatTensor:$output_grad,
+                       Optional<Loom_FloatTensor>:$addend, F64Attr:$epsilon);
   let results = (outs Loom_FloatTensor:$input_grad, Loom_FloatTensor:$weight_grad);
   let assemblyFormat = [{
-    $input `,` $weight `,` $output_grad attr-dict `:` type($input) `,` type($weight)
+    $input `,` $weight `,` $output_grad (`accumulate` $addend^ `:` type($addend))? attr-dict `:`
+    type($input) `,` type($weight)
   }];
+  let hasVerifier = 1;
+  let builders = [
+    OpBuilder<(ins "::mlir::Value":$input, "::mlir::Value":$weight, "::mlir::Value":$output_grad,
+                   "::mlir::FloatAttr":$epsilon), [{
+      build($_builder, $_state, input, weight, output_grad, ::mlir::Value(), epsilon);
+    }]>
+  ];
 }
 
 def Loom_LayerNormGradOp : Loom_Op<"layer_norm_grad", [Pure, InferTypeOpAdaptor,
     AllTypesMatch<["input", "output_grad"]>]> {
   let summary = "(dx, dweight, dbias) of layer_norm";
+  let description = [{
+    `accumulate %a` adds `a` to dx as for `loom.rms_norm_grad`.
+  }];
   let arguments = (ins Loom_FloatTensor:$input, Loom_FloatTensor:$weight,
-                       Loom_FloatTensor:$output_grad, F64Attr:$epsilon);
+                       Loom_FloatTensor:$output_grad,
+                       Optional<Loom_FloatTensor>:$addend, F64Attr:$epsilon);
   let results = (outs Loom_FloatTensor:$input_grad, Loom_FloatTensor:$weight_grad,
                       Loom_FloatTensor:$bias_grad);
   let assemblyFormat = [{
-    $input `,` $weight `,` $output_grad attr-dict `:` type($input) `,` type($weight)
+    $input `,` $weight `,` $output_grad (`accumulate` $addend^ `:` type($addend))? attr-dict `:`
+    type($input) `,` type($weight)
   }];
+  let hasVerifier = 1;
+  let builders = [
+    OpBuilder<(ins "::mlir::Value":$input, "::mlir::Value":$weight, "::mlir::Value":$output_grad,
+                   "::mlir::FloatAttr":$epsilon), [{
+      build($_builder, $_state, input, weight, output_grad, ::mlir::Value(), epsilon);
+    }]>
+  ];
 }
 
 def Loom_AttentionGradOp : Loom_Op<"attention_grad", [Pure, InferTypeOpAdaptor,

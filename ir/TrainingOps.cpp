@@ -42,6 +42,22 @@ LogicalResult LayerNormGradOp::inferReturnTypes(MLIRContext *, std::optional<Loc
   return success();
 }
 
+/// A norm gradient's addend, when it has one, is a gradient of the input.
+static LogicalResult verifyNormGradAddend(Operation *op, Value input, Value addend) {
+  if (addend && addend.getType() != input.getType())
+    return op->emitOpError("addend ") << addend.getType() << " must have the input's type "
+                                      << input.getType();
+  return success();
+}
+
+LogicalResult RmsNormGradOp::verify() {
+  return verifyNormGradAddend(*this, getInput(), getAddend());
+}
+
+LogicalResult LayerNormGradOp::verify() {
+  return verifyNormGradAddend(*this, getInput(), getAddend());
+}
+
 LogicalResult AttentionGradOp::inferReturnTypes(MLIRContext *, std::optional<Location>,
                                                 AttentionGradOp::Adaptor a,
                                                 SmallVectorImpl<Type> &types) {

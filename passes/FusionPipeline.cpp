@@ -69,6 +69,11 @@ void buildTrainStepTail(mlir::OpPassManager &pm, bool bf16, bool fuseGradientCli
     pm.nest<mlir::func::FuncOp>().addPass(createFuseMatmulAccumulate());
     pm.addPass(mlir::createCSEPass());
   }
+  // The residual stream's gradient sums into the norms' gradient kernels.
+  // LOOM_FUSE_NORM_GRAD_ACCUMULATE=0 keeps the adds (an A/B switch).
+  const char *norm = std::getenv("LOOM_FUSE_NORM_GRAD_ACCUMULATE");
+  if (!norm || std::string(norm) != "0")
+    pm.nest<mlir::func::FuncOp>().addPass(createFuseNormGradAccumulate());
   // Last: the SPMD passes read the unfused norm and clip (TrainStepStructure).
   if (fuseGradientClipping) {
     pm.nest<mlir::func::FuncOp>().addPass(createFuseGradientClipping());

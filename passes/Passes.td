@@ -183,6 +183,20 @@ def FuseMatmulAccumulate : Pass<"loom-fuse-matmul-accumulate", "mlir::func::Func
   let dependentDialects = ["loom::LoomDialect"];
 }
 
+def FuseNormGradAccumulate : Pass<"loom-fuse-norm-grad-accumulate", "mlir::func::FuncOp"> {
+  let summary = "Sum the residual stream's gradients in the norms' gradient kernels";
+  let description = [{
+    add(x, rms_norm_grad(h, w, dy).dx), the norm's dx read only by that add
+    and x defined before the norm's gradient, becomes
+    rms_norm_grad(h, w, dy accumulate x) where the norm's gradient was; the
+    same for layer_norm_grad. In a pre-norm decoder x is the skip
+    connection's gradient, so each layer's two residual sums cost no pass
+    over memory of their own. Exact: dx is rounded to its type, then x is
+    added in that type, as the add did. Run on the finished training step.
+  }];
+  let dependentDialects = ["loom::LoomDialect"];
+}
+
 def FuseGradientClipping : Pass<"loom-fuse-gradient-clipping", "mlir::func::FuncOp"> {
   let summary = "Read each gradient once for the global norm and once for AdamW";
   let description = [{

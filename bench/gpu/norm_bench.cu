@@ -88,7 +88,7 @@ int main(int argc, char **argv) {
              (long long)count);
     report(name, timeMs([&] {
              normGradFusedKernel<false><<<unsigned(count), kRowThreads>>>(
-                 x, w, FloatIn{dy, true}, FloatOut{dx, false}, partial, nullptr, rows, D, 1e-5,
+                 x, w, FloatIn{dy, true}, FloatOut{dx, false}, nullptr, partial, nullptr, rows, D, 1e-5,
                  chunk, nullptr);
            }));
     snprintf(name, sizeof name, "  + columnFinish (%lld chunks)", (long long)count);
@@ -98,7 +98,7 @@ int main(int argc, char **argv) {
   }
   report("two-pass: row kernel (cached, 2 packs)", timeMs([&] {
            normGradCachedKernel<false, 2><<<unsigned(rows), kRowThreads>>>(
-               x, w, FloatIn{dy, true}, FloatOut{dx, false}, stats, D, 1e-5, nullptr);
+               x, w, FloatIn{dy, true}, FloatOut{dx, false}, nullptr, stats, D, 1e-5, nullptr);
          }));
   report("two-pass: column partials", timeMs([&] {
            launchColumnPartialPacked(0, x, FloatIn{dy, true}, stats, partial, nullptr, rows, D, ch,
@@ -114,13 +114,13 @@ int main(int argc, char **argv) {
     snprintf(name, sizeof name, "layer_norm fused, %lld-row chunks", (long long)chunk);
     report(name, timeMs([&] {
              normGradFusedKernel<true><<<unsigned(count), kRowThreads>>>(
-                 x, w, FloatIn{dy, true}, FloatOut{dx, false}, partial, partialB, rows, D, 1e-5,
+                 x, w, FloatIn{dy, true}, FloatOut{dx, false}, nullptr, partial, partialB, rows, D, 1e-5,
                  chunk, nullptr);
            }));
   }
   report("layer_norm two-pass: row kernel", timeMs([&] {
            normGradCachedKernel<true, 2><<<unsigned(rows), kRowThreads>>>(
-               x, w, FloatIn{dy, true}, FloatOut{dx, false}, stats, D, 1e-5, nullptr);
+               x, w, FloatIn{dy, true}, FloatOut{dx, false}, nullptr, stats, D, 1e-5, nullptr);
          }));
   report("layer_norm two-pass: column partials (w, b)", timeMs([&] {
            launchColumnPartialPacked(1, x, FloatIn{dy, true}, stats, partial, partialB, rows, D,

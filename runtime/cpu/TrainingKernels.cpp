@@ -106,10 +106,17 @@ bool embeddingGradTyped(const KernelCall &c, ThreadPool &pool, std::string &err)
 // n = x r (the normalized row) and g = dy w:
 //   dx = r (g - n mean(g n))
 //   dw = sum over rows of dy n
-// (y = n w; dy/dx of n is r (I - n n^T / D).)
+// (y = n w; dy/dx of n is r (I - n n^T / D).) With a fourth input a, dx is
+// a + dx, each rounded to T as a separate Add would (the residual stream's
+// gradient sum, loom-fuse-norm-grad-accumulate).
+template <typename T> T plusAddend(T dx, const T *addend, int64_t i) {
+  return addend ? T(dx + addend[i]) : dx;
+}
+
 template <typename T>
 bool rmsNormGradTyped(const KernelCall &c, ThreadPool &pool, std::string &) {
   const T *x = c.in[0].as<T>(), *w = c.in[1].as<T>(), *dy = c.in[2].as<T>();
+  const T *addend = c.in.size() > 3 ? c.in[3].as<T>() : nullptr;
   T *dx = c.out[0].as<T>(), *dw = c.out[1].as<T>();
   int64_t D = c.in[0].shape().back(), rows = D ? c.in[0].numel() / D : 0;
   double eps = c.instr->floats[0];
@@ -124,7 +131,8 @@ bool rmsNormGradTyped(const KernelCall &c, ThreadPool &pool, std::string &) {
       for (int64_t i = 0; i < D; ++i) gn += double(gr[i]) * w[i] * (xr[i] * r);
       double meanGn = gn / double(D);
       for (int64_t i = 0; i < D; ++i)
-        dx[row * D + i] = T(r * (double(gr[i]) * w[i] - xr[i] * r * meanGn));
+        dx[row * D + i] =
+            plusAddend(T(r * (double(gr[i]) * w[i] - xr[i] * r * meanGn)), addend, row * D + i);
       rstd[row] = r;
     }
   });
@@ -141,6 +149,7 @@ bool rmsNormGradTyped(const KernelCall &c, ThreadPool &pool, std::string &) {
 template <typename T>
 bool layerNormGradTyped(const KernelCall &c, ThreadPool &pool, std::string &) {
   const T *x = c.in[0].as<T>(), *w = c.in[1].as<T>(), *dy = c.in[2].as<T>();
+  const T *addend = c.in.size() > 3 ? c.in[3].as<T>() : nullptr; // as in RmsNormGrad
   T *dx = c.out[0].as<T>(), *dw = c.out[1].as<T>(), *db = c.out[2].as<T>();
   int64_t D = c.in[0].shape().back(), rows = D ? c.in[0].numel() / D : 0;
   double eps = c.instr->floats[0];
@@ -162,7 +171,8 @@ bool layerNormGradTyped(const KernelCall &c, ThreadPool &pool, std::string &) {
       double meanG = g / double(D), meanGx = gx / double(D);
       for (int64_t i = 0; i < D; ++i) {
         double xhat = (xr[i] - mu) * r;
-        dx[row * D + i] = T(r * (double(gr[i]) * w[i] - meanG - xhat * meanGx));
+        dx[row * D + i] =
+            plusAddend(T(r * (double(gr[i]) * w[i] - meanG - xhat * meanGx)), addend, row * D + i);
       }
       mean[row] = mu;
       rstd[row] = r;

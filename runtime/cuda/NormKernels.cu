@@ -43,6 +43,13 @@ ColumnChunks columnChunks(int64_t rows, int64_t D) {
   return {chunk, (rows + chunk - 1) / chunk};
 }
 
+/// A norm gradient's dx plus its optional addend (`a`, f32, dx's shape):
+/// the f32 add a separate Add instruction did, rounded once
+/// (loom-fuse-norm-grad-accumulate).
+__device__ inline float plusAddend(float dx, const float *a, int64_t i) {
+  return a ? dx + a[i] : dx;
+}
+
 int64_t rowsOf(const DevTensor &x) {
   int64_t d = x.shape().empty() ? 1 : x.shape().back();
   return d ? x.numel() / d : 0;
@@ -158,11 +165,11 @@ struct GradRowColumns {
 };
 
 // RmsNormGrad, per row, r = 1/sqrt(mean(x^2) + eps), n = x r, g = dy w:
-//   dx = r (g - n mean(g n)); keeps r for the dw pass. dy and dx may be
-//   bf16 storage.
+//   dx = r (g - n mean(g n)) (plus `addend`, if any); keeps r for the dw
+//   pass. dy and dx may be bf16 storage.
 __global__ void rmsNormGradRowKernel(const float *x, const float *w, FloatIn dy, FloatOut dx,
-                                     double *rstd, int64_t D, double eps, bool packed,
-                                     uint32_t *amax) {
+                                     const float *addend, double *rstd, int64_t D, double eps,
+                                     bool packed, uint32_t *amax) {
   __shared__ double red[32];
   int64_t row = blockIdx.x;
   const float *xr = x + row * D;
@@ -181,14 +188,16 @@ __global__ void rmsNormGradRowKernel(const float *x, const float *w, FloatIn dy,
       Pack xp = load8(xs, i), gp = load8(dy, row * D + i);
 #pragma unroll
       for (int k = 0; k < kPack; ++k) {
-        xp.v[k] = float(r * (double(gp.v[k]) * w[i + k] - xp.v[k] * r * meanGn));
+        xp.v[k] = plusAddend(float(r * (double(gp.v[k]) * w[i + k] - xp.v[k] * r * meanGn)),
+                             addend, row * D + i + k);
         maxStored(amax, m, dx, xp.v[k]);
       }
       store8(dx, row * D + i, xp);
     }
   } else {
     for (int64_t i = first; i < D; i += step) {
-      float v = float(r * (double(dy[row * D + i]) * w[i] - xr[i] * r * meanGn));
+      float v = plusAddend(float(r * (double(dy[row * D + i]) * w[i] - xr[i] * r * meanGn)),
+                           addend, row * D + i);
       dx.store(row * D + i, v);
       maxStored(amax, m, dx, v);
     }
@@ -202,7 +211,8 @@ __global__ void rmsNormGradRowKernel(const float *x, const float *w, FloatIn dy,
 //   may be bf16 storage. With `packed` a thread owns eight consecutive
 //   columns per step, as in rmsNormGradRowKernel.
 __global__ void layerNormGradRowKernel(const float *x, const float *w, FloatIn dy, FloatOut dx,
-                                       double *stats, int64_t D, double eps, bool packed) {
+                                       const float *addend, double *stats, int64_t D, double eps,
+                                       bool packed) {
   __shared__ double red[32];
   int64_t row = blockIdx.x;
   const float *xr = x + row * D;
@@ -227,13 +237,17 @@ __global__ void layerNormGradRowKernel(const float *x, const float *w, FloatIn d
       Pack xp = load8(xs, i), gp = load8(dy, row * D + i);
 #pragma unroll
       for (int k = 0; k < kPack; ++k)
-        xp.v[k] = float(r * (double(gp.v[k]) * w[i + k] - meanG - (xp.v[k] - mu) * r * meanGx));
+        xp.v[k] = plusAddend(
+            float(r * (double(gp.v[k]) * w[i + k] - meanG - (xp.v[k] - mu) * r * meanGx)),
+            addend, row * D + i + k);
       store8(dx, row * D + i, xp);
     }
   } else {
     for (int64_t i = first; i < D; i += step)
       dx.store(row * D + i,
-               float(r * (double(dy[row * D + i]) * w[i] - meanG - (xr[i] - mu) * r * meanGx)));
+               plusAddend(float(r * (double(dy[row * D + i]) * w[i] - meanG -
+                                     (xr[i] - mu) * r * meanGx)),
+                          addend, row * D + i));
   }
   if (threadIdx.x == 0) {
     stats[2 * row] = mu;
@@ -271,9 +285,11 @@ __device__ inline double normTermOf(int kind, double g, float x, double mean, do
 // read once into registers instead: thread t holds packs t, t +
 // blockDim.x, ..., the columns and order of the packed loops, and the
 // arithmetic is theirs, so the results are the same bits. LayerNormGrad's
-// two means share one pair of barriers (blockSum2, the same tree). The
-// gradients' rows of up to 2,048 take normGradFusedKernel below instead,
-// which also adds the weight gradients' partial column sums.
+// two means share one pair of barriers (blockSum2, the same tree). With
+// LOOM_FUSED_NORM_GRAD=1 the gradients' rows of up to 2,048 take
+// normGradFusedKernel below instead, which also adds the weight gradients'
+// partial column sums. (Until 2026-11-28 rows of two packs a thread took
+// the pass-by-pass row kernel: llama-1b's rms_norm_grad ran at 1,232 GB/s.)
 
 /// The packs of one row that this thread owns, held in registers.
 template <int kPacks> struct RowPacks {
@@ -379,13 +395,15 @@ layerNormCachedKernel(FloatIn x, const float *w, const float *b, FloatOut y, int
 /// LayerNorm with kLayerNorm): dx replaces x in `xs`, the row's mean (0 for
 /// RmsNorm) and rstd come back, and term(j, k, dy, x, mean, rstd) sees each
 /// element's dy and x before x is replaced (the fused kernel's partial
-/// column sums). `red` holds 64 values. RmsNorm:
+/// column sums); `addRow`, if not null, is the row of the addend summed
+/// into dx. `red` holds 64 values. RmsNorm:
 ///   r = 1/sqrt(mean(x^2) + eps), n = x r, g = dy w, dx = r (g - n mean(g n));
 /// LayerNorm, xhat = (x - mean) r:
 ///   dx = r (g - mean(g) - xhat mean(g xhat)).
 template <bool kLayerNorm, int kPacks, typename Term>
 __device__ inline void normGradRow(RowPacks<kPacks> &xs, const RowPacks<kPacks> &gs, const float *w,
-                                   FloatOut dx, int64_t D, double eps, double *red,
+                                   FloatOut dx, const float *addRow, int64_t D, double eps,
+                                   double *red,
                                    const uint32_t *amax, uint32_t &m, double &mu, double &r,
                                    Term &&term) {
   mu = 0;
@@ -411,7 +429,7 @@ __device__ inline void normGradRow(RowPacks<kPacks> &xs, const RowPacks<kPacks> 
       float &v = xs.v[j].v[k];
       double gv = gs.v[j].v[k];
       term(j, k, gv, v, mu, r);
-      v = float(r * (gv * w[i] - meanG - (v - mu) * r * meanGx));
+      v = plusAddend(float(r * (gv * w[i] - meanG - (v - mu) * r * meanGx)), addRow, i);
     });
   } else {
     double ss = 0;
@@ -426,7 +444,7 @@ __device__ inline void normGradRow(RowPacks<kPacks> &xs, const RowPacks<kPacks> 
       float &v = xs.v[j].v[k];
       double gv = gs.v[j].v[k];
       term(j, k, gv, v, mu, r);
-      v = float(r * (gv * w[i] - v * r * meanGn));
+      v = plusAddend(float(r * (gv * w[i] - v * r * meanGn)), addRow, i);
       maxStored(amax, m, dx, v);
     });
   }
@@ -437,8 +455,8 @@ __device__ inline void normGradRow(RowPacks<kPacks> &xs, const RowPacks<kPacks> 
 /// column pass. RmsNorm's dx may carry a fused fp8 amax.
 template <bool kLayerNorm, int kPacks>
 __global__ void __launch_bounds__(kRowThreads)
-normGradCachedKernel(const float *x, const float *w, FloatIn dy, FloatOut dx, double *stats,
-                     int64_t D, double eps, uint32_t *amax) {
+normGradCachedKernel(const float *x, const float *w, FloatIn dy, FloatOut dx,
+                     const float *addend, double *stats, int64_t D, double eps, uint32_t *amax) {
   __shared__ double red[64];
   const int64_t row = blockIdx.x;
   RowPacks<kPacks> xs, gs;
@@ -446,8 +464,8 @@ normGradCachedKernel(const float *x, const float *w, FloatIn dy, FloatOut dx, do
   gs.load(dy, row * D, D);
   uint32_t m = 0;
   double mu, r;
-  normGradRow<kLayerNorm>(xs, gs, w, dx, D, eps, red, amax, m, mu, r,
-                          [](int, int, double, float, double, double) {});
+  normGradRow<kLayerNorm>(xs, gs, w, dx, addend ? addend + row * D : nullptr, D, eps, red, amax,
+                          m, mu, r, [](int, int, double, float, double, double) {});
 #pragma unroll
   for (int j = 0; j < kPacks; ++j)
     if (xs.col(j) < D) store8(dx, row * D + xs.col(j), xs.v[j]);
@@ -473,9 +491,9 @@ normGradCachedKernel(const float *x, const float *w, FloatIn dy, FloatOut dx, do
 // registers too.
 template <bool kLayerNorm>
 __global__ void __launch_bounds__(kRowThreads)
-normGradFusedKernel(const float *x, const float *w, FloatIn dy, FloatOut dx, double *partialW,
-                    double *partialB, int64_t rows, int64_t D, double eps, int64_t chunkRows,
-                    uint32_t *amax) {
+normGradFusedKernel(const float *x, const float *w, FloatIn dy, FloatOut dx, const float *addend,
+                    double *partialW, double *partialB, int64_t rows, int64_t D, double eps,
+                    int64_t chunkRows, uint32_t *amax) {
   constexpr int kPacks = 2;
   __shared__ double red[64];
   const int64_t r0 = int64_t(blockIdx.x) * chunkRows, r1 = min(rows, r0 + chunkRows);
@@ -491,7 +509,8 @@ normGradFusedKernel(const float *x, const float *w, FloatIn dy, FloatOut dx, dou
       gNext.load(dy, (row + 1) * D, D);
     }
     double mu, r;
-    normGradRow<kLayerNorm>(xs, gs, w, dx, D, eps, red, amax, m, mu, r,
+    normGradRow<kLayerNorm>(xs, gs, w, dx, addend ? addend + row * D : nullptr, D, eps, red,
+                            amax, m, mu, r,
                             [&](int j, int k, double gv, float xv, double mean, double rstd) {
                               accW[j][k] += normTermOf(kLayerNorm ? 1 : 0, gv, xv, mean, rstd);
                               if (kLayerNorm) accB[j][k] += gv;
@@ -562,8 +581,8 @@ __global__ void rmsNormWarpKernel(FloatIn x, const float *w, FloatOut y, int64_t
 }
 
 __global__ void rmsNormGradWarpKernel(const float *x, const float *w, FloatIn dy, FloatOut dx,
-                                      double *rstd, int64_t rows, int64_t D, double eps,
-                                      uint32_t *amax) {
+                                      const float *addend, double *rstd, int64_t rows, int64_t D,
+                                      double eps, uint32_t *amax) {
   int64_t row = warpRow(), lane = threadIdx.x & 31;
   uint32_t m = 0;
   if (row < rows) {
@@ -587,7 +606,7 @@ __global__ void rmsNormGradWarpKernel(const float *x, const float *w, FloatIn dy
     for (int j = 0; j < kWarpElems; ++j) {
       int64_t i = lane + 32 * j;
       if (i >= D) continue;
-      float v = float(r * (double(gv[j]) * w[i] - xv[j] * r * meanGn));
+      float v = plusAddend(float(r * (double(gv[j]) * w[i] - xv[j] * r * meanGn)), addend, base + i);
       dx.store(base + i, v);
       maxStored(amax, m, dx, v);
     }
@@ -1124,6 +1143,11 @@ void launchLayerNorm(const CudaCall &c, CudaContext &ctx) {
       floatIn(c.in[0]), c.in[1].as<float>(), b, floatOut(c.out[0]), D, c.instr->floats[0], packed);
 }
 
+/// A norm gradient's addend (its fourth input), or null.
+const float *normGradAddend(const CudaCall &c) {
+  return c.in.size() > 3 ? c.in[3].as<float>() : nullptr;
+}
+
 /// normGradFusedKernel and the finishing pass of each weight gradient (dw;
 /// LayerNorm's db too), scratch laid out as normScratchBytes counts it.
 template <bool kLayerNorm>
@@ -1132,8 +1156,9 @@ void launchNormGradFused(const CudaCall &c, CudaContext &ctx, int64_t rows, int6
   ColumnChunks ch = columnChunks(rows, D);
   double *partialB = kLayerNorm ? partial + ch.count * D : nullptr;
   normGradFusedKernel<kLayerNorm><<<unsigned(ch.count), kRowThreads, 0, ctx.stream>>>(
-      c.in[0].as<float>(), c.in[1].as<float>(), floatIn(c.in[2]), floatOut(c.out[0]), partial,
-      partialB, rows, D, c.instr->floats[0], ch.rows, kLayerNorm ? nullptr : fusedAmaxBits(c, 0));
+      c.in[0].as<float>(), c.in[1].as<float>(), floatIn(c.in[2]), floatOut(c.out[0]),
+      normGradAddend(c), partial, partialB, rows, D, c.instr->floats[0], ch.rows,
+      kLayerNorm ? nullptr : fusedAmaxBits(c, 0));
   for (int set = 0; set < (kLayerNorm ? 2 : 1); ++set)
     columnFinishKernel<<<finishBlocks(D), kRowThreads, 0, ctx.stream>>>(
         set ? partialB : partial, c.out[1 + set].as<float>(), ch.count, D);
@@ -1145,21 +1170,26 @@ void launchRmsNormGrad(const CudaCall &c, CudaContext &ctx) {
   double *partial = stats + 2 * rows;
   if (rows > 0 && D <= kWarpRow) {
     rmsNormGradWarpKernel<<<warpRowBlocks(rows), kRowThreads, 0, ctx.stream>>>(
-        c.in[0].as<float>(), c.in[1].as<float>(), floatIn(c.in[2]), floatOut(c.out[0]), stats,
-        rows, D, c.instr->floats[0], fusedAmaxBits(c, 0));
+        c.in[0].as<float>(), c.in[1].as<float>(), floatIn(c.in[2]), floatOut(c.out[0]),
+        normGradAddend(c), stats, rows, D, c.instr->floats[0], fusedAmaxBits(c, 0));
   } else if (rows > 0) {
     bool packed = rowsPackable(D, {&c.in[0], &c.in[2], &c.out[0]});
     int packs = cachedPacks(D, packed);
     if (packs == 2 && fusedNormGrad()) // dw's first pass fused in
       return launchNormGradFused<false>(c, ctx, rows, D, partial);
-    if (packs == 4)
-      normGradCachedKernel<false, 4><<<unsigned(rows), kRowThreads, 0, ctx.stream>>>(
-          c.in[0].as<float>(), c.in[1].as<float>(), floatIn(c.in[2]), floatOut(c.out[0]), stats, D,
-          c.instr->floats[0], fusedAmaxBits(c, 0));
+    auto cached = [&](auto kernel) {
+      kernel<<<unsigned(rows), kRowThreads, 0, ctx.stream>>>(
+          c.in[0].as<float>(), c.in[1].as<float>(), floatIn(c.in[2]), floatOut(c.out[0]),
+          normGradAddend(c), stats, D, c.instr->floats[0], fusedAmaxBits(c, 0));
+    };
+    if (packs == 2)
+      cached(normGradCachedKernel<false, 2>);
+    else if (packs == 4)
+      cached(normGradCachedKernel<false, 4>);
     else
       rmsNormGradRowKernel<<<unsigned(rows), kRowThreads, 0, ctx.stream>>>(
-          c.in[0].as<float>(), c.in[1].as<float>(), floatIn(c.in[2]), floatOut(c.out[0]), stats, D,
-          c.instr->floats[0], packed, fusedAmaxBits(c, 0));
+          c.in[0].as<float>(), c.in[1].as<float>(), floatIn(c.in[2]), floatOut(c.out[0]),
+          normGradAddend(c), stats, D, c.instr->floats[0], packed, fusedAmaxBits(c, 0));
   }
   columnSums(0, c.in[0].as<float>(), c.in[2], stats, partial, c.out[1].as<float>(), rows,
              D, ctx.stream);
@@ -1174,14 +1204,19 @@ void launchLayerNormGrad(const CudaCall &c, CudaContext &ctx) {
     int packs = cachedPacks(D, packed);
     if (packs == 2 && fusedNormGrad()) // dw's and db's first pass fused in
       return launchNormGradFused<true>(c, ctx, rows, D, partial);
-    if (packs == 4)
-      normGradCachedKernel<true, 4><<<unsigned(rows), kRowThreads, 0, ctx.stream>>>(
-          c.in[0].as<float>(), c.in[1].as<float>(), floatIn(c.in[2]), floatOut(c.out[0]), stats, D,
-          c.instr->floats[0], nullptr);
+    auto cached = [&](auto kernel) {
+      kernel<<<unsigned(rows), kRowThreads, 0, ctx.stream>>>(
+          c.in[0].as<float>(), c.in[1].as<float>(), floatIn(c.in[2]), floatOut(c.out[0]),
+          normGradAddend(c), stats, D, c.instr->floats[0], nullptr);
+    };
+    if (packs == 2)
+      cached(normGradCachedKernel<true, 2>);
+    else if (packs == 4)
+      cached(normGradCachedKernel<true, 4>);
     else
       layerNormGradRowKernel<<<unsigned(rows), kRowThreads, 0, ctx.stream>>>(
-          c.in[0].as<float>(), c.in[1].as<float>(), floatIn(c.in[2]), floatOut(c.out[0]), stats, D,
-          c.instr->floats[0], packed);
+          c.in[0].as<float>(), c.in[1].as<float>(), floatIn(c.in[2]), floatOut(c.out[0]),
+          normGradAddend(c), stats, D, c.instr->floats[0], packed);
   }
   ColumnChunks ch = columnChunks(rows, D);
   if (ch.count == 0) {

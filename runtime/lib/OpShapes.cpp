@@ -556,10 +556,16 @@ std::string checkEmbeddingGrad(const OpView &v) {
 }
 
 /// RmsNormGrad (dx, dw) and LayerNormGrad (dx, dw, db):
-/// in x[..., D], w[D], dy (x's shape), floats [eps].
+/// in x[..., D], w[D], dy (x's shape), optionally an addend (x's shape and
+/// dtype) summed into dx, floats [eps].
 std::string checkNormGrad(const OpView &v, size_t outs) {
-  if (std::string e = v.arity(3, 3, outs, outs, 0, 1); !e.empty())
+  if (std::string e = v.arity(3, 4, outs, outs, 0, 1); !e.empty())
     return e;
+  if (v.numIn() == 4)
+    if (std::string e = first([&] { return hasShape(v.in(3), v.in(0).shape, "addend"); },
+                              [&] { return v.sameDType({&v.in(0), &v.in(3)}); });
+        !e.empty())
+      return e;
   const BufferDesc &x = v.in(0), &w = v.in(1), &dy = v.in(2);
   if (x.shape.empty())
     return "input must have rank >= 1";

@@ -129,3 +129,11 @@ func.func @tokens_major_lse(%q: tensor<1x4x2x8xf32>, %lse: tensor<1x4x2xf32>) {
   %dq, %dk, %dv = loom.attention_grad %q, %q, %q, %q, %lse, %q {causal = true, layout = #loom<attention_layout tokens_major>, scale = 1.0 : f64} : tensor<1x4x2x8xf32>, tensor<1x4x2x8xf32>, tensor<1x4x2x8xf32>, tensor<1x4x2xf32>
   return
 }
+
+// -----
+
+func.func @norm_grad_addend(%x: tensor<2x8xf32>, %w: tensor<8xf32>, %a: tensor<2x8xbf16>) {
+  // expected-error@+1 {{addend 'tensor<2x8xbf16>' must have the input's type 'tensor<2x8xf32>'}}
+  %dx, %dw = loom.rms_norm_grad %x, %w, %x accumulate %a : tensor<2x8xbf16> {epsilon = 1.0e-6 : f64} : tensor<2x8xf32>, tensor<8xf32>
+  return
+}

@@ -88,3 +88,15 @@ func.func @matmul_bias(%x: tensor<2x3x8xbf16>, %w: tensor<5x8xbf16>, %b: tensor<
   %y = loom.matmul_bias %x, %w, %b {transpose_rhs = true} : tensor<2x3x8xbf16>, tensor<5x8xbf16>, tensor<5xbf16>
   return %y : tensor<2x3x5xbf16>
 }
+
+// The norms' gradients, plain and with an addend summed into dx.
+// CHECK-LABEL: func.func @norm_grads
+// CHECK: %[[DX:.*]], %{{.*}} = loom.rms_norm_grad %{{.*}}, %{{.*}}, %{{.*}} {epsilon = {{.*}} : f64} : tensor<2x8xf32>, tensor<8xf32>
+// CHECK: %[[SX:.*]], %{{.*}} = loom.rms_norm_grad %{{.*}}, %{{.*}}, %{{.*}} accumulate %[[DX]] : tensor<2x8xf32> {epsilon
+// CHECK: loom.layer_norm_grad %{{.*}}, %{{.*}}, %{{.*}} accumulate %[[SX]] : tensor<2x8xf32> {epsilon = 1.000000e-05 : f64} : tensor<2x8xf32>, tensor<8xf32>
+func.func @norm_grads(%x: tensor<2x8xf32>, %w: tensor<8xf32>, %dy: tensor<2x8xf32>) -> tensor<2x8xf32> {
+  %dx, %dw = loom.rms_norm_grad %x, %w, %dy {epsilon = 1.0e-6 : f64} : tensor<2x8xf32>, tensor<8xf32>
+  %sx, %sw = loom.rms_norm_grad %x, %w, %dy accumulate %dx : tensor<2x8xf32> {epsilon = 1.0e-6 : f64} : tensor<2x8xf32>, tensor<8xf32>
+  %lx, %lw, %lb = loom.layer_norm_grad %x, %w, %dy accumulate %sx : tensor<2x8xf32> {epsilon = 1.0e-5 : f64} : tensor<2x8xf32>, tensor<8xf32>
+  return %lx : tensor<2x8xf32>
+}

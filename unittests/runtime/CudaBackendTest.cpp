@@ -498,6 +498,35 @@ TEST(CudaBackend, GlobalSumSquaresEqualsTheChainOfSums) {
   }
 }
 
+// The norms' gradients with an addend (loom-fuse-norm-grad-accumulate) on
+// every row path (a warp a row, two and four packs a thread in registers,
+// pass by pass, one element at a time): against the CPU, and bit for bit
+// against the gradient and an Add on the GPU.
+TEST(CudaBackend, NormGradAddendIsTheAddAfter) {
+  REQUIRE_GPU();
+  Rng rng;
+  for (bool layerNorm : {false, true})
+    for (auto [rows, D] : {std::pair<int64_t, int64_t>{70, 128}, {70, 264}, {30, 3000},
+                           {20, 4104}, {70, 300}, {4100, 16}})
+      for (bool bf16 : {false, true}) {
+        SCOPED_TRACE(std::string(layerNorm ? "layer_norm_grad " : "rms_norm_grad ") +
+                     std::to_string(rows) + " rows of " + std::to_string(D) +
+                     (bf16 ? ", bf16" : ""));
+        auto f32 = [&](int64_t n, float lo, float hi) { return toBytes(rng.uniform(n, lo, hi)); };
+        std::vector<float> g = rng.uniform(rows * D, -1, 1);
+        std::vector<Bytes> inputs = {f32(rows * D, -2, 2), f32(D, 0.5, 1.5),
+                                     bf16 ? bf16StorageBytes(g) : toBytes(g),
+                                     f32(rows * D, -1e3, 1e3)};
+        Program fused = normGradAddendProgram(layerNorm, rows, D, DType::F32, true, bf16);
+        Program apart = normGradAddendProgram(layerNorm, rows, D, DType::F32, false, bf16);
+        ASSERT_EQ(fused.validate(), "");
+        expectSameOnGpu(fused, inputs, bf16 ? 1e-2 : 1e-5, bf16 ? 1e-2 : 1e-5);
+        RunResult f = runProgram(fused, inputs, 0, "cuda"), a = runProgram(apart, inputs, 0, "cuda");
+        ASSERT_TRUE(f.ok && a.ok) << f.err << a.err;
+        EXPECT_EQ(f.outputs, a.outputs);
+      }
+}
+
 // Clipping inside AdamW: against the CPU, and bit for bit against the
 // program that writes the clipped gradient with a Mul first.
 TEST(CudaBackend, AdamWGradScaleEqualsClippingFirst) {
@@ -1124,8 +1153,7 @@ TEST(CudaBackend, NormsOnEveryPath) {
   // accesses, the row held in registers in two packs a thread (264) or
   // four (3000), or read pass by pass (4104, too long for registers), or
   // one element at a time (300); the same for LayerNorm and both
-  // gradients, whose rows of up to 2,048 (264, and 16 and 8 for LayerNorm)
-  // take the kernel that adds the weight gradients' partials as it goes;
+  // gradients (rows held in registers: 264 and 3000);
   // the separate column sums with eight columns a thread
   // (D % 8 == 0) or one (300); and 4100 and 20000 rows, whose column sums
   // finish over 257 and 1250 chunks of 16 rows (more than a finishing block's threads),

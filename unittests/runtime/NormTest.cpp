@@ -241,6 +241,56 @@ TEST(Norm, GlobalSumSquaresIsTheChainOfSums) {
     }
 }
 
+// loom-fuse-norm-grad-accumulate's exactness: the norm's gradient with the
+// addend summed into dx gives the bits of the gradient, then an Add.
+TEST(Norm, NormGradAddendIsTheAddAfter) {
+  Rng rng;
+  for (bool layerNorm : {false, true})
+    for (DType dtype : {DType::F32, DType::F64})
+      for (bool bf16 : {false, true}) {
+        if (bf16 && dtype == DType::F64) continue;
+        SCOPED_TRACE(std::string(layerNorm ? "layer_norm_grad " : "rms_norm_grad ") +
+                     dtypeName(dtype) + (bf16 ? ", bf16 dy and dx" : ""));
+        int64_t rows = 9, D = 40;
+        auto values = [&](int64_t n, float lo, float hi, bool low) {
+          std::vector<float> v = rng.uniform(n, lo, hi);
+          if (low) return bf16StorageBytes(v);
+          if (dtype == DType::F64) {
+            std::vector<double> d(v.begin(), v.end());
+            for (double &x : d) x *= 1.0 + 1e-9; // bits f32 would not hold
+            return toBytes(d);
+          }
+          return toBytes(v);
+        };
+        std::vector<Bytes> inputs = {values(rows * D, -2, 2, false), values(D, 0.5, 1.5, false),
+                                     values(rows * D, -1, 1, bf16),
+                                     values(rows * D, -1e3, 1e3, false)};
+        Program fused = normGradAddendProgram(layerNorm, rows, D, dtype, true, bf16);
+        Program apart = normGradAddendProgram(layerNorm, rows, D, dtype, false, bf16);
+        ASSERT_EQ(fused.validate(), "");
+        ASSERT_EQ(apart.validate(), "");
+        RunResult f = runProgram(fused, inputs), a = runProgram(apart, inputs);
+        ASSERT_TRUE(f.ok && a.ok) << f.err << a.err;
+        EXPECT_EQ(f.outputs, a.outputs);
+      }
+}
+
+TEST(Norm, NormGradAddendValidation) {
+  auto verdict = [](DType addend, const Shape &shape) {
+    ProgramBuilder b;
+    uint32_t x = b.input(DType::F32, {4, 8}), w = b.input(DType::F32, {8}),
+             dy = b.input(DType::F32, {4, 8}), a = b.input(addend, shape);
+    b.instr(OpCode::RmsNormGrad, {x, w, dy, a},
+            {b.output(DType::F32, {4, 8}), b.output(DType::F32, {8})}, {}, {1e-6});
+    return b.p.validate();
+  };
+  EXPECT_EQ(verdict(DType::F32, {4, 8}), "");
+  std::string e = verdict(DType::F32, {8});
+  EXPECT_NE(e.find("addend"), std::string::npos) << e;
+  e = verdict(DType::BF16, {4, 8});
+  EXPECT_NE(e.find("bf16"), std::string::npos) << e;
+}
+
 TEST(Norm, GlobalSumSquaresValidation) {
   auto verdict = [](std::vector<DType> ins, DType out, const Shape &outShape) {
     ProgramBuilder b;

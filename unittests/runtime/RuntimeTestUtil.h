@@ -183,6 +183,41 @@ inline Program sumSquaresUnfused(const Shape &shape) {
   return u.p;
 }
 
+/// A norm's gradient with the residual stream's gradient added to dx:
+/// fused, one RmsNormGrad (or LayerNormGrad) with the addend as its fourth
+/// input; or unfused, the norm's gradient into a temporary, then Add(a, dx)
+/// (loom-fuse-norm-grad-accumulate's two forms). Inputs x, w, dy, a of
+/// `dtype` (f32 or f64), [rows, D]. With `bf16`, dy is bf16 storage and the
+/// sum is stored as bf16 (fused: dx's bf16 storage; unfused: a Cast after
+/// the Add), then widened to the output. Outputs the sum, dw (and db).
+inline Program normGradAddendProgram(bool layerNorm, int64_t rows, int64_t D, DType dtype,
+                                     bool fused, bool bf16 = false) {
+  ProgramBuilder b;
+  Shape s = {rows, D}, d = {D};
+  uint32_t x = b.input(dtype, s), w = b.input(dtype, d),
+           dy = b.input(bf16 ? DType::BF16 : dtype, s), a = b.input(dtype, s);
+  uint32_t result = b.output(dtype, s); // first in both forms: the same output order
+  uint32_t dx = bf16 ? b.temp(fused ? DType::BF16 : dtype, s) : (fused ? result : b.temp(dtype, s));
+  std::vector<uint32_t> outs = {dx, b.output(dtype, d)};
+  if (layerNorm) outs.push_back(b.output(dtype, d));
+  std::vector<uint32_t> ins = {x, w, dy};
+  if (fused) ins.push_back(a);
+  b.instr(layerNorm ? OpCode::LayerNormGrad : OpCode::RmsNormGrad, ins, outs, {},
+          {layerNorm ? 1e-5 : 1e-6});
+  uint32_t stored = dx;
+  if (!fused) {
+    uint32_t sum = bf16 ? b.temp(dtype, s) : result;
+    b.instr(OpCode::Add, {a, dx}, {sum});
+    stored = sum;
+    if (bf16) {
+      stored = b.temp(DType::BF16, s);
+      b.instr(OpCode::Cast, {sum}, {stored});
+    }
+  }
+  if (bf16) b.instr(OpCode::Cast, {stored}, {result});
+  return b.p;
+}
+
 /// The gradient norm over tensors of `shapes`, each input of `dtype`
 /// (f32, bf16 storage or f64): fused, one GlobalSumSquares; or chained, a
 /// SumSquares per tensor and the Adds of BuildTrainStep's chain, ((s0 + s1)

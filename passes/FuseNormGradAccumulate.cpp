@@ -1,0 +1,102 @@
+//===- FuseNormGradAccumulate.cpp - Residual gradient sums into norm grads -===//
+//
+// Part of loom, under the Apache License v2.0.
+//
+// A pre-norm decoder layer reads its residual stream twice: the skip
+// connection and the norm in front of attention (or the MLP). The backward
+// therefore sums two gradients of the stream,
+//   dh_in = dh_out + rms_norm_grad(h_in, w, dy).dx
+// as an add of two f32 [tokens, hidden] tensors: three passes over memory
+// (two reads, one write), twice per layer. The norm's gradient kernel holds
+// each dx element in a register just before it stores it, so reading dh_out
+// there and storing the sum costs one read and saves two passes.
+//
+// Exact: the kernel rounds dx to its type as before, then adds the addend
+// in that type and rounds once more, which is what the add did. Only the
+// norm's dx read by this add alone, with the add's type, fuses; the addend
+// must already exist where the norm's gradient runs (in the backward it
+// does: it is the gradient from the layers above), so the fused op takes
+// the norm gradient's place and dw keeps its readers.
+//===----------------------------------------------------------------------===//
+#include "passes/Passes.h"
+
+#include "ir/LoomOps.h"
+
+using namespace mlir;
+
+namespace loom {
+#define GEN_PASS_DEF_FUSENORMGRADACCUMULATE
+#include "passes/Passes.h.inc"
+
+namespace {
+
+/// `v` is defined before `op` in op's block (or is one of its arguments).
+bool availableAt(Value v, Operation *op) {
+  if (auto arg = dyn_cast<BlockArgument>(v))
+    return arg.getOwner() == op->getBlock();
+  Operation *def = v.getDefiningOp();
+  return def->getBlock() == op->getBlock() && def->isBeforeInBlock(op);
+}
+
+/// The norm gradient (without an addend) whose dx is `v`, read only here
+/// and of type `sum`, or null.
+Operation *normGradOf(Value v, Type sum) {
+  Operation *op = v.getDefiningOp();
+  if (!isa_and_nonnull<RmsNormGradOp, LayerNormGradOp>(op) || !v.hasOneUse() ||
+      v.getType() != sum || cast<OpResult>(v).getResultNumber() != 0)
+    return nullptr;
+  bool hasAddend = isa<RmsNormGradOp>(op) ? bool(cast<RmsNormGradOp>(op).getAddend())
+                                          : bool(cast<LayerNormGradOp>(op).getAddend());
+  return hasAddend ? nullptr : op;
+}
+
+/// add(x, norm_grad(...).dx) -> norm_grad(..., accumulate x). Returns
+/// whether it fused.
+bool fuse(OpBuilder &b, AddOp add) {
+  Type sum = add.getType();
+  auto t = cast<RankedTensorType>(sum);
+  if (!isa<FloatType>(t.getElementType()) || t.getElementType().isBF16() ||
+      add.getLhs().getType() != sum || add.getRhs().getType() != sum)
+    return false;
+  Value addend = add.getLhs();
+  Operation *grad = normGradOf(add.getRhs(), sum);
+  if (!grad || !availableAt(addend, grad)) {
+    addend = add.getRhs();
+    grad = normGradOf(add.getLhs(), sum);
+    if (!grad || !availableAt(addend, grad))
+      return false;
+  }
+  b.setInsertionPoint(grad);
+  Operation *fused;
+  if (auto r = dyn_cast<RmsNormGradOp>(grad))
+    fused = b.create<RmsNormGradOp>(r.getLoc(), r.getInput(), r.getWeight(), r.getOutputGrad(),
+                                    addend, r.getEpsilonAttr());
+  else {
+    auto l = cast<LayerNormGradOp>(grad);
+    fused = b.create<LayerNormGradOp>(l.getLoc(), l.getInput(), l.getWeight(),
+                                      l.getOutputGrad(), addend, l.getEpsilonAttr());
+  }
+  add.getResult().replaceAllUsesWith(fused->getResult(0));
+  add.erase();
+  for (unsigned i = 1; i < grad->getNumResults(); ++i)
+    grad->getResult(i).replaceAllUsesWith(fused->getResult(i));
+  grad->erase();
+  return true;
+}
+
+struct FuseNormGradAccumulatePass
+    : impl::FuseNormGradAccumulateBase<FuseNormGradAccumulatePass> {
+  void runOnOperation() override {
+    func::FuncOp f = getOperation();
+    if (!f.getBody().hasOneBlock())
+      return;
+    SmallVector<AddOp> adds;
+    f.getBody().front().walk([&](AddOp add) { adds.push_back(add); });
+    OpBuilder b(&getContext());
+    for (AddOp add : adds)
+      fuse(b, add);
+  }
+};
+
+} // namespace
+} // namespace loom
