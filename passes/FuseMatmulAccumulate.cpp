@@ -29,6 +29,7 @@
 #include "passes/Passes.h"
 
 #include "ir/LoomOps.h"
+#include "passes/PatternUtils.h"
 
 using namespace mlir;
 
@@ -47,11 +48,9 @@ MatmulOp productOf(Value v, Type sum) {
 /// add(x, matmul(a, b)) -> matmul_accumulate(a, b, x), where the add was.
 /// Returns whether it fused.
 bool fuse(OpBuilder &b, AddOp add) {
-  Type sum = add.getType();
-  auto t = cast<RankedTensorType>(sum);
-  if (!isa<FloatType>(t.getElementType()) || t.getElementType().isBF16() ||
-      add.getLhs().getType() != sum || add.getRhs().getType() != sum)
+  if (!isSameTypeWideSum(add))
     return false;
+  Type sum = add.getType();
   // The later operand is the GEMM when both are products (the other is
   // ready before it): the chain dq Wq + dk Wk + dv Wv keeps its order.
   Value addend = add.getLhs();

@@ -21,6 +21,7 @@
 #include "passes/Passes.h"
 
 #include "ir/LoomOps.h"
+#include "passes/PatternUtils.h"
 
 using namespace mlir;
 
@@ -53,11 +54,9 @@ Operation *normGradOf(Value v, Type sum) {
 /// add(x, norm_grad(...).dx) -> norm_grad(..., accumulate x). Returns
 /// whether it fused.
 bool fuse(OpBuilder &b, AddOp add) {
-  Type sum = add.getType();
-  auto t = cast<RankedTensorType>(sum);
-  if (!isa<FloatType>(t.getElementType()) || t.getElementType().isBF16() ||
-      add.getLhs().getType() != sum || add.getRhs().getType() != sum)
+  if (!isSameTypeWideSum(add))
     return false;
+  Type sum = add.getType();
   Value addend = add.getLhs();
   Operation *grad = normGradOf(add.getRhs(), sum);
   if (!grad || !availableAt(addend, grad)) {

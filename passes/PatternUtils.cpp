@@ -49,6 +49,13 @@ bool matchMulByConstant(Value v, double c, Value &x) {
   });
 }
 
+bool isSameTypeWideSum(AddOp add) {
+  mlir::Type sum = add.getType();
+  mlir::Type element = mlir::cast<mlir::RankedTensorType>(sum).getElementType();
+  return mlir::isa<mlir::FloatType>(element) && !element.isBF16() &&
+         add.getLhs().getType() == sum && add.getRhs().getType() == sum;
+}
+
 mlir::GreedyRewriteConfig rewriteConfig() {
   mlir::GreedyRewriteConfig config;
   config.enableConstantCSE(false);

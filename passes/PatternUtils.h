@@ -41,6 +41,11 @@ mlir::RankedTensorType shardType(mlir::RankedTensorType t, int64_t d, int64_t n)
 /// the local constant's value; the driver supplies every rank's own slice.
 mlir::DenseElementsAttr firstShardOf(ConstantOp c, int64_t d, int64_t n, int64_t blocks = 1);
 
+/// Whether `add` sums two operands of its own type, f32 or f64 (not bf16,
+/// not a broadcast): the gradient sums that the accumulate fusions fold
+/// into the kernel making one of the operands.
+bool isSameTypeWideSum(AddOp add);
+
 /// Greedy rewriting for loom: constants are not merged by value, because
 /// two equal initializers can be different parameters (every all-ones norm
 /// weight starts equal) and must stay apart to be trained apart.
