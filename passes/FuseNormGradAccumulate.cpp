@@ -46,14 +46,14 @@ Operation *normGradOf(Value v, Type sum) {
   if (!isa_and_nonnull<RmsNormGradOp, LayerNormGradOp>(op) || !v.hasOneUse() ||
       v.getType() != sum || cast<OpResult>(v).getResultNumber() != 0)
     return nullptr;
-  bool hasAddend = isa<RmsNormGradOp>(op) ? bool(cast<RmsNormGradOp>(op).getAddend())
-                                          : bool(cast<LayerNormGradOp>(op).getAddend());
-  return hasAddend ? nullptr : op;
+  // Both ops take input, weight, output_grad, then the optional addend.
+  return op->getNumOperands() == 3 ? op : nullptr;
 }
 
-/// add(x, norm_grad(...).dx) -> norm_grad(..., accumulate x). Returns
-/// whether it fused.
-bool fuse(OpBuilder &b, AddOp add) {
+/// add(x, norm_grad(...).dx) -> norm_grad(..., accumulate x): x becomes the
+/// norm gradient's trailing optional operand, in place. Returns whether it
+/// fused.
+bool fuse(AddOp add) {
   if (!isSameTypeWideSum(add))
     return false;
   Type sum = add.getType();
@@ -65,21 +65,9 @@ bool fuse(OpBuilder &b, AddOp add) {
     if (!grad || !availableAt(addend, grad))
       return false;
   }
-  b.setInsertionPoint(grad);
-  Operation *fused;
-  if (auto r = dyn_cast<RmsNormGradOp>(grad))
-    fused = b.create<RmsNormGradOp>(r.getLoc(), r.getInput(), r.getWeight(), r.getOutputGrad(),
-                                    addend, r.getEpsilonAttr());
-  else {
-    auto l = cast<LayerNormGradOp>(grad);
-    fused = b.create<LayerNormGradOp>(l.getLoc(), l.getInput(), l.getWeight(),
-                                      l.getOutputGrad(), addend, l.getEpsilonAttr());
-  }
-  add.getResult().replaceAllUsesWith(fused->getResult(0));
+  grad->insertOperands(grad->getNumOperands(), addend);
+  add.getResult().replaceAllUsesWith(grad->getResult(0));
   add.erase();
-  for (unsigned i = 1; i < grad->getNumResults(); ++i)
-    grad->getResult(i).replaceAllUsesWith(fused->getResult(i));
-  grad->erase();
   return true;
 }
 
@@ -91,9 +79,8 @@ struct FuseNormGradAccumulatePass
       return;
     SmallVector<AddOp> adds;
     f.getBody().front().walk([&](AddOp add) { adds.push_back(add); });
-    OpBuilder b(&getContext());
     for (AddOp add : adds)
-      fuse(b, add);
+      fuse(add);
   }
 };
 
