@@ -39,12 +39,7 @@
 using namespace loom::rt::cuda;
 namespace certified = loom::rt::certified;
 
-struct DeviceMath {
-  static __device__ float expFast(float x) { return __expf(x); }
-  static __device__ float divide(float a, float b) { return __fdividef(a, b); }
-  static __device__ float erf(float x) { return erff(x); }
-  static __device__ float exp(float x) { return expf(x); }
-};
+using DeviceMath = certified::CudaMath;
 
 #define CHECK(x)                                                                                 \
   do {                                                                                           \

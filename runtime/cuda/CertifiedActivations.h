@@ -46,6 +46,10 @@
 #include <cstdint>
 #include <cstring>
 
+#ifdef __CUDACC__
+#include <cuda_bf16.h>
+#endif
+
 #ifndef LOOM_CERT_FN
 #define LOOM_CERT_FN inline
 #endif
@@ -71,25 +75,34 @@ LOOM_CERT_FN float floatOf(uint32_t u) {
   return x;
 }
 
-/// True when every value within err of y rounds to y's bf16, counted in
-/// y's f32 ulps: m = err / ulp(y), and y's low 16 bits (what bf16 drops)
-/// farther than m + 1 from the rounding midpoint 0x8000 (the 1: the double
-/// path rounds to f32 before bf16). m < 2^13 keeps y -+ err within half a
-/// bf16 step of y's binade (2^14 ulps below it). Also false for |y|
-/// outside [1e-30, 1e30] and NaN. Branch-free (& not &&), so the elements
-/// of a pack interleave.
-LOOM_CERT_FN bool bf16Decided(float y, float err) {
-  uint32_t bits = bitsOf(y);
-  float a = fabsf(y);
-  // 1 / ulp(y) = 2^(150 - e), e the biased exponent; a normal float for
-  // 24 <= e <= 254, which |y| >= 1e-30 ensures.
-  float m = err * floatOf((277u - ((bits >> 23) & 0xffu)) << 23);
-  // |low - 0x8000| without an int -> float conversion (a quarter-rate
-  // instruction on the GPU, two per element of swiglu_grad): the float
-  // with bits 0x4B000000 | low is 2^23 + low exactly, and 2^23 + 0x8000 =
-  // 8421376, so the difference is exact.
-  float dist = fabsf(floatOf(0x4B000000u | (bits & 0xffffu)) - 8421376.0f);
-  return (a >= 1e-30f) & (a <= 1e30f) & (m < 8192.0f) & (dist > m + 1.0f);
+/// True when every value within err of y rounds to y's bf16, so the double
+/// path's bf16 is y's. M::bf16Pair rounds lo and hi to bf16 (round to
+/// nearest even, lo in the low half; on the GPU one cvt.rn.bf16x2 for the
+/// pair); rounding is monotone, so when the two ends of [lo, hi] round to
+/// the same bf16, so does every value between them. The interval is y -+ e
+/// with e >= err + 4 ulp(y) (|y| 2^-21 >= 4 ulp(y) for normal y): the
+/// double path's value z is within err of y, rounds to f32 first (half an
+/// ulp of z, at most ulp(y)), and hi = y + e rounded loses at most ulp(hi)
+/// / 2 <= ulp(y) of e where lo and hi share a bf16 (hi then lies within a
+/// bf16 step of y). |y| outside [1e-30, 1e30], NaN, and an infinite or NaN
+/// err are never decided (a + e <= 1e30 fails for all three). Branch-free
+/// (& not &&), so the elements of a pack interleave. This form replaced
+/// one counting y's f32 ulps to the rounding midpoint: 9 instructions
+/// instead of 16 per test, two tests per swiglu_grad element.
+template <class M> LOOM_CERT_FN bool bf16Decided(float y, float err) {
+  float a = fabsf(y), e = fmaf(a, 0x1p-21f, err);
+  uint32_t pair = M::bf16Pair(y - e, y + e);
+  return (a >= 1e-30f) & (a + e <= 1e30f) & ((pair & 0xffffu) == (pair >> 16));
+}
+
+/// bf16Decided for two values at once (swiglu_grad's dg and du): the low
+/// ends of both intervals in one pair, the high ends in the other, so one
+/// 32-bit compare decides both, and one min and one max the ranges.
+template <class M> LOOM_CERT_FN bool bf16DecidedBoth(float y, float err, float z, float errZ) {
+  float a = fabsf(y), e = fmaf(a, 0x1p-21f, err);
+  float b = fabsf(z), f = fmaf(b, 0x1p-21f, errZ);
+  uint32_t low = M::bf16Pair(y - e, z - f), high = M::bf16Pair(y + e, z + f);
+  return (fminf(a, b) >= 1e-30f) & (fmaxf(a + e, b + f) <= 1e30f) & (low == high);
 }
 
 LOOM_CERT_FN bool fastInput(float x) {
@@ -103,11 +116,14 @@ struct Logistic {
   float e, d, relErrE, relErrD;
 };
 
-template <class M, bool kExactZ> LOOM_CERT_FN Logistic logistic(float z, float zRelErr = 0.0f) {
+/// `scale` multiplies both bounds (4: the four times bf16Decided takes,
+/// folded into the constants).
+template <class M, bool kExactZ>
+LOOM_CERT_FN Logistic logistic(float z, float zRelErr = 0.0f, float scale = 1.0f) {
   float e = M::expFast(-z), az = fabsf(z);
-  float relErrE = kEps * (2.0f + 1.2f * az);
-  if constexpr (!kExactZ) relErrE += az * zRelErr;
-  return {e, 1.0f + e, relErrE, relErrE * fminf(e, 1.0f) + 0.5f * kEps};
+  float relErrE = fmaf(az, scale * 1.2f * kEps, scale * 2.0f * kEps);
+  if constexpr (!kExactZ) relErrE += az * (scale * zRelErr);
+  return {e, 1.0f + e, relErrE, fmaf(relErrE, fminf(e, 1.0f), scale * 0.5f * kEps)};
 }
 
 /// GELU-tanh's z = 2u; u's relative error is within 3.5 eps (x + a x^3 adds
@@ -132,7 +148,7 @@ template <Activation kAct, class M> LOOM_CERT_FN bool unaryFast(float x, float &
     y = 0.5f * x * (1.0f + M::erf(x * kInvSqrt2F));
     err = kEps * (2.5f * fabsf(x) + fabsf(y)) + kDoubleSlack * fabsf(x);
   }
-  return fastInput(x) & bf16Decided(y, 4.0f * err);
+  return fastInput(x) & bf16Decided<M>(y, 4.0f * err);
 }
 
 // The certified f32 form of the activation gradient, dx = d dy.
@@ -173,25 +189,51 @@ template <int kKind, class M> LOOM_CERT_FN bool activationGradFast(float x, floa
                                4.0f * kEps, dy, 0.0f, err);
     err += kDoubleSlack * fabsf(dy) * (1.0f + 4.0f * fabsf(p));
   }
-  return fastInput(x) & bf16Decided(dx, 4.0f * err);
+  return fastInput(x) & bf16Decided<M>(dx, 4.0f * err);
 }
 
-// SwiGLU: y = g / d * u, du = g / d * dy, dg = s (1 + g E s) (dy u).
+// SwiGLU: y = g / d * u, du = g / d * dy, dg = s (1 + g E s) (dy u), with
+// the bounds four times over from the start (logistic's scale).
+//   y:  g / d within relErrD + 2 eps, times u: + eps / 2.
+//   dg, du: s = 1 / d (M::divide) within es = relErrD + 2 eps, gs = g s
+//     (+ eps / 2) serves both w = gs E (ew = relErrE + es + eps, as
+//     logisticDerivative's) and du = gs dy (relErrD + 3 eps); dg's bound
+//     is logisticDerivative's with edy = eps / 2 (dy u rounded), its |v|
+//     term relErrD + 4 eps and, since ew <= relErrE + that, its |w| term
+//     taken as their sum. One division instead of two per element.
 template <class M> LOOM_CERT_FN bool swiGluFast(float g, float u, float &y) {
-  Logistic l = logistic<M, true>(g);
+  Logistic l = logistic<M, true>(g, 0.0f, 4.0f);
   y = M::divide(g, l.d) * u;
-  return fastInput(g) & bf16Decided(y, 4.0f * fabsf(y) * (l.relErrD + 2.5f * kEps));
+  return fastInput(g) & bf16Decided<M>(y, fabsf(y) * (l.relErrD + 10.0f * kEps));
 }
 
 template <class M>
 LOOM_CERT_FN bool swiGluGradFast(float g, float u, float dy, float &dg, float &du) {
-  Logistic l = logistic<M, true>(g);
-  float err;
-  dg = logisticDerivative<M>(l, g, 0.0f, dy * u, 0.5f * kEps, err);
-  du = M::divide(g, l.d) * dy;
-  return fastInput(g) & bf16Decided(dg, 4.0f * err) &
-         bf16Decided(du, 4.0f * fabsf(du) * (l.relErrD + 2.5f * kEps));
+  Logistic l = logistic<M, true>(g, 0.0f, 4.0f);
+  float s = M::divide(1.0f, l.d), gs = g * s;
+  float w = gs * l.e, v = 1.0f + w, sdy = s * (dy * u);
+  dg = sdy * v;
+  du = gs * dy;
+  float termV = l.relErrD + 16.0f * kEps; // 4 (relErrD + 4 eps)
+  float errG = fabsf(sdy) * fmaf(fabsf(v), termV, fabsf(w) * (l.relErrE + termV));
+  return fastInput(g) & bf16DecidedBoth<M>(dg, errG, du, fabsf(du) * (l.relErrD + 12.0f * kEps));
 }
+
+#ifdef __CUDACC__
+/// CUDA's intrinsics, whose documented maxima the bounds above assume.
+struct CudaMath {
+  static __device__ float expFast(float x) { return __expf(x); }
+  static __device__ float divide(float a, float b) { return __fdividef(a, b); }
+  static __device__ float erf(float x) { return erff(x); }
+  static __device__ float exp(float x) { return expf(x); }
+  static __device__ uint32_t bf16Pair(float lo, float hi) {
+    __nv_bfloat162 r = __floats2bfloat162_rn(lo, hi);
+    uint32_t bits;
+    memcpy(&bits, &r, 4);
+    return bits;
+  }
+};
+#endif
 
 } // namespace loom::rt::certified
 

@@ -166,8 +166,9 @@ __device__ double unaryValue(int op, double x) {
 //
 // What made them fast is as much the shape of the code as the arithmetic:
 // the estimate and its test are branch-free (& rather than &&; the test
-// counts y's distance to the bf16 rounding midpoint in f32 ulps instead of
-// rounding y - err and y + err), so a pack's eight elements interleave, and
+// rounds y - e and y + e to bf16 with one paired conversion, which on
+// 2026-11-28 replaced counting y's f32 ulps to the rounding midpoint), so a
+// pack's eight elements interleave, and
 // the undecided ones wait in a per-warp queue for the double path
 // (certifiedPacks). Measured on an
 // H100 (loom calibrate --memory-only, bf16 [8192, 4096], both forms in one
@@ -177,14 +178,7 @@ __device__ double unaryValue(int op, double x) {
 // two-rounding test) was slower than the double path for SwiGLU (1513,
 // gradient 1227).
 
-/// The intrinsics the certified forms are built on (CertifiedActivations.h
-/// bounds their errors by CUDA's documented maxima).
-struct DeviceMath {
-  static __device__ float expFast(float x) { return __expf(x); }
-  static __device__ float divide(float a, float b) { return __fdividef(a, b); }
-  static __device__ float erf(float x) { return erff(x); }
-  static __device__ float exp(float x) { return expf(x); }
-};
+using DeviceMath = certified::CudaMath;
 
 /// Per warp, the undecided elements waiting for the double path: where
 /// each goes and its inputs.

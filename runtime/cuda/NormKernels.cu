@@ -395,15 +395,15 @@ layerNormCachedKernel(FloatIn x, const float *w, const float *b, FloatOut y, int
 /// LayerNorm with kLayerNorm): dx replaces x in `xs`, the row's mean (0 for
 /// RmsNorm) and rstd come back, and term(j, k, dy, x, mean, rstd) sees each
 /// element's dy and x before x is replaced (the fused kernel's partial
-/// column sums); `addRow`, if not null, is the row of the addend summed
-/// into dx. `red` holds 64 values. RmsNorm:
+/// column sums); plus(v, j, k, i) returns the element's rounded dx plus
+/// its addend, if any (plusAddend's f32 add), from wherever the kernel
+/// holds the addend's row. `red` holds 64 values. RmsNorm:
 ///   r = 1/sqrt(mean(x^2) + eps), n = x r, g = dy w, dx = r (g - n mean(g n));
 /// LayerNorm, xhat = (x - mean) r:
 ///   dx = r (g - mean(g) - xhat mean(g xhat)).
-template <bool kLayerNorm, int kPacks, typename Term>
+template <bool kLayerNorm, int kPacks, typename Plus, typename Term>
 __device__ inline void normGradRow(RowPacks<kPacks> &xs, const RowPacks<kPacks> &gs, const float *w,
-                                   FloatOut dx, const float *addRow, int64_t D, double eps,
-                                   double *red,
+                                   FloatOut dx, Plus &&plus, int64_t D, double eps, double *red,
                                    const uint32_t *amax, uint32_t &m, double &mu, double &r,
                                    Term &&term) {
   mu = 0;
@@ -429,7 +429,7 @@ __device__ inline void normGradRow(RowPacks<kPacks> &xs, const RowPacks<kPacks> 
       float &v = xs.v[j].v[k];
       double gv = gs.v[j].v[k];
       term(j, k, gv, v, mu, r);
-      v = plusAddend(float(r * (gv * w[i] - meanG - (v - mu) * r * meanGx)), addRow, i);
+      v = plus(float(r * (gv * w[i] - meanG - (v - mu) * r * meanGx)), j, k, i);
     });
   } else {
     double ss = 0;
@@ -444,7 +444,7 @@ __device__ inline void normGradRow(RowPacks<kPacks> &xs, const RowPacks<kPacks> 
       float &v = xs.v[j].v[k];
       double gv = gs.v[j].v[k];
       term(j, k, gv, v, mu, r);
-      v = plusAddend(float(r * (gv * w[i] - v * r * meanGn)), addRow, i);
+      v = plus(float(r * (gv * w[i] - v * r * meanGn)), j, k, i);
       maxStored(amax, m, dx, v);
     });
   }
@@ -459,13 +459,22 @@ normGradCachedKernel(const float *x, const float *w, FloatIn dy, FloatOut dx,
                      const float *addend, double *stats, int64_t D, double eps, uint32_t *amax) {
   __shared__ double red[64];
   const int64_t row = blockIdx.x;
-  RowPacks<kPacks> xs, gs;
+  RowPacks<kPacks> xs, gs, as;
   xs.load(FloatIn{x, false}, row * D, D);
   gs.load(dy, row * D, D);
+  // The addend's row loads with x and dy, eight elements an access, so its
+  // latency overlaps theirs: read one element at a time after the row's
+  // reductions, it held every block for a third memory round trip
+  // (rms_norm_grad with an addend took 0.154 ms against 0.126 without in
+  // llama-1b's step). Each element reads its own address before the
+  // thread stores dx there, so an addend that dx overwrites in place is
+  // still read first.
+  if (addend) as.load(FloatIn{addend, false}, row * D, D);
   uint32_t m = 0;
   double mu, r;
-  normGradRow<kLayerNorm>(xs, gs, w, dx, addend ? addend + row * D : nullptr, D, eps, red, amax,
-                          m, mu, r, [](int, int, double, float, double, double) {});
+  auto plus = [&](float v, int j, int k, int64_t) { return addend ? v + as.v[j].v[k] : v; };
+  normGradRow<kLayerNorm>(xs, gs, w, dx, plus, D, eps, red, amax, m, mu, r,
+                          [](int, int, double, float, double, double) {});
 #pragma unroll
   for (int j = 0; j < kPacks; ++j)
     if (xs.col(j) < D) store8(dx, row * D + xs.col(j), xs.v[j]);
@@ -509,8 +518,10 @@ normGradFusedKernel(const float *x, const float *w, FloatIn dy, FloatOut dx, con
       gNext.load(dy, (row + 1) * D, D);
     }
     double mu, r;
-    normGradRow<kLayerNorm>(xs, gs, w, dx, addend ? addend + row * D : nullptr, D, eps, red,
-                            amax, m, mu, r,
+    const float *addRow = addend ? addend + row * D : nullptr;
+    normGradRow<kLayerNorm>(xs, gs, w, dx,
+                            [&](float v, int, int, int64_t i) { return plusAddend(v, addRow, i); },
+                            D, eps, red, amax, m, mu, r,
                             [&](int j, int k, double gv, float xv, double mean, double rstd) {
                               accW[j][k] += normTermOf(kLayerNorm ? 1 : 0, gv, xv, mean, rstd);
                               if (kLayerNorm) accB[j][k] += gv;
@@ -1148,6 +1159,13 @@ const float *normGradAddend(const CudaCall &c) {
   return c.in.size() > 3 ? c.in[3].as<float>() : nullptr;
 }
 
+/// Whether a norm gradient's rows may move eight elements an access: x, dy,
+/// dx and the addend, if any (the registers kernel loads its row as packs).
+bool normGradPackable(const CudaCall &c, int64_t D) {
+  return c.in.size() > 3 ? rowsPackable(D, {&c.in[0], &c.in[2], &c.in[3], &c.out[0]})
+                         : rowsPackable(D, {&c.in[0], &c.in[2], &c.out[0]});
+}
+
 /// normGradFusedKernel and the finishing pass of each weight gradient (dw;
 /// LayerNorm's db too), scratch laid out as normScratchBytes counts it.
 template <bool kLayerNorm>
@@ -1173,7 +1191,7 @@ void launchRmsNormGrad(const CudaCall &c, CudaContext &ctx) {
         c.in[0].as<float>(), c.in[1].as<float>(), floatIn(c.in[2]), floatOut(c.out[0]),
         normGradAddend(c), stats, rows, D, c.instr->floats[0], fusedAmaxBits(c, 0));
   } else if (rows > 0) {
-    bool packed = rowsPackable(D, {&c.in[0], &c.in[2], &c.out[0]});
+    bool packed = normGradPackable(c, D);
     int packs = cachedPacks(D, packed);
     if (packs == 2 && fusedNormGrad()) // dw's first pass fused in
       return launchNormGradFused<false>(c, ctx, rows, D, partial);
@@ -1200,7 +1218,7 @@ void launchLayerNormGrad(const CudaCall &c, CudaContext &ctx) {
   auto *stats = static_cast<double *>(ctx.scratch);
   double *partial = stats + 2 * rows;
   if (rows > 0) {
-    bool packed = rowsPackable(D, {&c.in[0], &c.in[2], &c.out[0]});
+    bool packed = normGradPackable(c, D);
     int packs = cachedPacks(D, packed);
     if (packs == 2 && fusedNormGrad()) // dw's and db's first pass fused in
       return launchNormGradFused<true>(c, ctx, rows, D, partial);

@@ -48,6 +48,10 @@ struct WorstCaseMath {
   }
   static float erf(float x) { return moved(float(std::erf(double(x))), 2); }
   static float exp(float x) { return moved(float(std::exp(double(x))), 2); }
+  /// cvt.rn.bf16x2's pair, lo in the low half (round to nearest even).
+  static uint32_t bf16Pair(float lo, float hi) {
+    return uint32_t(floatToBf16(lo)) | uint32_t(floatToBf16(hi)) << 16;
+  }
 };
 
 using M = WorstCaseMath;
