@@ -428,10 +428,29 @@ def Loom_SplitOp : Loom_Op<"split", [Pure, InferTypeOpAdaptor,
 
 def Loom_EmbeddingGradOp : Loom_Op<"embedding_grad", [Pure, InferTypeOpAdaptor]> {
   let summary = "d table: scatter-add of output gradients into rows picked by ids";
+  let description = [{
+    Row v of the result is the sum of the output gradient's rows at the
+    positions whose id is v (zero where no id picks it). With `accumulate
+    %a`, each row is a + (that row rounded to the result type), rounded
+    once more: the add of a tied LM head's weight gradient that
+    `loom-fuse-embedding-grad-accumulate` folds in. `a` has the result's
+    type.
+  }];
   let arguments = (ins Loom_FloatTensor:$output_grad, Loom_IndexTensor:$indices,
-                       I64Attr:$num_embeddings);
+                       Optional<Loom_FloatTensor>:$addend, I64Attr:$num_embeddings);
   let results = (outs Loom_FloatTensor:$result);
-  let assemblyFormat = "$output_grad `,` $indices attr-dict `:` type($output_grad) `,` type($indices)";
+  let assemblyFormat = [{
+    $output_grad `,` $indices (`accumulate` $addend^ `:` type($addend))? attr-dict `:`
+    type($output_grad) `,` type($indices)
+  }];
+  let hasVerifier = 1;
+  let builders = [
+    OpBuilder<(ins "::mlir::Value":$output_grad, "::mlir::Value":$indices,
+                   "int64_t":$num_embeddings), [{
+      build($_builder, $_state, output_grad, indices, ::mlir::Value(),
+            $_builder.getI64IntegerAttr(num_embeddings));
+    }]>
+  ];
 }
 
 def Loom_RmsNormGradOp : Loom_Op<"rms_norm_grad", [Pure, InferTypeOpAdaptor,

@@ -25,6 +25,14 @@ LogicalResult EmbeddingGradOp::inferReturnTypes(MLIRContext *, std::optional<Loc
   return success();
 }
 
+/// An embedding gradient's addend, when it has one, is a gradient of the
+/// table.
+LogicalResult EmbeddingGradOp::verify() {
+  if (Value a = getAddend(); a && a.getType() != getType())
+    return emitOpError("addend ") << a.getType() << " must have the result's type " << getType();
+  return success();
+}
+
 LogicalResult RmsNormGradOp::inferReturnTypes(MLIRContext *, std::optional<Location>,
                                               RmsNormGradOp::Adaptor a,
                                               SmallVectorImpl<Type> &types) {

@@ -31,14 +31,6 @@ namespace loom {
 
 namespace {
 
-/// `v` is defined before `op` in op's block (or is one of its arguments).
-bool availableAt(Value v, Operation *op) {
-  if (auto arg = dyn_cast<BlockArgument>(v))
-    return arg.getOwner() == op->getBlock();
-  Operation *def = v.getDefiningOp();
-  return def->getBlock() == op->getBlock() && def->isBeforeInBlock(op);
-}
-
 /// The norm gradient (without an addend) whose dx is `v`, read only here
 /// and of type `sum`, or null.
 Operation *normGradOf(Value v, Type sum) {

@@ -74,6 +74,11 @@ void buildTrainStepTail(mlir::OpPassManager &pm, bool bf16, bool fuseGradientCli
   const char *norm = std::getenv("LOOM_FUSE_NORM_GRAD_ACCUMULATE");
   if (!norm || std::string(norm) != "0")
     pm.nest<mlir::func::FuncOp>().addPass(createFuseNormGradAccumulate());
+  // A tied LM head's weight gradient into the embedding gradient's kernel.
+  // LOOM_FUSE_EMBEDDING_GRAD_ACCUMULATE=0 keeps the add (an A/B switch).
+  const char *emb = std::getenv("LOOM_FUSE_EMBEDDING_GRAD_ACCUMULATE");
+  if (!emb || std::string(emb) != "0")
+    pm.nest<mlir::func::FuncOp>().addPass(createFuseEmbeddingGradAccumulate());
   // Last: the SPMD passes read the unfused norm and clip (TrainStepStructure).
   if (fuseGradientClipping) {
     pm.nest<mlir::func::FuncOp>().addPass(createFuseGradientClipping());

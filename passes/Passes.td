@@ -197,6 +197,21 @@ def FuseNormGradAccumulate : Pass<"loom-fuse-norm-grad-accumulate", "mlir::func:
   let dependentDialects = ["loom::LoomDialect"];
 }
 
+def FuseEmbeddingGradAccumulate
+    : Pass<"loom-fuse-embedding-grad-accumulate", "mlir::func::FuncOp"> {
+  let summary = "Sum a tied LM head's weight gradient in the embedding gradient's kernel";
+  let description = [{
+    add(x, embedding_grad(dy, ids)), embedding_grad read only by that add
+    and x defined before it, becomes embedding_grad(dy, ids accumulate x)
+    where embedding_grad was. With tied embeddings x is the LM head's weight
+    gradient, and the table's two gradients are summed without a pass over
+    the [vocabulary, hidden] table of their own. Exact: each summed row is
+    rounded to its type, then x is added in that type, as the add did. Run
+    on the finished training step.
+  }];
+  let dependentDialects = ["loom::LoomDialect"];
+}
+
 def FuseGradientClipping : Pass<"loom-fuse-gradient-clipping", "mlir::func::FuncOp"> {
   let summary = "Read each gradient once for the global norm and once for AdamW";
   let description = [{

@@ -56,6 +56,13 @@ bool isSameTypeWideSum(AddOp add) {
          add.getLhs().getType() == sum && add.getRhs().getType() == sum;
 }
 
+bool availableAt(mlir::Value v, mlir::Operation *op) {
+  if (auto arg = mlir::dyn_cast<mlir::BlockArgument>(v))
+    return arg.getOwner() == op->getBlock();
+  mlir::Operation *def = v.getDefiningOp();
+  return def->getBlock() == op->getBlock() && def->isBeforeInBlock(op);
+}
+
 mlir::GreedyRewriteConfig rewriteConfig() {
   mlir::GreedyRewriteConfig config;
   config.enableConstantCSE(false);

@@ -46,6 +46,10 @@ mlir::DenseElementsAttr firstShardOf(ConstantOp c, int64_t d, int64_t n, int64_t
 /// into the kernel making one of the operands.
 bool isSameTypeWideSum(AddOp add);
 
+/// `v` is defined before `op` in op's block, or is one of the block's
+/// arguments: an operand `op` could read where it stands.
+bool availableAt(mlir::Value v, mlir::Operation *op);
+
 /// Greedy rewriting for loom: constants are not merged by value, because
 /// two equal initializers can be different parameters (every all-ones norm
 /// weight starts equal) and must stay apart to be trained apart.

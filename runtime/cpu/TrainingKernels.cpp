@@ -65,8 +65,17 @@ void columnSums(ThreadPool &pool, int64_t rows, int64_t cols, T *out, const Term
   });
 }
 
+/// A gradient plus the optional addend `a` summed into it, rounded to T as
+/// a separate Add would (the fused gradient sums: the norms' dx,
+/// loom-fuse-norm-grad-accumulate; a tied head's weight gradient into the
+/// embedding gradient, loom-fuse-embedding-grad-accumulate).
+template <typename T> T plusAddend(T dx, const T *addend, int64_t i) {
+  return addend ? T(dx + addend[i]) : dx;
+}
+
 // EmbeddingGrad: dtable[v, :] = sum over positions n with ids[n] == v of
-// dy[n, :]; rows no id picks are zero.
+// dy[n, :]; rows no id picks are zero. With a third input a (the table's
+// shape), each row is a + that row, rounded once more (plusAddend).
 // The positions are bucketed by id with a stable counting sort, then each
 // vocab row is summed by one thread in position order.
 template <typename T>
@@ -87,6 +96,7 @@ bool embeddingGradTyped(const KernelCall &c, ThreadPool &pool, std::string &err)
   for (int64_t n = 0; n < N; ++n) order[size_t(cursor[size_t(indexAt(ids, n))]++)] = n;
 
   const T *dy = dyT.as<T>();
+  const T *addend = c.in.size() > 2 ? c.in[2].as<T>() : nullptr;
   T *out = c.out[0].as<T>();
   pool.parallelFor(V, rowGrain(D), [&](int64_t begin, int64_t end) {
     std::vector<double> acc(static_cast<size_t>(D));
@@ -96,7 +106,7 @@ bool embeddingGradTyped(const KernelCall &c, ThreadPool &pool, std::string &err)
         const T *row = dy + order[k] * D;
         for (int64_t i = 0; i < D; ++i) acc[i] += row[i];
       }
-      for (int64_t i = 0; i < D; ++i) out[v * D + i] = T(acc[i]);
+      for (int64_t i = 0; i < D; ++i) out[v * D + i] = plusAddend(T(acc[i]), addend, v * D + i);
     }
   });
   return true;
@@ -109,10 +119,6 @@ bool embeddingGradTyped(const KernelCall &c, ThreadPool &pool, std::string &err)
 // (y = n w; dy/dx of n is r (I - n n^T / D).) With a fourth input a, dx is
 // a + dx, each rounded to T as a separate Add would (the residual stream's
 // gradient sum, loom-fuse-norm-grad-accumulate).
-template <typename T> T plusAddend(T dx, const T *addend, int64_t i) {
-  return addend ? T(dx + addend[i]) : dx;
-}
-
 template <typename T>
 bool rmsNormGradTyped(const KernelCall &c, ThreadPool &pool, std::string &) {
   const T *x = c.in[0].as<T>(), *w = c.in[1].as<T>(), *dy = c.in[2].as<T>();

@@ -24,6 +24,15 @@
 // the bits repeat from run to run; they can differ from the CPU reference's
 // single position-order double sum only in the double's last bits, before
 // the round to f32.
+//
+// With an addend (a tied LM head's weight gradient,
+// loom-fuse-embedding-grad-accumulate) the table starts as the addend plus
+// zero instead of zeros, and each summed row, rounded to f32, is added to
+// what is there: the Add that followed, rounded once. Plus zero because a
+// row no id picks was addend + 0, which turns -0 into +0; a summed row is
+// never -0 (a double sum that starts at +0 cannot reach -0), so adding it
+// to +0 or -0 gives the same bits, and an addend the table overwrites in
+// place is read before it is written.
 //===----------------------------------------------------------------------===//
 #include "cuda/CudaCommon.cuh"
 
@@ -58,6 +67,27 @@ __global__ void embeddingKeysKernel(const void *ids, bool ids64, const void *fir
   }
 }
 
+/// The table before the rows are summed into it: the addend plus zero (see
+/// the top of the file), eight elements a thread where the tensors allow.
+__global__ void embeddingGradStartKernel(FloatIn addend, float *out, int64_t n, bool packed) {
+  if (!packed) {
+    LOOM_GRID_STRIDE(i, n) out[i] = addend[i] + 0.0f;
+    return;
+  }
+  LOOM_PACK_STRIDE(i, n) {
+    Pack p = load8(addend, i);
+#pragma unroll
+    for (int k = 0; k < kPack; ++k) p.v[k] += 0.0f;
+    store8(FloatOut{out, false}, i, p);
+  }
+}
+
+/// A summed row's element stored, or with `accumulate` added to the
+/// addend the table starts as.
+__device__ inline void storeRow(float *out, int64_t i, double acc, bool accumulate) {
+  out[i] = accumulate ? out[i] + float(acc) : float(acc);
+}
+
 /// Block (segment, column slice): sums each piece of a run inside the
 /// segment in position order; writes whole runs to `out` and crossing
 /// pieces to their segment's head/tail partial slot.
@@ -65,7 +95,7 @@ __global__ void __launch_bounds__(kColumns)
     embeddingGradSegmentKernel(const float *__restrict__ dy, const int32_t *__restrict__ keys,
                                const int32_t *__restrict__ pos, float *__restrict__ out,
                                double *__restrict__ head, double *__restrict__ tail, int64_t N,
-                               int64_t V, int64_t D) {
+                               int64_t V, int64_t D, bool accumulate) {
   __shared__ int32_t sKey[kSegment + 2], sPos[kSegment];
   int64_t seg = blockIdx.x, s0 = seg * kSegment, s1 = min(N, s0 + kSegment);
   int len = int(s1 - s0);
@@ -91,7 +121,7 @@ __global__ void __launch_bounds__(kColumns)
       bool after = i + 1 == len && sKey[i + 2] == v; // it goes on past the segment
       if (before) head[seg * D + col] = acc;
       else if (after) tail[seg * D + col] = acc;
-      else out[int64_t(v) * D + col] = float(acc);
+      else storeRow(out, int64_t(v) * D + col, acc, accumulate);
     }
     acc = 0;
     start = i + 1;
@@ -104,7 +134,7 @@ __global__ void __launch_bounds__(kColumns)
 __global__ void __launch_bounds__(kColumns)
     embeddingGradJoinKernel(const int32_t *__restrict__ keys, float *__restrict__ out,
                             const double *__restrict__ head, const double *__restrict__ tail,
-                            int64_t N, int64_t V, int64_t D) {
+                            int64_t N, int64_t V, int64_t D, bool accumulate) {
   int64_t seg = blockIdx.x, s1 = min(N, (seg + 1) * kSegment);
   if (s1 >= N) return;
   int32_t v = keys[s1 - 1];
@@ -121,7 +151,7 @@ __global__ void __launch_bounds__(kColumns)
     int64_t e = min(N, (g + 1) * kSegment);
     if (e >= N || keys[e] != v) break; // the run ends in segment g
   }
-  out[int64_t(v) * D + col] = float(acc);
+  storeRow(out, int64_t(v) * D + col, acc, accumulate);
 }
 
 /// Bits the radix sort must look at to order keys in [0, V] (V marks a bad
@@ -144,12 +174,21 @@ size_t sortTempBytes(int64_t N, int64_t V) {
 int64_t segmentsOf(int64_t N) { return (N + kSegment - 1) / kSegment; }
 
 /// EmbeddingGrad, or with `first` the rows [first, first + V) of one
-/// vocabulary shard (VocabShardEmbeddingGrad).
+/// vocabulary shard (VocabShardEmbeddingGrad). EmbeddingGrad's optional
+/// third input is the addend.
 void embeddingGrad(const CudaCall &c, CudaContext &ctx, const DevTensor *first) {
   const DevTensor &dy = c.in[0], &ids = c.in[1];
+  const DevTensor *addend = !first && c.in.size() > 2 ? &c.in[2] : nullptr;
   int64_t N = ids.numel(), V = c.out[0].shape()[0], D = c.out[0].shape()[1];
   if (V == 0 || D == 0) return;
-  cudaMemsetAsync(c.out[0].data, 0, c.out[0].desc->bytes, ctx.stream);
+  if (addend) {
+    int64_t n = V * D;
+    bool packed = packable(n, {addend, &c.out[0]});
+    embeddingGradStartKernel<<<packed ? packGrid(n) : gridFor(n), kThreads, 0, ctx.stream>>>(
+        floatIn(*addend), c.out[0].as<float>(), n, packed);
+  } else {
+    cudaMemsetAsync(c.out[0].data, 0, c.out[0].desc->bytes, ctx.stream);
+  }
   if (N == 0) return;
   auto *base = static_cast<uint8_t *>(ctx.scratch);
   size_t slot = align256(size_t(N) * 4), partials = align256(size_t(segmentsOf(N) * D) * 8);
@@ -167,9 +206,10 @@ void embeddingGrad(const CudaCall &c, CudaContext &ctx, const DevTensor *first) 
                                   keyBits(V), ctx.stream);
   dim3 grid(unsigned(segmentsOf(N)), unsigned((D + kColumns - 1) / kColumns));
   embeddingGradSegmentKernel<<<grid, kColumns, 0, ctx.stream>>>(
-      dy.as<float>(), sortedKeys, sortedPos, c.out[0].as<float>(), head, tail, N, V, D);
-  embeddingGradJoinKernel<<<grid, kColumns, 0, ctx.stream>>>(sortedKeys, c.out[0].as<float>(),
-                                                             head, tail, N, V, D);
+      dy.as<float>(), sortedKeys, sortedPos, c.out[0].as<float>(), head, tail, N, V, D,
+      addend != nullptr);
+  embeddingGradJoinKernel<<<grid, kColumns, 0, ctx.stream>>>(
+      sortedKeys, c.out[0].as<float>(), head, tail, N, V, D, addend != nullptr);
 }
 
 } // namespace

@@ -539,9 +539,16 @@ std::string hasShape(const BufferDesc &b, const Shape &expected, const std::stri
   return cat(what, " has shape ", shapeStr(b.shape), ", expected ", shapeStr(expected));
 }
 
+/// EmbeddingGrad: in dy[..., D], ids (dy's shape but D), optionally an
+/// addend ([V, D], the output's dtype) summed into the table's gradient.
 std::string checkEmbeddingGrad(const OpView &v) {
-  if (std::string e = v.arity(2, 2, 1, 1, 0, 0); !e.empty())
+  if (std::string e = v.arity(2, 3, 1, 1, 0, 0); !e.empty())
     return e;
+  if (v.numIn() == 3)
+    if (std::string e = first([&] { return hasShape(v.in(2), v.out().shape, "addend"); },
+                              [&] { return v.sameDType({&v.out(), &v.in(2)}); });
+        !e.empty())
+      return e;
   const BufferDesc &dy = v.in(0), &ids = v.in(1), &out = v.out();
   if (!isIndex(ids.dtype))
     return cat("ids must be i64 or i32, got ", dtypeName(ids.dtype));
@@ -883,6 +890,7 @@ bool bf16StorageAllowed(OpCode op, bool output, size_t slot) {
     return output ? slot < 3 : slot < 6 && slot != 4;
   case OpCode::CrossEntropy: return !output && slot == 0;   // the logits
   case OpCode::CrossEntropyGrad: return slot == 0;          // logits; their gradient
+  case OpCode::EmbeddingGrad: return !output && slot == 2;  // a tied head's bf16 gradient
   default: return false;
   }
 }

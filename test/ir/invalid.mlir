@@ -137,3 +137,11 @@ func.func @norm_grad_addend(%x: tensor<2x8xf32>, %w: tensor<8xf32>, %a: tensor<2
   %dx, %dw = loom.rms_norm_grad %x, %w, %x accumulate %a : tensor<2x8xbf16> {epsilon = 1.0e-6 : f64} : tensor<2x8xf32>, tensor<8xf32>
   return
 }
+
+// -----
+
+func.func @embedding_grad_addend(%dy: tensor<2x3x8xf32>, %ids: tensor<2x3xi64>, %a: tensor<4x8xf32>) {
+  // expected-error@+1 {{addend 'tensor<4x8xf32>' must have the result's type 'tensor<5x8xf32>'}}
+  %e = loom.embedding_grad %dy, %ids accumulate %a : tensor<4x8xf32> {num_embeddings = 5 : i64} : tensor<2x3x8xf32>, tensor<2x3xi64>
+  return
+}

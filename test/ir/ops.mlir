@@ -100,3 +100,13 @@ func.func @norm_grads(%x: tensor<2x8xf32>, %w: tensor<8xf32>, %dy: tensor<2x8xf3
   %lx, %lw, %lb = loom.layer_norm_grad %x, %w, %dy accumulate %sx : tensor<2x8xf32> {epsilon = 1.0e-5 : f64} : tensor<2x8xf32>, tensor<8xf32>
   return %lx : tensor<2x8xf32>
 }
+
+// The embedding gradient, plain and with an addend summed into the table.
+// CHECK-LABEL: func.func @embedding_grads
+// CHECK: %[[E:.*]] = loom.embedding_grad %{{.*}}, %{{.*}} {num_embeddings = 5 : i64} : tensor<2x3x8xf32>, tensor<2x3xi64>
+// CHECK: loom.embedding_grad %{{.*}}, %{{.*}} accumulate %[[E]] : tensor<5x8xf32> {num_embeddings = 5 : i64} : tensor<2x3x8xf32>, tensor<2x3xi64>
+func.func @embedding_grads(%dy: tensor<2x3x8xf32>, %ids: tensor<2x3xi64>) -> tensor<5x8xf32> {
+  %e = loom.embedding_grad %dy, %ids {num_embeddings = 5 : i64} : tensor<2x3x8xf32>, tensor<2x3xi64>
+  %s = loom.embedding_grad %dy, %ids accumulate %e : tensor<5x8xf32> {num_embeddings = 5 : i64} : tensor<2x3x8xf32>, tensor<2x3xi64>
+  return %s : tensor<5x8xf32>
+}

@@ -16,6 +16,7 @@
 #include "loom/runtime/GemmStaging.h"
 #include "loom/runtime/GemmTuning.h"
 
+#include <array>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -525,6 +526,29 @@ TEST(CudaBackend, NormGradAddendIsTheAddAfter) {
         ASSERT_TRUE(f.ok && a.ok) << f.err << a.err;
         EXPECT_EQ(f.outputs, a.outputs);
       }
+}
+
+// A tied head's gradient as embedding_grad's addend: bit for bit the
+// embedding gradient followed by the Add, on the GPU, with the table
+// started eight elements a thread (D % 8 == 0) or one (D = 13), runs that
+// cross the 64-position segments (300 positions over 5 ids: the join
+// kernel adds those rows), an f32 or a bf16 addend; and against the CPU.
+TEST(CudaBackend, EmbeddingGradAddendIsTheAddAfter) {
+  REQUIRE_GPU();
+  Rng rng;
+  for (auto [V, D, N] : {std::array<int64_t, 3>{11, 24, 30}, {10, 13, 300}, {10, 256, 300}})
+    for (bool bf16 : {false, true}) {
+      SCOPED_TRACE(std::to_string(V) + " x " + std::to_string(D) + ", " + std::to_string(N) +
+                   " positions" + (bf16 ? ", bf16 addend" : ""));
+      std::vector<Bytes> inputs = embeddingGradAddendInputs(rng, V, D, N, DType::F32, bf16);
+      Program fused = embeddingGradAddendProgram(V, D, N, DType::F32, true, bf16);
+      Program apart = embeddingGradAddendProgram(V, D, N, DType::F32, false, bf16);
+      ASSERT_EQ(fused.validate(), "");
+      expectSameOnGpu(fused, inputs, 1e-5, 1e-5);
+      RunResult f = runProgram(fused, inputs, 0, "cuda"), a = runProgram(apart, inputs, 0, "cuda");
+      ASSERT_TRUE(f.ok && a.ok) << f.err << a.err;
+      EXPECT_EQ(f.outputs, a.outputs);
+    }
 }
 
 // Clipping inside AdamW: against the CPU, and bit for bit against the
@@ -1122,6 +1146,12 @@ TEST(CudaBackend, LossAndBackwardKernels) {
   }
   t.b.instr(OpCode::CrossEntropy, {masked, maskedTargets}, {t.b.output(DType::F32, {})});
   t.b.instr(OpCode::CrossEntropyGrad, {masked, maskedTargets, dloss}, {t.b.output(DType::F32, {4, 64})});
+  // More rows than SMs (the gradient's blocks take several rows each) of
+  // packed rows whose last group of packs in flight is partly past the row
+  // (8,216 = 4 x 256 x 8 + 24).
+  uint32_t tall = t.f32(rng, {300, 8216}, -6, 6), tallTargets = t.ids(rng, {300}, 0, 8215);
+  t.b.instr(OpCode::CrossEntropy, {tall, tallTargets}, {t.b.output(DType::F32, {})});
+  t.b.instr(OpCode::CrossEntropyGrad, {tall, tallTargets, dloss}, {t.b.output(DType::F32, {300, 8216})});
   // Repeated ids: rows of dtable sum several positions.
   uint32_t dy = t.f32(rng, {N, D}), ids = t.ids(rng, {N}, 0, 9);
   t.b.instr(OpCode::EmbeddingGrad, {dy, ids}, {t.b.output(DType::F32, {12, D})});

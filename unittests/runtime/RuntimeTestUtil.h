@@ -218,6 +218,28 @@ inline Program normGradAddendProgram(bool layerNorm, int64_t rows, int64_t D, DT
   return b.p;
 }
 
+/// A table's two gradients summed: with `fused` one EmbeddingGrad with the
+/// addend as its third input (loom-fuse-embedding-grad-accumulate), else
+/// EmbeddingGrad then Add(addend, table gradient), as BuildTrainStep emits
+/// them. Inputs dy [N, D] of `dtype`, ids [N] (i64), the addend [V, D] of
+/// `dtype` or, with `bf16Addend`, bf16 storage of it (a tied head's bf16
+/// weight gradient); one output, the sum.
+inline Program embeddingGradAddendProgram(int64_t V, int64_t D, int64_t N, DType dtype,
+                                          bool fused, bool bf16Addend = false) {
+  ProgramBuilder b;
+  uint32_t dy = b.input(dtype, {N, D}), ids = b.input(DType::I64, {N}),
+           a = b.input(bf16Addend ? DType::BF16 : dtype, {V, D});
+  uint32_t result = b.output(dtype, {V, D});
+  if (fused) {
+    b.instr(OpCode::EmbeddingGrad, {dy, ids, a}, {result});
+  } else {
+    uint32_t table = b.temp(dtype, {V, D});
+    b.instr(OpCode::EmbeddingGrad, {dy, ids}, {table});
+    b.instr(OpCode::Add, {a, table}, {result});
+  }
+  return b.p;
+}
+
 /// The gradient norm over tensors of `shapes`, each input of `dtype`
 /// (f32, bf16 storage or f64): fused, one GlobalSumSquares; or chained, a
 /// SumSquares per tensor and the Adds of BuildTrainStep's chain, ((s0 + s1)
@@ -257,6 +279,23 @@ inline Bytes bf16StorageBytes(const std::vector<float> &v) {
     h[i] = uint16_t(u >> 16);
   }
   return toBytes(h);
+}
+
+/// The inputs of embeddingGradAddendProgram: ids in [0, V / 2) (repeats, and
+/// rows no id picks), an addend with -0 and +0 entries (an unpicked -0 row
+/// element becomes +0, as the Add made it) and, for f64, bits f32 lacks.
+inline std::vector<Bytes> embeddingGradAddendInputs(Rng &rng, int64_t V, int64_t D, int64_t N,
+                                                    DType dt, bool bf16Addend) {
+  std::vector<float> dy = rng.uniform(N * D, -1, 1), a = rng.uniform(V * D, -1e3, 1e3);
+  for (int64_t i = 0; i < V * D; i += 7) a[size_t(i)] = (i / 7) % 2 ? -0.0f : 0.0f;
+  auto bytes = [&](const std::vector<float> &v) {
+    if (dt != DType::F64) return toBytes(v);
+    std::vector<double> d(v.begin(), v.end());
+    for (double &x : d) x *= 1.0 + 1e-9;
+    return toBytes(d);
+  };
+  return {bytes(dy), toBytes(rng.ints(N, 0, V / 2 - 1)),
+          bf16Addend ? bf16StorageBytes(a) : bytes(a)};
 }
 
 /// neg(x) viewed as [3, 4], then exp: a program with one reshape view

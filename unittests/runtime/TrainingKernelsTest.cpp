@@ -279,6 +279,38 @@ TEST(TrainingKernels, EmbeddingGradRejectsOutOfRangeId) {
   EXPECT_EQ(r.err, "instr 0 (embedding_grad): id 4 at position 1 out of range [0, 4)");
 }
 
+TEST(TrainingKernels, EmbeddingGradAddendIsTheAddAfter) {
+  Rng rng;
+  for (DType dt : {DType::F32, DType::F64})
+    for (bool bf16Addend : {false, true}) {
+      if (bf16Addend && dt == DType::F64) continue;
+      SCOPED_TRACE(std::string(dtypeName(dt)) + (bf16Addend ? ", bf16 addend" : ""));
+      int64_t V = 11, D = 24, N = 30;
+      std::vector<Bytes> inputs = embeddingGradAddendInputs(rng, V, D, N, dt, bf16Addend);
+      Program fused = embeddingGradAddendProgram(V, D, N, dt, true, bf16Addend);
+      Program apart = embeddingGradAddendProgram(V, D, N, dt, false, bf16Addend);
+      ASSERT_EQ(fused.validate(), "");
+      ASSERT_EQ(apart.validate(), "");
+      RunResult f = runProgram(fused, inputs), a = runProgram(apart, inputs);
+      ASSERT_TRUE(f.ok && a.ok) << f.err << a.err;
+      EXPECT_EQ(f.outputs, a.outputs);
+    }
+}
+
+TEST(TrainingKernels, EmbeddingGradAddendValidation) {
+  auto verdict = [](DType addend, const Shape &shape) {
+    ProgramBuilder b;
+    uint32_t dy = b.input(DType::F32, {6, 4}), ids = b.input(DType::I64, {6}),
+             a = b.input(addend, shape);
+    b.instr(OpCode::EmbeddingGrad, {dy, ids, a}, {b.output(DType::F32, {5, 4})});
+    return b.p.validate();
+  };
+  EXPECT_EQ(verdict(DType::F32, {5, 4}), "");
+  EXPECT_EQ(verdict(DType::BF16, {5, 4}), ""); // bf16 storage of the f32 addend
+  EXPECT_NE(verdict(DType::F32, {4, 4}).find("addend"), std::string::npos);
+  EXPECT_NE(verdict(DType::F64, {5, 4}), "");
+}
+
 //===--- RmsNormGrad, LayerNormGrad ---------------------------------------===//
 
 TEST(TrainingKernels, RmsNormGradMatchesFiniteDifferences) {
@@ -1008,7 +1040,7 @@ void reshape(Program &p, uint32_t id, const Shape &s) {
 
 TEST(TrainingKernels, ValidateRejectsWrongArityShapesAndAttributes) {
   // Arity and attributes.
-  expectBroken(0, "takes 2 inputs, got 1", [](Program &, Instr &I) { I.in.pop_back(); });
+  expectBroken(0, "takes 2 to 3 inputs, got 1", [](Program &, Instr &I) { I.in.pop_back(); });
   expectBroken(1, "takes 2 outputs, got 1", [](Program &, Instr &I) { I.out.pop_back(); });
   expectBroken(1, "takes 1 float attributes, got 0", [](Program &, Instr &I) { I.floats.clear(); });
   expectBroken(2, "takes 3 outputs, got 2", [](Program &, Instr &I) { I.out.pop_back(); });
