@@ -14,9 +14,6 @@
 //===----------------------------------------------------------------------===//
 #include "cuda/CudaCommon.cuh"
 
-#include <algorithm>
-#include <cstdlib>
-
 namespace loom::rt::cuda {
 namespace {
 
@@ -73,26 +70,12 @@ __device__ inline void packAdd(MaxSum &t, const Pack &p) {
   t.s += double(((e[0] + e[1]) + (e[2] + e[3])) + ((e[4] + e[5]) + (e[6] + e[7])));
 }
 
-/// Packs a thread loads before it adds the first of them: with a row per
-/// SM in flight (crossEntropyGradKernel) a thread needs several 16-byte
-/// loads outstanding to keep HBM busy.
-constexpr int kPacksInFlight = 4;
-
 __device__ void rowMaxAndSum(FloatIn xs, int64_t row, int64_t V, bool packed, double *red,
                              double &mx, double &sum) {
   MaxSum t{-INFINITY, 0.0};
   if (packed) {
-    // the packs v, v + step, ... in the order a one-pack loop adds them
-    const int64_t step = int64_t(blockDim.x) * kPack;
-    for (int64_t v = int64_t(threadIdx.x) * kPack; v < V; v += step * kPacksInFlight) {
-      Pack p[kPacksInFlight];
-#pragma unroll
-      for (int k = 0; k < kPacksInFlight; ++k)
-        if (v + k * step < V) p[k] = load8(xs, row * V + v + k * step);
-#pragma unroll
-      for (int k = 0; k < kPacksInFlight; ++k)
-        if (v + k * step < V) packAdd(t, p[k]);
-    }
+    for (int64_t v = int64_t(threadIdx.x) * kPack; v < V; v += int64_t(blockDim.x) * kPack)
+      packAdd(t, load8(xs, row * V + v));
   } else {
     for (int64_t v = threadIdx.x; v < V; v += blockDim.x) onlineAdd(t, xs[row * V + v]);
   }
@@ -148,69 +131,33 @@ __global__ void meanKernel(const double *terms, int64_t n, float *out) {
   if (threadIdx.x == 0) *out = float(n ? acc / double(n) : nan(""));
 }
 
-// Block b takes rows b, b + gridDim.x, ...: the row's max and sum, then
-// its gradient, which reads the row a second time. With one block an SM
-// (crossEntropyGradRowsInFlight) the rows in flight (132 x 256 KB for
-// llama's 128,256 bf16 logits) fit in the 50 MB L2, so the second read
-// mostly hits it; a block per row had ~1,000 rows in flight and read each
-// from HBM twice (the kernel ran at 2.3 TB/s counting one read).
 __global__ void crossEntropyGradKernel(FloatIn x, const void *targets, bool t64,
                                        const float *dloss, FloatOut dx, int64_t N, int64_t V,
                                        bool packed, DeviceError *err, int instr) {
   __shared__ double red[32];
-  for (int64_t n = blockIdx.x; n < N; n += gridDim.x) {
-    int64_t t = indexAt(targets, t64, n);
-    if (t < 0 || t >= V) {
-      if (threadIdx.x == 0) reportError(err, instr, 1, t, n, V);
-      continue; // the same in every thread of the block
-    }
-    double mx, sum;
-    rowMaxAndSum(x, n, V, packed, red, mx, sum);
-    // dx = (softmax - onehot) dloss / N, the softmax as exp(x - max) / sum.
-    float factor = float(double(*dloss) / double(N)), inv = float(1.0 / sum), m = float(mx);
-    auto grad = [&](float xv, int64_t v) {
-      return (expf(xv - m) * inv - (v == t ? 1.f : 0.f)) * factor;
-    };
-    if (packed) {
-      const int64_t step = int64_t(blockDim.x) * kPack;
-      for (int64_t v = int64_t(threadIdx.x) * kPack; v < V; v += step * kPacksInFlight) {
-        Pack p[kPacksInFlight];
-#pragma unroll
-        for (int k = 0; k < kPacksInFlight; ++k)
-          if (v + k * step < V) p[k] = load8(x, n * V + v + k * step);
-#pragma unroll
-        for (int k = 0; k < kPacksInFlight; ++k) {
-          if (v + k * step >= V) continue;
-#pragma unroll
-          for (int e = 0; e < kPack; ++e) p[k].v[e] = grad(p[k].v[e], v + k * step + e);
-          store8(dx, n * V + v + k * step, p[k]);
-        }
-      }
-    } else {
-      for (int64_t v = threadIdx.x; v < V; v += blockDim.x)
-        dx.store(n * V + v, grad(x[n * V + v], v));
-    }
+  int64_t n = blockIdx.x;
+  int64_t t = indexAt(targets, t64, n);
+  if (t < 0 || t >= V) {
+    if (threadIdx.x == 0) reportError(err, instr, 1, t, n, V);
+    return;
   }
-}
-
-/// Blocks of crossEntropyGradKernel: one an SM, or with
-/// LOOM_CE_GRAD_ROWS_IN_FLIGHT=K, K an SM (0: a block per row, the form
-/// before; kept to time the two in one run).
-unsigned crossEntropyGradBlocks(int64_t N) {
-  static const int perSm = [] {
-    const char *e = std::getenv("LOOM_CE_GRAD_ROWS_IN_FLIGHT");
-    return e ? std::atoi(e) : 1;
-  }();
-  static const int sms = [] {
-    int device = 0, count = 0;
-    cudaGetDevice(&device);
-    return cudaDeviceGetAttribute(&count, cudaDevAttrMultiProcessorCount, device) == cudaSuccess &&
-                   count > 0
-               ? count
-               : 132;
-  }();
-  int64_t blocks = perSm > 0 ? std::min<int64_t>(N, int64_t(perSm) * sms) : N;
-  return unsigned(std::max<int64_t>(blocks, 1));
+  double mx, sum;
+  rowMaxAndSum(x, n, V, packed, red, mx, sum);
+  // dx = (softmax - onehot) dloss / N, the softmax as exp(x - max) / sum.
+  float factor = float(double(*dloss) / double(N)), inv = float(1.0 / sum), m = float(mx);
+  auto grad = [&](float xv, int64_t v) {
+    return (expf(xv - m) * inv - (v == t ? 1.f : 0.f)) * factor;
+  };
+  if (packed) {
+    for (int64_t v = int64_t(threadIdx.x) * kPack; v < V; v += int64_t(blockDim.x) * kPack) {
+      Pack p = load8(x, n * V + v);
+#pragma unroll
+      for (int k = 0; k < kPack; ++k) p.v[k] = grad(p.v[k], v + k);
+      store8(dx, n * V + v, p);
+    }
+  } else {
+    for (int64_t v = threadIdx.x; v < V; v += blockDim.x) dx.store(n * V + v, grad(x[n * V + v], v));
+  }
 }
 
 } // namespace
@@ -234,7 +181,7 @@ void launchCrossEntropy(const CudaCall &c, CudaContext &ctx) {
 void launchCrossEntropyGrad(const CudaCall &c, CudaContext &ctx) {
   int64_t N = c.in[0].shape()[0], V = c.in[0].shape()[1];
   if (N == 0) return;
-  crossEntropyGradKernel<<<crossEntropyGradBlocks(N), kLossThreads, 0, ctx.stream>>>(
+  crossEntropyGradKernel<<<unsigned(N), kLossThreads, 0, ctx.stream>>>(
       floatIn(c.in[0]), c.in[1].data, c.in[1].dtype() == DType::I64, c.in[2].as<float>(),
       floatOut(c.out[0]), N, V, rowsPackable(V, {&c.in[0], &c.out[0]}), ctx.error, c.index);
 }
