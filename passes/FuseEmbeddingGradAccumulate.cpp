@@ -33,45 +33,21 @@ namespace loom {
 
 namespace {
 
-/// The embedding gradient (without an addend) that is `v`, read only here
-/// and of type `sum`, or null.
-EmbeddingGradOp embeddingGradOf(Value v, Type sum) {
+/// The embedding gradient (without an addend) that is `v`, read only here,
+/// or null.
+Operation *embeddingGradOf(Value v) {
   auto grad = v.getDefiningOp<EmbeddingGradOp>();
-  if (!grad || grad.getAddend() || !v.hasOneUse() || v.getType() != sum)
-    return nullptr;
-  return grad;
+  return grad && !grad.getAddend() && v.hasOneUse() ? grad.getOperation() : nullptr;
 }
 
 /// add(x, embedding_grad(dy, ids)) -> embedding_grad(dy, ids accumulate x),
-/// in place. Returns whether it fused.
-bool fuse(AddOp add) {
-  if (!isSameTypeWideSum(add))
-    return false;
-  Type sum = add.getType();
-  Value addend = add.getLhs();
-  EmbeddingGradOp grad = embeddingGradOf(add.getRhs(), sum);
-  if (!grad || !availableAt(addend, grad)) {
-    addend = add.getRhs();
-    grad = embeddingGradOf(add.getLhs(), sum);
-    if (!grad || !availableAt(addend, grad))
-      return false;
-  }
-  grad.getAddendMutable().assign(addend);
-  add.getResult().replaceAllUsesWith(grad.getResult());
-  add.erase();
-  return true;
-}
-
+/// in place.
 struct FuseEmbeddingGradAccumulatePass
     : impl::FuseEmbeddingGradAccumulateBase<FuseEmbeddingGradAccumulatePass> {
   void runOnOperation() override {
-    func::FuncOp f = getOperation();
-    if (!f.getBody().hasOneBlock())
-      return;
-    SmallVector<AddOp> adds;
-    f.getBody().front().walk([&](AddOp add) { adds.push_back(add); });
-    for (AddOp add : adds)
-      fuse(add);
+    foldAddsIntoProducers(getOperation(), embeddingGradOf, [](Operation *grad, Value addend) {
+      cast<EmbeddingGradOp>(grad).getAddendMutable().assign(addend);
+    });
   }
 };
 

@@ -31,48 +31,25 @@ namespace loom {
 
 namespace {
 
-/// The norm gradient (without an addend) whose dx is `v`, read only here
-/// and of type `sum`, or null.
-Operation *normGradOf(Value v, Type sum) {
+/// The norm gradient (without an addend) whose dx is `v`, read only here,
+/// or null.
+Operation *normGradOf(Value v) {
   Operation *op = v.getDefiningOp();
   if (!isa_and_nonnull<RmsNormGradOp, LayerNormGradOp>(op) || !v.hasOneUse() ||
-      v.getType() != sum || cast<OpResult>(v).getResultNumber() != 0)
+      cast<OpResult>(v).getResultNumber() != 0)
     return nullptr;
   // Both ops take input, weight, output_grad, then the optional addend.
   return op->getNumOperands() == 3 ? op : nullptr;
 }
 
 /// add(x, norm_grad(...).dx) -> norm_grad(..., accumulate x): x becomes the
-/// norm gradient's trailing optional operand, in place. Returns whether it
-/// fused.
-bool fuse(AddOp add) {
-  if (!isSameTypeWideSum(add))
-    return false;
-  Type sum = add.getType();
-  Value addend = add.getLhs();
-  Operation *grad = normGradOf(add.getRhs(), sum);
-  if (!grad || !availableAt(addend, grad)) {
-    addend = add.getRhs();
-    grad = normGradOf(add.getLhs(), sum);
-    if (!grad || !availableAt(addend, grad))
-      return false;
-  }
-  grad->insertOperands(grad->getNumOperands(), addend);
-  add.getResult().replaceAllUsesWith(grad->getResult(0));
-  add.erase();
-  return true;
-}
-
+/// norm gradient's trailing optional operand, in place.
 struct FuseNormGradAccumulatePass
     : impl::FuseNormGradAccumulateBase<FuseNormGradAccumulatePass> {
   void runOnOperation() override {
-    func::FuncOp f = getOperation();
-    if (!f.getBody().hasOneBlock())
-      return;
-    SmallVector<AddOp> adds;
-    f.getBody().front().walk([&](AddOp add) { adds.push_back(add); });
-    for (AddOp add : adds)
-      fuse(add);
+    foldAddsIntoProducers(getOperation(), normGradOf, [](Operation *grad, Value addend) {
+      grad->insertOperands(grad->getNumOperands(), addend);
+    });
   }
 };
 

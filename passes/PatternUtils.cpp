@@ -63,6 +63,29 @@ bool availableAt(mlir::Value v, mlir::Operation *op) {
   return def->getBlock() == op->getBlock() && def->isBeforeInBlock(op);
 }
 
+void foldAddsIntoProducers(mlir::func::FuncOp f,
+                           llvm::function_ref<mlir::Operation *(mlir::Value)> producerOf,
+                           llvm::function_ref<void(mlir::Operation *, mlir::Value)> fold) {
+  if (!f.getBody().hasOneBlock())
+    return;
+  llvm::SmallVector<AddOp> adds;
+  f.getBody().front().walk([&](AddOp add) { adds.push_back(add); });
+  for (AddOp add : adds) {
+    if (!isSameTypeWideSum(add))
+      continue;
+    for (auto [product, other] : {std::pair(add.getRhs(), add.getLhs()),
+                                  std::pair(add.getLhs(), add.getRhs())}) {
+      mlir::Operation *op = producerOf(product);
+      if (!op || !availableAt(other, op))
+        continue;
+      fold(op, other);
+      add.getResult().replaceAllUsesWith(product);
+      add.erase();
+      break;
+    }
+  }
+}
+
 mlir::GreedyRewriteConfig rewriteConfig() {
   mlir::GreedyRewriteConfig config;
   config.enableConstantCSE(false);

@@ -7,6 +7,7 @@
 #define LOOM_PASSES_PATTERNUTILS_H
 
 #include "ir/LoomOps.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Transforms/GreedyPatternRewriteDriver.h"
 
 #include <optional>
@@ -49,6 +50,17 @@ bool isSameTypeWideSum(AddOp add);
 /// `v` is defined before `op` in op's block, or is one of the block's
 /// arguments: an operand `op` could read where it stands.
 bool availableAt(mlir::Value v, mlir::Operation *op);
+
+/// The gradient-sum fusions' shared walk (loom-fuse-norm-grad-accumulate,
+/// loom-fuse-embedding-grad-accumulate): for each add of f's one block that
+/// isSameTypeWideSum, where producerOf accepts one operand (returning the op
+/// that makes it, or null) and the other operand is available where that op
+/// stands, fold(op, other) makes the other operand the op's addend; the add's
+/// readers then read the accepted operand and the add is erased. The add's
+/// right operand is tried as the product first.
+void foldAddsIntoProducers(mlir::func::FuncOp f,
+                           llvm::function_ref<mlir::Operation *(mlir::Value)> producerOf,
+                           llvm::function_ref<void(mlir::Operation *, mlir::Value)> fold);
 
 /// Greedy rewriting for loom: constants are not merged by value, because
 /// two equal initializers can be different parameters (every all-ones norm
