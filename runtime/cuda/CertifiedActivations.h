@@ -63,18 +63,6 @@ constexpr float kInvSqrt2F = 0.70710678f, kInvSqrt2PiF = 0.39894228f;
 /// The activations with a certified f32 form (unaryFast).
 enum class Activation { Silu, GeluTanh, GeluErf };
 
-LOOM_CERT_FN uint32_t bitsOf(float x) {
-  uint32_t u;
-  memcpy(&u, &x, 4);
-  return u;
-}
-
-LOOM_CERT_FN float floatOf(uint32_t u) {
-  float x;
-  memcpy(&x, &u, 4);
-  return x;
-}
-
 /// True when every value within err of y rounds to y's bf16, so the double
 /// path's bf16 is y's. M::bf16Pair rounds lo and hi to bf16 (round to
 /// nearest even, lo in the low half; on the GPU one cvt.rn.bf16x2 for the

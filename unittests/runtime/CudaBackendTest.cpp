@@ -1146,9 +1146,8 @@ TEST(CudaBackend, LossAndBackwardKernels) {
   }
   t.b.instr(OpCode::CrossEntropy, {masked, maskedTargets}, {t.b.output(DType::F32, {})});
   t.b.instr(OpCode::CrossEntropyGrad, {masked, maskedTargets, dloss}, {t.b.output(DType::F32, {4, 64})});
-  // More rows than SMs (the gradient's blocks take several rows each) of
-  // packed rows whose last group of packs in flight is partly past the row
-  // (8,216 = 4 x 256 x 8 + 24).
+  // Many packed rows of 8,216 logits (4 x 256 x 8 + 24: a block's last
+  // sweep over the row covers only part of it).
   uint32_t tall = t.f32(rng, {300, 8216}, -6, 6), tallTargets = t.ids(rng, {300}, 0, 8215);
   t.b.instr(OpCode::CrossEntropy, {tall, tallTargets}, {t.b.output(DType::F32, {})});
   t.b.instr(OpCode::CrossEntropyGrad, {tall, tallTargets, dloss}, {t.b.output(DType::F32, {300, 8216})});
