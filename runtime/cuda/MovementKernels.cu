@@ -17,6 +17,8 @@
 #include "cuda/Fp8Cuda.h"
 
 #include <algorithm>
+#include <cstdlib>
+#include <utility>
 
 namespace loom::rt::cuda {
 namespace {
@@ -232,37 +234,99 @@ __device__ inline Pack tableRow8(const float *t, int64_t stride, bool vec) {
   return p;
 }
 
-/// rotaryKernel with a thread per (row, eight columns of the low half): it
-/// reads those eight and their eight partners with 16-byte accesses and
-/// writes both outputs, so a row's table offsets and the divisions cost
-/// once per sixteen elements instead of once per element (D % 16 == 0,
-/// aligned rows). With `vecTables` (contiguous, 16-byte aligned table rows)
-/// the cos and sin entries load four at a time too: 36 load instructions
-/// per thread became 12. Each element is rotated(), as in rotaryKernel:
-/// same bits.
+/// rotaryKernel with a thread per (row, eight columns of the low half) and
+/// `Rows` rows that share their table rows: it reads the eight columns and
+/// their eight partners with 16-byte accesses and writes both outputs, so a
+/// row's table offsets and the divisions cost once per 16 Rows elements
+/// (D % 16 == 0, aligned rows). With `vecTables` (contiguous, 16-byte
+/// aligned table rows) the cos and sin entries load four at a time.
+///
+/// Why Rows: exports broadcast the tables over heads ([B, 1, T, D] against
+/// q's [B, H, T, D]), and a thread per row read 32 table floats (128 bytes
+/// of L2 traffic) for 16 bf16 elements (64 bytes of x and y). The tables
+/// then dominated the kernel's traffic, and it ran at 1.2-1.6 TB/s. Rows
+/// rows of one broadcast dimension (`bcast` rows long, `inner` rows apart)
+/// read the tables once and convert them to double once.
+///
+/// Each element is rotated()'s arithmetic, as in rotaryKernel: the same
+/// bits (a double made from a float is exact either way).
+template <int Rows>
 __global__ void rotaryPackedKernel(FloatIn x, const float *cosT, const float *sinT, FloatOut y,
                                    int64_t rows, int64_t D, StridedMap<2> rowMap, int64_t cd,
-                                   int64_t sd, bool backward, bool vecTables) {
-  const int64_t half = D / 2, groups = half / kPack;
-  LOOM_GRID_STRIDE(item, rows * groups) {
-    int64_t r = item / groups, d0 = item % groups * kPack;
+                                   int64_t sd, int64_t bcast, int64_t inner, bool backward,
+                                   bool vecTables) {
+  const int64_t half = D / 2, groups = half / kPack, blocks = bcast / Rows;
+  const double signLo = backward ? 1.0 : -1.0;
+  LOOM_GRID_STRIDE(item, rows / Rows * groups) {
+    // item = ((outer * blocks + block) * inner + lo) * groups + group
+    int64_t t = item / groups, d0 = item % groups * kPack;
+    int64_t lo = t % inner;
+    t /= inner;
+    int64_t r0 = ((t / blocks) * bcast + t % blocks * Rows) * inner + lo;
     int64_t off[2];
-    rowMap.offsets(r, off);
+    rowMap.offsets(r0, off);
     const float *cr = cosT + off[0], *sr = sinT + off[1];
-    Pack lo = load8(x, r * D + d0), hi = load8(x, r * D + half + d0), ylo, yhi;
     Pack cl = tableRow8(cr + d0 * cd, cd, vecTables), ch = tableRow8(cr + (d0 + half) * cd, cd, vecTables);
     Pack sl = tableRow8(sr + d0 * sd, sd, vecTables), sh = tableRow8(sr + (d0 + half) * sd, sd, vecTables);
+    // an element (d0 + k) and its partner (d0 + k + half); the forward's
+    // sin is the output's entry, the backward's the partner's
+    double cLo[kPack], cHi[kPack], sLo[kPack], sHi[kPack];
 #pragma unroll
     for (int k = 0; k < kPack; ++k) {
-      // an element (d0 + k) and its partner (d0 + k + half); the forward's
-      // sin is the output's entry, the backward's the partner's
-      float sLo = backward ? sh.v[k] : sl.v[k], sHi = backward ? sl.v[k] : sh.v[k];
-      ylo.v[k] = rotated(lo.v[k], hi.v[k], cl.v[k], sLo, backward ? 1.0 : -1.0);
-      yhi.v[k] = rotated(hi.v[k], lo.v[k], ch.v[k], sHi, backward ? -1.0 : 1.0);
+      cLo[k] = cl.v[k];
+      cHi[k] = ch.v[k];
+      sLo[k] = backward ? sh.v[k] : sl.v[k];
+      sHi[k] = backward ? sl.v[k] : sh.v[k];
     }
-    store8(y, r * D + d0, ylo);
-    store8(y, r * D + half + d0, yhi);
+#pragma unroll
+    for (int j = 0; j < Rows; ++j) {
+      int64_t at = (r0 + j * inner) * D + d0;
+      Pack xl = load8(x, at), xh = load8(x, at + half), yl, yh;
+#pragma unroll
+      for (int k = 0; k < kPack; ++k) {
+        double a = xl.v[k], b = xh.v[k];
+        yl.v[k] = float(a * cLo[k] + signLo * b * sLo[k]);
+        yh.v[k] = float(b * cHi[k] - signLo * a * sHi[k]);
+      }
+      store8(y, at, yl);
+      store8(y, at + half, yh);
+    }
   }
+}
+
+/// The broadcast dimension rotaryPackedKernel shares table rows along: the
+/// longest row dimension along which neither table moves, as
+/// {extent, rows between its steps}; {1, rows} when there is none.
+std::pair<int64_t, int64_t> tableBroadcastDim(const Shape &rowShape, const Shape &cs,
+                                              const Shape &ss) {
+  std::pair<int64_t, int64_t> best{1, 1};
+  int64_t inner = 1;
+  for (size_t d = rowShape.size(); d-- > 0;) {
+    if (cs[d] == 0 && ss[d] == 0 && rowShape[d] > best.first) best = {rowShape[d], inner};
+    inner *= rowShape[d];
+  }
+  if (best.first == 1) best.second = inner;
+  return best;
+}
+
+/// The rows a rotaryPackedKernel thread takes, for a broadcast dim of
+/// `bcast` rows and `items` (row, pack) pairs: twice as many while they
+/// divide the broadcast dim, up to eight, and leave 64k threads. Fewer
+/// threads, as for llama-1b's k ([4, 2048, 8, 64]: 32k at eight rows), no
+/// longer cover the GPU's memory latency. Measured on llama-1b's step
+/// (H200, bench/gpu/h200-2026-11-29-g): q's rotary and its gradient took
+/// 1.28 ms at one row a thread and 1.10 at eight; k's 0.47 at one, 0.42 at
+/// four and 0.50 at eight. LOOM_CUDA_ROTARY_ROWS=1, 2, 4 or 8 sets the most
+/// rows and drops the thread floor (to time the choices in one binary, and
+/// for the tests' small shapes); every choice gives the same bits.
+int rotaryRowsPerThread(int64_t bcast, int64_t items) {
+  const char *e = std::getenv("LOOM_CUDA_ROTARY_ROWS");
+  int most = e ? std::atoi(e) : 8;
+  if (most != 1 && most != 2 && most != 4) most = 8;
+  const int64_t floor = e ? 1 : int64_t(1) << 16;
+  int rows = 1;
+  while (rows < most && bcast % (2 * rows) == 0 && items / (2 * rows) >= floor) rows *= 2;
+  return rows;
 }
 
 void rotary(const CudaCall &c, CudaContext &ctx, bool backward) {
@@ -287,9 +351,20 @@ void rotary(const CudaCall &c, CudaContext &ctx, bool backward) {
                reinterpret_cast<uintptr_t>(sinT.data) % 16 == 0;
     for (int64_t st : cs) vec = vec && st % 4 == 0;
     for (int64_t st : ss) vec = vec && st % 4 == 0;
-    rotaryPackedKernel<<<gridFor(rows * (D / (2 * kPack))), kThreads, 0, ctx.stream>>>(
-        floatIn(x), cosT.as<float>(), sinT.as<float>(), floatOut(c.out[0]), rows, D, map, cd, sd,
-        backward, vec);
+    std::pair<int64_t, int64_t> along = tableBroadcastDim(rowShape, cs, ss);
+    int64_t bcast = along.first, inner = along.second;
+    int rowsPerThread = rotaryRowsPerThread(bcast, rows * (D / (2 * kPack)));
+    auto launch = [&](auto kernel, int per) {
+      kernel<<<gridFor(rows / per * (D / (2 * kPack))), kThreads, 0, ctx.stream>>>(
+          floatIn(x), cosT.as<float>(), sinT.as<float>(), floatOut(c.out[0]), rows, D, map, cd,
+          sd, bcast, inner, backward, vec);
+    };
+    switch (rowsPerThread) {
+    case 8: launch(rotaryPackedKernel<8>, 8); break;
+    case 4: launch(rotaryPackedKernel<4>, 4); break;
+    case 2: launch(rotaryPackedKernel<2>, 2); break;
+    default: launch(rotaryPackedKernel<1>, 1); break;
+    }
     return;
   }
   rotaryKernel<<<gridFor(rows * D), kThreads, 0, ctx.stream>>>(
