@@ -339,6 +339,8 @@ bool ProgramBuilder::lowerOp(Operation *op, std::string &err) {
       })
       .Case<SoftmaxGradOp>([&](SoftmaxGradOp s) { emit(OpCode::SoftmaxGrad, op, {s.getAxis()}); })
       .Case<CrossEntropyGradOp>([&](auto) { emit(OpCode::CrossEntropyGrad, op); })
+      // The fused pair: CrossEntropyGrad with the loss as a second output.
+      .Case<CrossEntropyWithGradOp>([&](auto) { emit(OpCode::CrossEntropyGrad, op); })
       .Case<SliceGradOp>([&](SliceGradOp s) {
         std::vector<int64_t> ints;
         for (auto [start, step] : llvm::zip(s.getStarts(), s.getSteps())) {

@@ -434,6 +434,22 @@ LogicalResult CrossEntropyOp::inferReturnTypes(MLIRContext *,
   return success();
 }
 
+LogicalResult CrossEntropyWithGradOp::inferReturnTypes(MLIRContext *ctx,
+                                                      std::optional<Location> loc,
+                                                      CrossEntropyWithGradOp::Adaptor a,
+                                                      SmallVectorImpl<Type> &types) {
+  auto logits = cast<RankedTensorType>(a.getLogits().getType());
+  auto targets = cast<RankedTensorType>(a.getTargets().getType());
+  if (logits.getRank() != 2 || targets.getRank() != 1 ||
+      targets.getDimSize(0) != logits.getDimSize(0))
+    return emitOptionalError(loc, "loom.cross_entropy_with_grad: logits ",
+                             shapeStr(logits.getShape()), " and targets ",
+                             shapeStr(targets.getShape()), " must be [N, V] and [N]");
+  types.push_back(logits);
+  types.push_back(RankedTensorType::get({}, Float32Type::get(ctx))); // as cross_entropy's
+  return success();
+}
+
 //===----------------------------------------------------------------------===//
 // Data movement
 //===----------------------------------------------------------------------===//

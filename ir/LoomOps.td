@@ -595,6 +595,25 @@ def Loom_CrossEntropyGradOp : Loom_Op<"cross_entropy_grad", [Pure, InferTypeOpAd
   }];
 }
 
+def Loom_CrossEntropyWithGradOp : Loom_Op<"cross_entropy_with_grad",
+    [Pure, InferTypeOpAdaptor]> {
+  let summary = "cross_entropy and its cross_entropy_grad in one pass";
+  let description = [{
+    (dlogits, loss): what loom.cross_entropy_grad %logits, %targets,
+    %loss_grad and loom.cross_entropy %logits, %targets give, from one read
+    of each row's max and sum of exponentials instead of two.
+    `loom-fuse-cross-entropy-grad` forms it where the step runs both on the
+    same logits and the loss gradient is known at the loss (the backward's
+    seed is a constant), so the gradient is made where the loss is.
+  }];
+  let arguments = (ins Loom_FloatTensor:$logits, Loom_IndexTensor:$targets,
+                       Loom_FloatTensor:$loss_grad);
+  let results = (outs Loom_FloatTensor:$logits_grad, Loom_FloatTensor:$loss);
+  let assemblyFormat = [{
+    $logits `,` $targets `,` $loss_grad attr-dict `:` type($logits) `,` type($targets) `,` type($loss_grad)
+  }];
+}
+
 def Loom_SliceGradOp : Loom_Op<"slice_grad", [Pure, InferTypeOpAdaptor]> {
   let summary = "zeros of the sliced input's shape with the slice's gradient put back";
   let arguments = (ins Loom_FloatTensor:$output_grad, DenseI64ArrayAttr:$input_shape,

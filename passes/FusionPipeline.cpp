@@ -167,6 +167,12 @@ void buildSpmdTrainStep(mlir::OpPassManager &pm, const SpmdStepOptions &o) {
   // (On @train_step: the drivers refuse it with pipeline plans.)
   if (o.recompute.policy != RecomputePolicy::none)
     pm.addPass(createRecompute(o.recompute));
+  // After recompute, which reads the loss and its gradient as two ops: the
+  // pair into one kernel that reads the logits twice instead of three
+  // times. LOOM_FUSE_CROSS_ENTROPY_GRAD=0 keeps the pair (an A/B switch).
+  const char *ce = std::getenv("LOOM_FUSE_CROSS_ENTROPY_GRAD");
+  if (!ce || std::string(ce) != "0")
+    pm.nest<mlir::func::FuncOp>().addPass(createFuseCrossEntropyGrad());
 }
 
 void registerFusionPipeline() {

@@ -212,6 +212,21 @@ def FuseEmbeddingGradAccumulate
   let dependentDialects = ["loom::LoomDialect"];
 }
 
+def FuseCrossEntropyGrad : Pass<"loom-fuse-cross-entropy-grad", "mlir::func::FuncOp"> {
+  let summary = "Compute the loss and its logits' gradient in one pass over the logits";
+  let description = [{
+    cross_entropy(x, t) and cross_entropy_grad(x, t, dl) of the same logits
+    and targets in one block, with dl defined before the loss (the
+    backward's seed, a constant), become one cross_entropy_with_grad(x, t,
+    dl) where the loss was. The two kernels each found every row's max and
+    sum of exponentials; the fused one finds them once, so the logits
+    ([tokens, vocabulary], the step's largest activation) are read twice
+    instead of three times. Exact: the same row statistics, loss terms and
+    gradient formula. Run on the finished training step, after recompute.
+  }];
+  let dependentDialects = ["loom::LoomDialect"];
+}
+
 def FuseGradientClipping : Pass<"loom-fuse-gradient-clipping", "mlir::func::FuncOp"> {
   let summary = "Read each gradient once for the global norm and once for AdamW";
   let description = [{

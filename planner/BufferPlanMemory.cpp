@@ -21,12 +21,19 @@ bool bufferPlanMemory(const rt::Program &p, MemoryBreakdown &out, std::string &e
   size_t n = p.buffers.size();
   std::vector<Role> role(n, Role::Other);
   int64_t lossAt = -1;
+  int64_t lossGrad = -1; // the fused loss's gradient output: backward, though made there
   bool anyAdam = false;
   for (size_t i = 0; i < p.instrs.size(); ++i) {
     const rt::Instr &in = p.instrs[i];
-    if ((in.op == rt::OpCode::CrossEntropy || in.op == rt::OpCode::VocabShardCrossEntropy) &&
-        lossAt < 0)
+    // The loss: its own instruction, or the gradient's second output
+    // (loom-fuse-cross-entropy-grad), where the backward starts as well.
+    bool loss = in.op == rt::OpCode::CrossEntropy || in.op == rt::OpCode::VocabShardCrossEntropy ||
+                (in.op == rt::OpCode::CrossEntropyGrad && in.out.size() == 2);
+    if (loss && lossAt < 0) {
       lossAt = int64_t(i);
+      if (in.op == rt::OpCode::CrossEntropyGrad)
+        lossGrad = in.out[0];
+    }
     if (in.op != rt::OpCode::AdamW || in.in.size() < 4 || in.out.size() < 3)
       continue;
     anyAdam = true;
@@ -136,6 +143,7 @@ bool bufferPlanMemory(const rt::Program &p, MemoryBreakdown &out, std::string &e
       const rt::BufferDesc &d = p.buffers[id];
       bool forward = d.kind == BufferKind::Input ? d.numElements() > 1 // tokens, targets
                                                  : lossAt >= 0 && first[id] <= lossAt &&
+                                                       int64_t(id) != lossGrad &&
                                                        !fromWeights[id];
       (forward ? m.activations : m.workspace) += bytes;
       break;

@@ -218,7 +218,7 @@ bool Walker::assignPhases(std::string &err) {
   }
   size_t lossAt = ops.size();
   for (size_t i = 0; i < ops.size(); ++i)
-    if (isa<CrossEntropyOp>(ops[i])) {
+    if (isa<CrossEntropyOp, CrossEntropyWithGradOp>(ops[i])) {
       lossAt = i;
       break;
     }
@@ -395,7 +395,7 @@ void Walker::trackBatchDims() {
       batchDim[to] = j;
   };
   for (Operation *op : ops) {
-    if (isa<EmbeddingGradOp, AdamWOp, CrossEntropyOp>(op))
+    if (isa<EmbeddingGradOp, AdamWOp, CrossEntropyOp, CrossEntropyWithGradOp>(op))
       continue;
     if (auto m = dyn_cast<MatmulOp>(op)) {
       int R = int(rankOf(m.getResult()));

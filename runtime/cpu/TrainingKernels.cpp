@@ -501,6 +501,11 @@ bool runSoftmaxGrad(const KernelCall &c, ThreadPool &pool, std::string &err) {
 }
 
 bool runCrossEntropyGrad(const KernelCall &c, ThreadPool &pool, std::string &err) {
+  if (c.out.size() == 2) { // the fused loss first: CrossEntropy's kernel, its bits
+    KernelCall loss{c.instr, {c.in[0], c.in[1]}, {c.out[1]}};
+    if (!runCrossEntropy(loss, pool, err))
+      return false;
+  }
   if (c.out[0].dtype() == DType::F64)
     return crossEntropyGradTyped<double>(c, pool, err);
   return crossEntropyGradTyped<float>(c, pool, err);

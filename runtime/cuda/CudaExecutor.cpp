@@ -705,6 +705,8 @@ std::string cuda::cudaSupports(const Program &p, const Instr &I) {
     return need(I.out[0], {DType::F32}, "the loss");
   case OpCode::CrossEntropyGrad:
     if (std::string e = need(I.in[0], {DType::F32}, "logits"); !e.empty()) return e;
+    if (I.out.size() == 2)
+      if (std::string e = need(I.out[1], {DType::F32}, "the loss"); !e.empty()) return e;
     return need(I.in[2], {DType::F32}, "the loss gradient");
   case OpCode::Where: case OpCode::Cast: case OpCode::Embedding: case OpCode::Transpose:
   case OpCode::Slice: case OpCode::Concat: case OpCode::Split: case OpCode::Expand:

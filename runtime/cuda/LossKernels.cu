@@ -131,18 +131,28 @@ __global__ void meanKernel(const double *terms, int64_t n, float *out) {
   if (threadIdx.x == 0) *out = float(n ? acc / double(n) : nan(""));
 }
 
+/// dx of the loss, one block per row. With `rowLoss` (the fused loss of
+/// CrossEntropyGrad's second output) the block also stores its row's loss
+/// term, as crossEntropyRowKernel does from the same statistics: the
+/// launcher passes the same `packed` to rowMaxAndSum that the loss kernel
+/// would have, so both outputs keep their separate kernels' bits.
 __global__ void crossEntropyGradKernel(FloatIn x, const void *targets, bool t64,
-                                       const float *dloss, FloatOut dx, int64_t N, int64_t V,
-                                       bool packed, DeviceError *err, int instr) {
+                                       const float *dloss, FloatOut dx, double *rowLoss,
+                                       int64_t N, int64_t V, bool packed, DeviceError *err,
+                                       int instr) {
   __shared__ double red[32];
   int64_t n = blockIdx.x;
   int64_t t = indexAt(targets, t64, n);
   if (t < 0 || t >= V) {
-    if (threadIdx.x == 0) reportError(err, instr, 1, t, n, V);
+    if (threadIdx.x == 0) {
+      reportError(err, instr, 1, t, n, V);
+      if (rowLoss) rowLoss[n] = 0;
+    }
     return;
   }
   double mx, sum;
   rowMaxAndSum(x, n, V, packed, red, mx, sum);
+  if (rowLoss && threadIdx.x == 0) rowLoss[n] = mx + log(sum) - x[n * V + t];
   // dx = (softmax - onehot) dloss / N, the softmax as exp(x - max) / sum.
   float factor = float(double(*dloss) / double(N)), inv = float(1.0 / sum), m = float(mx);
   auto grad = [&](float xv, int64_t v) {
@@ -163,7 +173,8 @@ __global__ void crossEntropyGradKernel(FloatIn x, const void *targets, bool t64,
 } // namespace
 
 size_t lossScratchBytes(const Program &p, const Instr &I) {
-  if (I.op == OpCode::CrossEntropy)
+  // The row loss terms: CrossEntropy's, and CrossEntropyGrad's fused loss.
+  if (I.op == OpCode::CrossEntropy || (I.op == OpCode::CrossEntropyGrad && I.out.size() == 2))
     return size_t(p.buffers[I.in[0]].shape[0]) * sizeof(double);
   return embeddingGradScratchBytes(p, I);
 }
@@ -180,10 +191,24 @@ void launchCrossEntropy(const CudaCall &c, CudaContext &ctx) {
 
 void launchCrossEntropyGrad(const CudaCall &c, CudaContext &ctx) {
   int64_t N = c.in[0].shape()[0], V = c.in[0].shape()[1];
-  if (N == 0) return;
-  crossEntropyGradKernel<<<unsigned(N), kLossThreads, 0, ctx.stream>>>(
-      floatIn(c.in[0]), c.in[1].data, c.in[1].dtype() == DType::I64, c.in[2].as<float>(),
-      floatOut(c.out[0]), N, V, rowsPackable(V, {&c.in[0], &c.out[0]}), ctx.error, c.index);
+  bool packed = rowsPackable(V, {&c.in[0], &c.out[0]});
+  bool fused = c.out.size() == 2;
+  if (fused && packed != rowsPackable(V, {&c.in[0]})) {
+    // The loss kernel would read the rows packed and the gradient's could
+    // not (an unaligned gradient): the two statistics would differ in
+    // their last bits, so run the pair as two kernels.
+    CudaCall loss = c;
+    loss.out = {c.out[1]};
+    launchCrossEntropy(loss, ctx);
+    fused = false;
+  }
+  auto *rowLoss = fused ? static_cast<double *>(ctx.scratch) : nullptr;
+  if (N > 0)
+    crossEntropyGradKernel<<<unsigned(N), kLossThreads, 0, ctx.stream>>>(
+        floatIn(c.in[0]), c.in[1].data, c.in[1].dtype() == DType::I64, c.in[2].as<float>(),
+        floatOut(c.out[0]), rowLoss, N, V, packed, ctx.error, c.index);
+  if (fused)
+    meanKernel<<<1, 1024, 0, ctx.stream>>>(rowLoss, N, c.out[1].as<float>());
 }
 
 } // namespace loom::rt::cuda

@@ -655,10 +655,17 @@ std::string checkSoftmaxGrad(const OpView &v, const Instr &I) {
 }
 
 std::string checkCrossEntropyGrad(const OpView &v) {
-  if (std::string e = v.arity(3, 3, 1, 1, 0, 0); !e.empty())
+  if (std::string e = v.arity(3, 3, 1, 2, 0, 0); !e.empty())
     return e;
   if (std::string e = checkLogitsAndTargets(v); !e.empty())
     return e;
+  if (v.numOut() == 2) { // the fused loss: CrossEntropy's output
+    const BufferDesc &loss = v.out(1);
+    if (loss.dtype != DType::F32 && !(loss.dtype == DType::F64 && v.in(0).dtype == DType::F64))
+      return cat("loss output must be f32 (or f64 with f64 logits), got ", dtypeName(loss.dtype));
+    if (std::string e = hasShape(loss, {}, "loss output"); !e.empty())
+      return e;
+  }
   return first([&] { return hasShape(v.in(2), {}, "loss gradient"); },
                [&] { return v.floatDType(v.in(2), "loss gradient"); },
                [&] { return v.floatDType(v.in(0), "logits"); },

@@ -145,3 +145,11 @@ func.func @embedding_grad_addend(%dy: tensor<2x3x8xf32>, %ids: tensor<2x3xi64>, 
   %e = loom.embedding_grad %dy, %ids accumulate %a : tensor<4x8xf32> {num_embeddings = 5 : i64} : tensor<2x3x8xf32>, tensor<2x3xi64>
   return
 }
+
+// -----
+
+func.func @cross_entropy_with_grad_targets(%x: tensor<4x9xf32>, %t: tensor<3xi64>, %s: tensor<f32>) {
+  // expected-error@+1 {{loom.cross_entropy_with_grad: logits [4,9] and targets [3] must be [N, V] and [N]}}
+  %dx, %loss = loom.cross_entropy_with_grad %x, %t, %s : tensor<4x9xf32>, tensor<3xi64>, tensor<f32>
+  return
+}

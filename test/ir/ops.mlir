@@ -110,3 +110,11 @@ func.func @embedding_grads(%dy: tensor<2x3x8xf32>, %ids: tensor<2x3xi64>) -> ten
   %s = loom.embedding_grad %dy, %ids accumulate %e : tensor<5x8xf32> {num_embeddings = 5 : i64} : tensor<2x3x8xf32>, tensor<2x3xi64>
   return %s : tensor<5x8xf32>
 }
+
+// The loss and its logits' gradient as one op: dlogits, then the f32 loss.
+// CHECK-LABEL: func.func @cross_entropy_with_grad
+// CHECK: %{{.*}}, %{{.*}} = loom.cross_entropy_with_grad %{{.*}}, %{{.*}}, %{{.*}} : tensor<4x9xbf16>, tensor<4xi32>, tensor<f32>
+func.func @cross_entropy_with_grad(%x: tensor<4x9xbf16>, %t: tensor<4xi32>, %s: tensor<f32>) -> (tensor<4x9xbf16>, tensor<f32>) {
+  %dx, %loss = loom.cross_entropy_with_grad %x, %t, %s : tensor<4x9xbf16>, tensor<4xi32>, tensor<f32>
+  return %dx, %loss : tensor<4x9xbf16>, tensor<f32>
+}

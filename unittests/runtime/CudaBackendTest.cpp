@@ -703,30 +703,46 @@ TEST(CudaBackend, MovementOps) {
 
 TEST(CudaBackend, RotaryOnPackedRows) {
   // Rows of D % 16 == 0 take the packed kernel (a thread per eight columns
-  // and their partners): forward and backward, tables broadcast over heads
-  // ([B, 1, T, D], as exports emit them) or over the batch too ([T, D]),
-  // f32 and bf16 storage. Exact against the CPU: the same double arithmetic.
+  // and their partners, and up to eight heads that share table rows):
+  // forward and backward, tables broadcast over heads ([B, 1, T, D], as
+  // exports emit them) or over the batch too ([T, D]), f32 and bf16
+  // storage. With LOOM_CUDA_ROTARY_ROWS=8 (no floor on the thread count)
+  // head counts 3, 6, 4 and 16 give a thread 1, 2, 4 and 8 rows; unset,
+  // these small shapes take one row a thread. Exact against the CPU: the
+  // same double arithmetic.
   REQUIRE_GPU();
   Rng rng;
-  for (bool bf16 : {false, true}) {
-    SCOPED_TRACE(bf16 ? "bf16" : "f32");
-    OneOp t;
-    Shape s = {2, 3, 5, 32};
-    uint32_t q = bf16 ? bf16Input(t.b, t.inputs, rng, s) : t.f32(rng, s);
-    uint32_t csB = t.f32(rng, {2, 1, 5, 32}), snB = t.f32(rng, {2, 1, 5, 32});
-    uint32_t cs = t.f32(rng, {5, 32}), sn = t.f32(rng, {5, 32});
-    // One column per row (broadcast along D): the tables' entries load one
-    // at a time; the tables above load four at a time.
-    uint32_t cs1 = t.f32(rng, {5, 1}), sn1 = t.f32(rng, {5, 1});
-    DType out = bf16 ? DType::BF16 : DType::F32;
-    for (OpCode op : {OpCode::Rotary, OpCode::RotaryGrad}) {
-      t.b.instr(op, {q, csB, snB}, {t.b.output(out, s)});
-      t.b.instr(op, {q, cs, sn}, {t.b.output(out, s)});
-      t.b.instr(op, {q, cs1, sn1}, {t.b.output(out, s)});
-    }
-    ASSERT_EQ(t.b.p.validate(), "");
-    expectSameOnGpu(t.b.p, t.inputs, 0, 0);
+  for (const char *most : {"8", ""}) {
+    if (*most)
+      setenv("LOOM_CUDA_ROTARY_ROWS", most, 1);
+    else
+      unsetenv("LOOM_CUDA_ROTARY_ROWS");
+    for (bool bf16 : {false, true})
+      for (int64_t heads : {3, 6, 4, 16}) {
+        SCOPED_TRACE(std::string(bf16 ? "bf16" : "f32") + " heads " + std::to_string(heads) +
+                     " rows " + most);
+        OneOp t;
+        Shape s = {2, heads, 5, 32};
+        uint32_t q = bf16 ? bf16Input(t.b, t.inputs, rng, s) : t.f32(rng, s);
+        uint32_t csB = t.f32(rng, {2, 1, 5, 32}), snB = t.f32(rng, {2, 1, 5, 32});
+        uint32_t cs = t.f32(rng, {5, 32}), sn = t.f32(rng, {5, 32});
+        // One column per row (broadcast along D): the tables' entries load
+        // one at a time; the tables above load four at a time.
+        uint32_t cs1 = t.f32(rng, {5, 1}), sn1 = t.f32(rng, {5, 1});
+        // Tables that move with every row dimension: no rows to share.
+        uint32_t csAll = t.f32(rng, s), snAll = t.f32(rng, s);
+        DType out = bf16 ? DType::BF16 : DType::F32;
+        for (OpCode op : {OpCode::Rotary, OpCode::RotaryGrad}) {
+          t.b.instr(op, {q, csB, snB}, {t.b.output(out, s)});
+          t.b.instr(op, {q, cs, sn}, {t.b.output(out, s)});
+          t.b.instr(op, {q, cs1, sn1}, {t.b.output(out, s)});
+          t.b.instr(op, {q, csAll, snAll}, {t.b.output(out, s)});
+        }
+        ASSERT_EQ(t.b.p.validate(), "");
+        expectSameOnGpu(t.b.p, t.inputs, 0, 0);
+      }
   }
+  unsetenv("LOOM_CUDA_ROTARY_ROWS");
 }
 
 TEST(CudaBackend, CrossEntropyOnBf16LogitsEqualsCastsAround) {
@@ -765,6 +781,57 @@ TEST(CudaBackend, CrossEntropyOnBf16LogitsEqualsCastsAround) {
   RunResult cpu = runProgram(folded, in, 2, "cpu");
   ASSERT_TRUE(cpu.ok) << cpu.err;
   EXPECT_TRUE(allClose(a.out<float>(1), toDouble(cpu.out<float>(1)), 1e-6, 1e-6));
+}
+
+TEST(CudaBackend, CrossEntropyGradWithLossIsThePair) {
+  // CrossEntropyGrad with the loss as a second output (one pass of row
+  // statistics for both, loom.cross_entropy_with_grad) gives the bits of
+  // CrossEntropy and CrossEntropyGrad run apart: bf16 and f32 logits, rows
+  // read packed (V % 8 == 0) and one at a time, and a gradient that cannot
+  // be stored packed (rows off 16-byte alignment: the launcher runs the
+  // pair apart).
+  REQUIRE_GPU();
+  Rng rng;
+  for (int64_t V : {4096, 3001})
+    for (bool bf16 : {false, true})
+      for (bool oddGrad : {false, true}) {
+        SCOPED_TRACE("V " + std::to_string(V) + (bf16 ? " bf16" : " f32") +
+                     (oddGrad ? " odd gradient" : ""));
+        const int64_t N = 9;
+        auto build = [&](bool fused) {
+          ProgramBuilder b;
+          uint32_t x = b.input(DType::F32, {N, V}), t = b.input(DType::I64, {N});
+          uint32_t dl = b.input(DType::F32, {});
+          uint32_t logits = x;
+          DType gt = bf16 ? DType::BF16 : DType::F32;
+          if (bf16) {
+            logits = b.temp(DType::BF16, {N, V});
+            b.instr(OpCode::Cast, {x}, {logits});
+          }
+          uint32_t grad = b.temp(gt, {N, V}), loss = b.output(DType::F32, {}, "loss");
+          if (oddGrad) { // one element past a 64-byte boundary: rows not 16-byte aligned
+            BufferDesc &g = b.p.buffers[grad];
+            g.offset = (b.p.arenaBytes + 63) / 64 * 64 + dtypeSize(gt);
+            b.p.arenaBytes = g.offset + g.bytes;
+          }
+          if (fused) {
+            b.instr(OpCode::CrossEntropyGrad, {logits, t, dl}, {grad, loss});
+          } else {
+            b.instr(OpCode::CrossEntropy, {logits, t}, {loss});
+            b.instr(OpCode::CrossEntropyGrad, {logits, t, dl}, {grad});
+          }
+          b.instr(OpCode::Cast, {grad}, {b.output(DType::F32, {N, V}, "dlogits")});
+          return b.p;
+        };
+        std::vector<Bytes> in = {toBytes(rng.uniform(N * V, -20, 20)),
+                                 toBytes(rng.ints(N, 0, V - 1)), toBytes(F{0.75f})};
+        Program fused = build(true), apart = build(false);
+        ASSERT_EQ(fused.validate(), "");
+        ASSERT_EQ(apart.validate(), "");
+        RunResult a = runProgram(fused, in, 0, "cuda"), b = runProgram(apart, in, 0, "cuda");
+        ASSERT_TRUE(a.ok && b.ok) << a.err << b.err;
+        EXPECT_EQ(a.outputs, b.outputs);
+      }
 }
 
 TEST(CudaBackend, TransposesOfWholeRowsMovePacks) {

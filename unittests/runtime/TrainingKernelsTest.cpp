@@ -563,6 +563,64 @@ TEST(TrainingKernels, CrossEntropyGradRejectsOutOfRangeTarget) {
   EXPECT_EQ(r.err, "instr 0 (cross_entropy_grad): target -1 at row 1 out of range [0, 3)");
 }
 
+TEST(TrainingKernels, CrossEntropyGradWithLossIsThePair) {
+  // The fused loss (a second output, loom.cross_entropy_with_grad) is
+  // CrossEntropy's bits and the gradient CrossEntropyGrad's, in f32 and f64.
+  Rng rng;
+  int64_t N = 5, V = 11;
+  auto lv = rng.uniform(N * V, -4, 4), dloss = rng.uniform(1, 0.5, 2);
+  auto tv = rng.ints(N, 0, V - 1);
+  for (DType dt : kFloatTypes) {
+    SCOPED_TRACE(dtypeName(dt));
+    auto build = [&](bool fused) {
+      ProgramBuilder b;
+      uint32_t l = b.input(dt, {N, V}), t = b.input(DType::I64, {N}), g = b.input(dt, {});
+      uint32_t dx = b.output(dt, {N, V}, "dx"), loss = b.output(dt, {}, "loss");
+      if (fused) {
+        b.instr(OpCode::CrossEntropyGrad, {l, t, g}, {dx, loss});
+      } else {
+        b.instr(OpCode::CrossEntropy, {l, t}, {loss});
+        b.instr(OpCode::CrossEntropyGrad, {l, t, g}, {dx});
+      }
+      return b.p;
+    };
+    std::vector<Bytes> in = {asBytes(dt, lv), toBytes(tv), asBytes(dt, dloss)};
+    RunResult fused = runProgram(build(true), in), apart = runProgram(build(false), in);
+    ASSERT_TRUE(fused.ok && apart.ok) << fused.err << apart.err;
+    EXPECT_EQ(fused.outputs, apart.outputs);
+  }
+  // A bad target fails the fused instruction as it fails the gradient's.
+  ProgramBuilder b;
+  uint32_t l = b.input(DType::F32, {2, 3}), t = b.input(DType::I64, {2}),
+           g = b.input(DType::F32, {});
+  b.instr(OpCode::CrossEntropyGrad, {l, t, g},
+          {b.output(DType::F32, {2, 3}), b.output(DType::F32, {})});
+  RunResult r =
+      runProgram(b.p, {toBytes(std::vector<float>(6, 0.0f)), toBytes(std::vector<int64_t>{3, 0}),
+                       toBytes(std::vector<float>{1})});
+  ASSERT_FALSE(r.ok);
+  EXPECT_EQ(r.err, "instr 0 (cross_entropy_grad): target 3 at row 0 out of range [0, 3)");
+}
+
+TEST(TrainingKernels, CrossEntropyGradLossOutputValidation) {
+  // The fused loss is a scalar of the loss's dtype; a third output is refused.
+  auto verdictFor = [](DType lossType, const Shape &lossShape, bool third) {
+    ProgramBuilder b;
+    uint32_t l = b.input(DType::F32, {2, 3}), t = b.input(DType::I64, {2}),
+             g = b.input(DType::F32, {});
+    std::vector<uint32_t> outs = {b.output(DType::F32, {2, 3}), b.output(lossType, lossShape)};
+    if (third) outs.push_back(b.output(DType::F32, {}));
+    b.instr(OpCode::CrossEntropyGrad, {l, t, g}, outs);
+    return b.p.validate();
+  };
+  EXPECT_EQ(verdictFor(DType::F32, {}, false), "");
+  EXPECT_NE(verdictFor(DType::F32, {1}, false).find("loss output has shape [1], expected []"),
+            std::string::npos);
+  EXPECT_NE(verdictFor(DType::F64, {}, false).find("loss output must be f32"), std::string::npos);
+  EXPECT_NE(verdictFor(DType::F32, {}, true).find("takes 1 to 2 outputs, got 3"),
+            std::string::npos);
+}
+
 //===--- SliceGrad --------------------------------------------------------===//
 
 struct SliceCase {

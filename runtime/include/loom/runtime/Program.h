@@ -198,7 +198,10 @@ enum class OpCode : uint16_t {
   // in: y (softmax output), dy -> dx = y (dy - sum(dy y)) along ints[0].
   SoftmaxGrad = 86,
   // in: logits[N, V], targets[N] (I64/I32), dloss[] -> dlogits[N, V]:
-  // (softmax(logits[n]) - onehot(targets[n])) dloss / N.
+  // (softmax(logits[n]) - onehot(targets[n])) dloss / N. With a second
+  // output loss[] (f32, or f64 for f64 logits) it also writes CrossEntropy's
+  // loss of the same logits: one pass of row statistics serves both
+  // (loom.cross_entropy_with_grad), with the bits of the two instructions.
   CrossEntropyGrad = 87,
   // in: dy -> out: zeros of out's shape with dy written at the slice
   // positions. ints: [start_0, step_0, ...] as for Slice, per dim of out.
