@@ -809,11 +809,6 @@ TEST(CudaBackend, CrossEntropyGradWithLossIsThePair) {
             b.instr(OpCode::Cast, {x}, {logits});
           }
           uint32_t grad = b.temp(gt, {N, V}), loss = b.output(DType::F32, {}, "loss");
-          if (oddGrad) { // one element past a 64-byte boundary: rows not 16-byte aligned
-            BufferDesc &g = b.p.buffers[grad];
-            g.offset = (b.p.arenaBytes + 63) / 64 * 64 + dtypeSize(gt);
-            b.p.arenaBytes = g.offset + g.bytes;
-          }
           if (fused) {
             b.instr(OpCode::CrossEntropyGrad, {logits, t, dl}, {grad, loss});
           } else {
@@ -821,6 +816,11 @@ TEST(CudaBackend, CrossEntropyGradWithLossIsThePair) {
             b.instr(OpCode::CrossEntropyGrad, {logits, t, dl}, {grad});
           }
           b.instr(OpCode::Cast, {grad}, {b.output(DType::F32, {N, V}, "dlogits")});
+          if (oddGrad) { // last, one element past a 64-byte boundary: rows not 16-byte aligned
+            BufferDesc &g = b.p.buffers[grad];
+            g.offset = (b.p.arenaBytes + 63) / 64 * 64 + dtypeSize(gt);
+            b.p.arenaBytes = g.offset + g.bytes;
+          }
           return b.p;
         };
         std::vector<Bytes> in = {toBytes(rng.uniform(N * V, -20, 20)),
