@@ -287,6 +287,9 @@ bool ProgramBuilder::lowerOp(Operation *op, std::string &err) {
       .Case<RmsNormOp>([&](RmsNormOp n) {
         emit(OpCode::RmsNorm, op, {}, {n.getEpsilon().convertToDouble()});
       })
+      .Case<AddRmsNormOp>([&](AddRmsNormOp n) {
+        emit(OpCode::AddRmsNorm, op, {}, {n.getEpsilon().convertToDouble()});
+      })
       .Case<LayerNormOp>([&](LayerNormOp n) {
         emit(OpCode::LayerNorm, op, {}, {n.getEpsilon().convertToDouble()});
       })

@@ -434,6 +434,14 @@ LogicalResult CrossEntropyOp::inferReturnTypes(MLIRContext *,
   return success();
 }
 
+LogicalResult AddRmsNormOp::inferReturnTypes(MLIRContext *, std::optional<Location>,
+                                             AddRmsNormOp::Adaptor a,
+                                             SmallVectorImpl<Type> &types) {
+  types.push_back(a.getLhs().getType()); // the sum
+  types.push_back(a.getLhs().getType()); // its norm
+  return success();
+}
+
 LogicalResult CrossEntropyWithGradOp::inferReturnTypes(MLIRContext *ctx,
                                                       std::optional<Location> loc,
                                                       CrossEntropyWithGradOp::Adaptor a,

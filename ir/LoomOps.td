@@ -275,6 +275,22 @@ def Loom_RmsNormOp : Loom_Op<"rms_norm", [Pure, InferTypeOpAdaptor,
   let assemblyFormat = "$input `,` $weight attr-dict `:` type($input) `,` type($weight)";
 }
 
+def Loom_AddRmsNormOp : Loom_Op<"add_rms_norm", [Pure, InferTypeOpAdaptor,
+    AllTypesMatch<["lhs", "rhs"]>]> {
+  let summary = "(lhs + rhs, rms_norm(lhs + rhs, weight)): a residual add and its norm";
+  let description = [{
+    sum is loom.add's result and result is loom.rms_norm's of that sum, bit
+    for bit: the norm reads the sum as rounded to its type.
+    `loom-fuse-add-rms-norm` forms it from a pre-norm block's residual add
+    and the norm after it, so the sum is read back from memory no more (a
+    training step only: there is no gradient rule).
+  }];
+  let arguments = (ins Loom_FloatTensor:$lhs, Loom_FloatTensor:$rhs,
+                       Loom_FloatTensor:$weight, F64Attr:$epsilon);
+  let results = (outs Loom_FloatTensor:$sum, Loom_FloatTensor:$result);
+  let assemblyFormat = "$lhs `,` $rhs `,` $weight attr-dict `:` type($lhs) `,` type($weight)";
+}
+
 def Loom_LayerNormOp : Loom_Op<"layer_norm", [Pure, InferTypeOpAdaptor,
     DeclareOpInterfaceMethods<Loom_DifferentiableOpInterface>]> {
   let summary = "(x - mean) / sqrt(var + eps) * weight + bias, over the last dim";

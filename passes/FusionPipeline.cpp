@@ -173,6 +173,12 @@ void buildSpmdTrainStep(mlir::OpPassManager &pm, const SpmdStepOptions &o) {
   const char *ce = std::getenv("LOOM_FUSE_CROSS_ENTROPY_GRAD");
   if (!ce || std::string(ce) != "0")
     pm.nest<mlir::func::FuncOp>().addPass(createFuseCrossEntropyGrad());
+  // After recompute too (its clones fuse as well): each residual add with
+  // the rms_norm that reads it. Not with fp8, whose tensorwise amax may be
+  // the norm's extra output. LOOM_FUSE_ADD_RMS_NORM=0 keeps them apart.
+  const char *arn = std::getenv("LOOM_FUSE_ADD_RMS_NORM");
+  if (o.fp8.empty() && (!arn || std::string(arn) != "0"))
+    pm.nest<mlir::func::FuncOp>().addPass(createFuseAddRmsNorm());
 }
 
 void registerFusionPipeline() {

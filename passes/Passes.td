@@ -212,6 +212,22 @@ def FuseEmbeddingGradAccumulate
   let dependentDialects = ["loom::LoomDialect"];
 }
 
+def FuseAddRmsNorm : Pass<"loom-fuse-add-rms-norm", "mlir::func::FuncOp"> {
+  let summary = "A residual add and the rms_norm that reads it in one kernel";
+  let description = [{
+    rms_norm(add(a, b), w), the add of one type and shape (no broadcast)
+    and w defined before it, becomes add_rms_norm(a, b, w) where the add
+    was: its sum replaces the add's result for every other reader (the
+    next residual add, the norm's gradient) and its norm the rms_norm's.
+    The norm then normalizes the sum from the registers it stored it from
+    instead of reading it back. Exact: the sum is rounded to its type as
+    the add did, and the norm reads those values. Run on the finished
+    training step, after recompute; not with fp8 (whose amax may ride on
+    the norm's kernel).
+  }];
+  let dependentDialects = ["loom::LoomDialect"];
+}
+
 def FuseCrossEntropyGrad : Pass<"loom-fuse-cross-entropy-grad", "mlir::func::FuncOp"> {
   let summary = "Compute the loss and its logits' gradient in one pass over the logits";
   let description = [{

@@ -280,6 +280,8 @@ bool memoryClassProgram(const std::string &cls, bool quick, int copies, Calibrat
     emit(OpCode::CrossEntropyGrad, {in(F, {R, VLoss}), c.ids({R}, VLoss), in(F, {})}, {{F, {R, VLoss}}});
   } else if (cls == "rms_norm") {
     emit(OpCode::RmsNorm, {in(B, rd), in(F, {D})}, {{B, rd}}, {}, {1e-5});
+  } else if (cls == "add_rms_norm") { // the bf16 step's: f32 residual, bf16 sublayer and norm
+    emit(OpCode::AddRmsNorm, {in(F, rd), in(B, rd), in(F, {D})}, {{F, rd}, {B, rd}}, {}, {1e-5});
   } else if (cls == "rms_norm_grad") {
     emit(OpCode::RmsNormGrad, {in(F, rd), in(F, {D}), in(B, rd)}, {{B, rd}, {F, {D}}}, {}, {1e-5});
   } else if (cls == "layer_norm") {

@@ -71,6 +71,7 @@ const std::vector<std::string> &calibratedMemoryClasses() {
   static const std::vector<std::string> classes = {
       "adamw",         "sum_squares",        "global_sum_squares", "embedding", "embedding_grad",
       "cross_entropy", "cross_entropy_grad", "rms_norm",       "rms_norm_grad",
+      "add_rms_norm",
       "layer_norm",    "layer_norm_grad",    "rotary",         "rotary_grad",
       "swiglu",        "swiglu_grad",        "gelu_tanh",      "gelu_erf",
       "activation_grad", "add",              "mul",            "cast",
@@ -209,13 +210,18 @@ double instrSeconds(const InstrWork &w, const HardwareProfile &hw, std::string *
   }
   auto it = hw.classBandwidth.find(w.cls);
   // A profile calibrated before global_sum_squares existed prices it at
-  // sum_squares' rate: every slice runs SumSquares' kernel body.
-  bool alias = it == hw.classBandwidth.end() && w.cls == "global_sum_squares";
+  // sum_squares' rate: every slice runs SumSquares' kernel body. One
+  // calibrated before add_rms_norm prices it at rms_norm's: the same kernel
+  // with the add inside.
+  const char *aliasOf = w.cls == "global_sum_squares" ? "sum_squares"
+                        : w.cls == "add_rms_norm"     ? "rms_norm"
+                                                      : nullptr;
+  bool alias = it == hw.classBandwidth.end() && aliasOf;
   if (alias)
-    it = hw.classBandwidth.find("sum_squares");
+    it = hw.classBandwidth.find(aliasOf);
   bool own = it != hw.classBandwidth.end();
   double bw = own ? it->second : hw.hbmBandwidth;
-  say(own ? std::string("calibrated ") + (alias ? "sum_squares " : "") + gbps(bw)
+  say(own ? std::string("calibrated ") + (alias ? std::string(aliasOf) + " " : "") + gbps(bw)
           : "copy bandwidth " + gbps(bw),
       !own);
   return w.bytes / bw + hw.kernelOverhead;

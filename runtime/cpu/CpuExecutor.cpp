@@ -66,7 +66,7 @@ std::string cpuSupports(const Program &p, const Instr &I) {
     return need(I.in[0], {DType::F32, DType::F64, DType::BF16}, "operands");
   // The kernels below are templates over f32 and f64 (f64 serves gradient
   // checks); bf16 is not computed on directly, graphs cast it to f32.
-  case OpCode::Reduce: case OpCode::Softmax: case OpCode::RmsNorm:
+  case OpCode::Reduce: case OpCode::Softmax: case OpCode::RmsNorm: case OpCode::AddRmsNorm:
   case OpCode::LayerNorm: case OpCode::Rotary: case OpCode::Attention: case OpCode::SumSquares:
   case OpCode::GlobalSumSquares:
   case OpCode::RmsNormGrad: case OpCode::LayerNormGrad: case OpCode::AttentionGrad:
@@ -124,6 +124,7 @@ bool dispatch(const KernelCall &c, ThreadPool &pool, std::string &err) {
   case OpCode::GlobalSumSquares: return runGlobalSumSquares(c, pool, err);
   case OpCode::Softmax: return runSoftmax(c, pool, err);
   case OpCode::RmsNorm: return runRmsNorm(c, pool, err);
+  case OpCode::AddRmsNorm: return runAddRmsNorm(c, pool, err);
   case OpCode::LayerNorm: return runLayerNorm(c, pool, err);
   case OpCode::Attention: return runAttention(c, pool, err);
   case OpCode::Embedding: return runEmbedding(c, pool, err);

@@ -55,6 +55,7 @@ bool runCast(const KernelCall &c, ThreadPool &pool, std::string &err);
 bool runMatMul(const KernelCall &c, ThreadPool &pool, std::string &err);
 // NormKernels.cpp
 bool runRmsNorm(const KernelCall &c, ThreadPool &pool, std::string &err);
+bool runAddRmsNorm(const KernelCall &c, ThreadPool &pool, std::string &err);
 bool runLayerNorm(const KernelCall &c, ThreadPool &pool, std::string &err);
 bool runSoftmax(const KernelCall &c, ThreadPool &pool, std::string &err);
 bool runReduce(const KernelCall &c, ThreadPool &pool, std::string &err);

@@ -169,6 +169,25 @@ bool runRmsNorm(const KernelCall &c, ThreadPool &pool, std::string &err) {
   return rmsNormTyped<float>(c, pool, err);
 }
 
+// The sum as Add writes it (a + b in the dtype, operands of one shape),
+// then RmsNorm of the sum as stored.
+bool runAddRmsNorm(const KernelCall &c, ThreadPool &pool, std::string &err) {
+  auto add = [&](auto zero) {
+    using T = decltype(zero);
+    const T *a = c.in[0].as<T>(), *b = c.in[1].as<T>();
+    T *sum = c.out[0].as<T>();
+    pool.parallelFor(c.out[0].numel(), int64_t(1) << 14, [&](int64_t begin, int64_t end) {
+      for (int64_t i = begin; i < end; ++i) sum[i] = a[i] + b[i];
+    });
+  };
+  if (c.out[0].dtype() == DType::F64)
+    add(0.0);
+  else
+    add(0.0f);
+  KernelCall norm{c.instr, {c.out[0], c.in[2]}, {c.out[1]}};
+  return runRmsNorm(norm, pool, err);
+}
+
 bool runLayerNorm(const KernelCall &c, ThreadPool &pool, std::string &err) {
   if (c.out[0].dtype() == DType::F64)
     return layerNormTyped<double>(c, pool, err);

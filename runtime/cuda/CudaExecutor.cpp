@@ -86,6 +86,7 @@ void launch(const CudaCall &c, CudaContext &ctx, void *gemmWorkspace) {
   case OpCode::GlobalSumSquares: return launchGlobalSumSquares(c, ctx);
   case OpCode::Softmax: return launchSoftmax(c, ctx);
   case OpCode::RmsNorm: return launchRmsNorm(c, ctx);
+  case OpCode::AddRmsNorm: return launchAddRmsNorm(c, ctx);
   case OpCode::LayerNorm: return launchLayerNorm(c, ctx);
   case OpCode::Attention: return launchAttention(c, ctx);
   case OpCode::Embedding: return launchEmbedding(c, ctx);
@@ -696,6 +697,7 @@ std::string cuda::cudaSupports(const Program &p, const Instr &I) {
   case OpCode::GlobalSumSquares:
   case OpCode::Relu: case OpCode::Erf: case OpCode::Softplus:
   case OpCode::RmsNorm: case OpCode::LayerNorm: case OpCode::Rotary: case OpCode::RmsNormGrad:
+  case OpCode::AddRmsNorm:
   case OpCode::LayerNormGrad: case OpCode::RotaryGrad: case OpCode::ActivationGrad:
   case OpCode::SoftmaxGrad: case OpCode::AdamW: case OpCode::EmbeddingGrad:
   case OpCode::SwiGlu: case OpCode::SwiGluGrad:

@@ -101,6 +101,7 @@ void launchRotary(const CudaCall &c, CudaContext &ctx);
 void launchRotaryGrad(const CudaCall &c, CudaContext &ctx);
 // NormKernels.cu
 void launchRmsNorm(const CudaCall &c, CudaContext &ctx);
+void launchAddRmsNorm(const CudaCall &c, CudaContext &ctx);
 void launchRmsNormGrad(const CudaCall &c, CudaContext &ctx);
 void launchLayerNorm(const CudaCall &c, CudaContext &ctx);
 void launchLayerNormGrad(const CudaCall &c, CudaContext &ctx);

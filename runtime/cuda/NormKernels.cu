@@ -345,13 +345,25 @@ int cachedPacks(int64_t D, bool packed) {
   return 0;
 }
 
-template <int kPacks>
+/// With kAdd (AddRmsNorm), x is a + b as Add rounds it: the sum is stored
+/// to `sum` and normalized from the registers it was stored from, so the
+/// bits are those of an Add and then this kernel on its output.
+template <int kPacks, bool kAdd = false>
 __global__ void __launch_bounds__(kRowThreads)
-rmsNormCachedKernel(FloatIn x, const float *w, FloatOut y, int64_t D, double eps, uint32_t *amax) {
+rmsNormCachedKernel(FloatIn x, const float *w, FloatOut y, int64_t D, double eps, uint32_t *amax,
+                    FloatIn b, FloatOut sum) {
   __shared__ double red[32];
   const int64_t row = int64_t(blockIdx.x) * D;
   RowPacks<kPacks> xs;
   xs.load(x, row, D);
+  if (kAdd) {
+    RowPacks<kPacks> bs;
+    bs.load(b, row, D);
+    eachCached<kPacks>(D, [&](int64_t, int j, int k) { xs.v[j].v[k] += bs.v[j].v[k]; });
+#pragma unroll
+    for (int j = 0; j < kPacks; ++j)
+      if (xs.col(j) < D) store8(sum, row + xs.col(j), xs.v[j]);
+  }
   double ss = 0;
   eachCached<kPacks>(D, [&](int64_t, int j, int k) { ss += double(xs.v[j].v[k]) * xs.v[j].v[k]; });
   double inv = 1.0 / sqrt(blockSum(ss, red) / double(D) + eps);
@@ -1124,7 +1136,8 @@ void launchRmsNorm(const CudaCall &c, CudaContext &ctx) {
   auto cached = [&](auto kernel) {
     kernel<<<unsigned(rows), kRowThreads, 0, ctx.stream>>>(floatIn(c.in[0]), c.in[1].as<float>(),
                                                            floatOut(c.out[0]), D,
-                                                           c.instr->floats[0], fusedAmaxBits(c, 0));
+                                                           c.instr->floats[0], fusedAmaxBits(c, 0),
+                                                           FloatIn{}, FloatOut{});
   };
   switch (cachedPacks(D, packed)) {
   case 2: return cached(rmsNormCachedKernel<2>);
@@ -1134,6 +1147,38 @@ void launchRmsNorm(const CudaCall &c, CudaContext &ctx) {
   rmsNormKernel<<<unsigned(rows), kRowThreads, 0, ctx.stream>>>(
       floatIn(c.in[0]), c.in[1].as<float>(), floatOut(c.out[0]), D, c.instr->floats[0], packed,
       fusedAmaxBits(c, 0));
+}
+
+/// AddRmsNorm: rows that rmsNormCachedKernel takes add in its registers
+/// (one read of the sum saved, and its separate launch); the rest run the
+/// Add kernel and then launchRmsNorm on the sum, as the two instructions
+/// would.
+void launchAddRmsNorm(const CudaCall &c, CudaContext &ctx) {
+  int64_t rows = rowsOf(c.in[0]), D = c.in[0].shape().back();
+  if (rows == 0) return;
+  const DevTensor &a = c.in[0], &b = c.in[1], &w = c.in[2], &sum = c.out[0], &y = c.out[1];
+  int packs = D <= kWarpRow ? 0 : cachedPacks(D, rowsPackable(D, {&a, &b, &sum, &y}));
+  auto fused = [&](auto kernel) {
+    kernel<<<unsigned(rows), kRowThreads, 0, ctx.stream>>>(floatIn(a), w.as<float>(), floatOut(y),
+                                                           D, c.instr->floats[0], nullptr,
+                                                           floatIn(b), floatOut(sum));
+  };
+  if (packs == 2) return fused(rmsNormCachedKernel<2, true>);
+  if (packs == 4) return fused(rmsNormCachedKernel<4, true>);
+  // The two instructions' own records (their outputs decide, for one, how
+  // many fused amax outputs a launcher looks for: none here).
+  const Instr &I = *c.instr;
+  Instr addInstr = I, normInstr = I;
+  addInstr.op = OpCode::Add;
+  addInstr.in = {I.in[0], I.in[1]};
+  addInstr.out = {I.out[0]};
+  addInstr.floats.clear();
+  normInstr.op = OpCode::RmsNorm;
+  normInstr.in = {I.out[0], I.in[2]};
+  normInstr.out = {I.out[1]};
+  CudaCall add{&addInstr, c.index, {a, b}, {sum}}, norm{&normInstr, c.index, {sum, w}, {y}};
+  launchBinary(add, ctx);
+  launchRmsNorm(norm, ctx);
 }
 
 void launchLayerNorm(const CudaCall &c, CudaContext &ctx) {

@@ -318,6 +318,23 @@ std::string checkNorm(const OpView &v, size_t maxIn, const Instr &I) {
                [&] { return v.outShape(x); });
 }
 
+/// AddRmsNorm: a, b of one shape [..., D], w [D] -> the sum and the norm,
+/// both of a's shape, every operand of one float dtype (after bf16 storage).
+std::string checkAddRmsNorm(const OpView &v) {
+  if (std::string e = v.arity(3, 3, 2, 2, 0, 1); !e.empty())
+    return e;
+  const Shape &a = v.in(0).shape;
+  if (a.empty())
+    return "input must have rank >= 1";
+  if (v.in(1).shape != a)
+    return cat("input 1 has shape ", shapeStr(v.in(1).shape), ", expected ", shapeStr(a));
+  if (v.in(2).shape != Shape{a.back()})
+    return cat("input 2 has shape ", shapeStr(v.in(2).shape), ", expected [", a.back(), "]");
+  return first([&] { return v.sameDType({&v.in(0), &v.in(1), &v.in(2), &v.out(0), &v.out(1)}); },
+               [&] { return v.floatDType(v.in(0), "operand"); },
+               [&] { return v.outShape(a, 0); }, [&] { return v.outShape(a, 1); });
+}
+
 std::string checkRotary(const OpView &v) {
   if (std::string e = v.arity(3, 3, 1, 1, 0, 0); !e.empty())
     return e;
@@ -884,6 +901,9 @@ bool bf16StorageAllowed(OpCode op, bool output, size_t slot) {
   case OpCode::ActivationGrad: return output ? slot == 0 : slot < 2;
   case OpCode::SwiGlu: case OpCode::SwiGluGrad: return true;
   case OpCode::RmsNormGrad: case OpCode::LayerNormGrad: return output ? slot == 0 : slot == 2;
+  // a and b (the residual and the sublayer's output); y. The sum the norm
+  // reads stays f32.
+  case OpCode::AddRmsNorm: return output ? slot == 1 : slot < 2;
   case OpCode::SumSquares: return !output && slot == 0;
   case OpCode::GlobalSumSquares: return !output;
   case OpCode::Reduce: return !output && slot == 0; // a bias gradient's bf16 dy
@@ -947,6 +967,7 @@ std::string checkOpShapes(const Program &p, const Instr &I) {
   case OpCode::Reduce: return checkReduce(v, I);
   case OpCode::Softmax: return checkSoftmax(v, I);
   case OpCode::RmsNorm: return checkNorm(v, 2, I);
+  case OpCode::AddRmsNorm: return checkAddRmsNorm(v);
   case OpCode::LayerNorm: return checkNorm(v, 3, I);
   case OpCode::Rotary: return checkRotary(v);
   case OpCode::Attention: return checkAttention(v, I);

@@ -83,6 +83,7 @@ const char *opcodeName(OpCode op) {
   case OpCode::Reduce: return "reduce";
   case OpCode::Softmax: return "softmax";
   case OpCode::RmsNorm: return "rms_norm";
+  case OpCode::AddRmsNorm: return "add_rms_norm";
   case OpCode::LayerNorm: return "layer_norm";
   case OpCode::Rotary: return "rotary";
   case OpCode::Attention: return "attention";

@@ -118,3 +118,11 @@ func.func @cross_entropy_with_grad(%x: tensor<4x9xbf16>, %t: tensor<4xi32>, %s: 
   %dx, %loss = loom.cross_entropy_with_grad %x, %t, %s : tensor<4x9xbf16>, tensor<4xi32>, tensor<f32>
   return %dx, %loss : tensor<4x9xbf16>, tensor<f32>
 }
+
+// A residual add and its norm: the sum, then the normalized sum.
+// CHECK-LABEL: func.func @add_rms_norm
+// CHECK: %{{.*}}, %{{.*}} = loom.add_rms_norm %{{.*}}, %{{.*}}, %{{.*}} {epsilon = 1.000000e-05 : f64} : tensor<2x8xf32>, tensor<8xf32>
+func.func @add_rms_norm(%a: tensor<2x8xf32>, %b: tensor<2x8xf32>, %w: tensor<8xf32>) -> (tensor<2x8xf32>, tensor<2x8xf32>) {
+  %s, %n = loom.add_rms_norm %a, %b, %w {epsilon = 1.0e-5 : f64} : tensor<2x8xf32>, tensor<8xf32>
+  return %s, %n : tensor<2x8xf32>, tensor<2x8xf32>
+}

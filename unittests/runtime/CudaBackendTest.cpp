@@ -528,6 +528,32 @@ TEST(CudaBackend, NormGradAddendIsTheAddAfter) {
       }
 }
 
+// AddRmsNorm on the GPU: bit for bit Add then RmsNorm, on rows the
+// registers kernel takes with the add inside (2,048 and 4,096: two and four
+// packs a thread) and on the rows it hands to the two launches (128: the
+// warp kernel; 8,200: too long for registers; 2,052: not packable), f32 and
+// with a bf16 sublayer output and norm; and near the CPU.
+TEST(CudaBackend, AddRmsNormIsTheAddThenTheNorm) {
+  REQUIRE_GPU();
+  Rng rng;
+  for (int64_t D : {2048, 4096, 128, 8200, 2052})
+    for (bool bf16 : {false, true}) {
+      SCOPED_TRACE("D " + std::to_string(D) + (bf16 ? ", bf16" : ""));
+      int64_t rows = 37;
+      std::vector<float> x = rng.uniform(rows * D, -1, 1);
+      std::vector<Bytes> inputs = {toBytes(rng.uniform(rows * D, -3, 3)),
+                                   bf16 ? bf16StorageBytes(x) : toBytes(x),
+                                   toBytes(rng.uniform(D, 0.5, 1.5))};
+      Program fused = addRmsNormProgram(rows, D, DType::F32, true, bf16);
+      Program apart = addRmsNormProgram(rows, D, DType::F32, false, bf16);
+      ASSERT_EQ(fused.validate(), "");
+      expectSameOnGpu(fused, inputs, bf16 ? 1e-2 : 1e-5, bf16 ? 1e-2 : 1e-5);
+      RunResult f = runProgram(fused, inputs, 0, "cuda"), a = runProgram(apart, inputs, 0, "cuda");
+      ASSERT_TRUE(f.ok && a.ok) << f.err << a.err;
+      EXPECT_EQ(f.outputs, a.outputs);
+    }
+}
+
 // A tied head's gradient as embedding_grad's addend: bit for bit the
 // embedding gradient followed by the Add, on the GPU, with the table
 // started eight elements a thread (D % 8 == 0) or one (D = 13), runs that

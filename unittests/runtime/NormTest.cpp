@@ -275,6 +275,55 @@ TEST(Norm, NormGradAddendIsTheAddAfter) {
       }
 }
 
+TEST(Norm, AddRmsNormIsTheAddThenTheNorm) {
+  // AddRmsNorm's sum and norm are Add's and RmsNorm's bits: f32, f64, and a
+  // bf16 sublayer output and norm (bf16 storage).
+  Rng rng;
+  for (DType dtype : {DType::F32, DType::F64})
+    for (bool bf16 : {false, true}) {
+      if (bf16 && dtype == DType::F64) continue;
+      SCOPED_TRACE(std::string(dtypeName(dtype)) + (bf16 ? ", bf16 b and y" : ""));
+      int64_t rows = 7, D = 48;
+      auto values = [&](int64_t n, float lo, float hi, bool low) {
+        std::vector<float> v = rng.uniform(n, lo, hi);
+        if (low) return bf16StorageBytes(v);
+        if (dtype == DType::F64) {
+          std::vector<double> d(v.begin(), v.end());
+          for (double &x : d) x *= 1.0 + 1e-9; // bits f32 would not hold
+          return toBytes(d);
+        }
+        return toBytes(v);
+      };
+      std::vector<Bytes> inputs = {values(rows * D, -3, 3, false), values(rows * D, -1, 1, bf16),
+                                   values(D, 0.5, 1.5, false)};
+      Program fused = addRmsNormProgram(rows, D, dtype, true, bf16);
+      Program apart = addRmsNormProgram(rows, D, dtype, false, bf16);
+      ASSERT_EQ(fused.validate(), "");
+      ASSERT_EQ(apart.validate(), "");
+      RunResult f = runProgram(fused, inputs), a = runProgram(apart, inputs);
+      ASSERT_TRUE(f.ok && a.ok) << f.err << a.err;
+      EXPECT_EQ(f.outputs, a.outputs);
+    }
+}
+
+TEST(Norm, AddRmsNormValidation) {
+  auto verdict = [](DType sumType, const Shape &b, const Shape &w) {
+    ProgramBuilder p;
+    uint32_t a = p.input(DType::F32, {4, 8}), x = p.input(DType::F32, b),
+             wt = p.input(DType::F32, w);
+    p.instr(OpCode::AddRmsNorm, {a, x, wt},
+            {p.output(sumType, {4, 8}), p.output(DType::F32, {4, 8})}, {}, {1e-6});
+    return p.p.validate();
+  };
+  EXPECT_EQ(verdict(DType::F32, {4, 8}, {8}), "");
+  std::string e = verdict(DType::F32, {1, 8}, {8}); // no broadcast: one shape
+  EXPECT_NE(e.find("input 1 has shape [1,8], expected [4,8]"), std::string::npos) << e;
+  e = verdict(DType::F32, {4, 8}, {4});
+  EXPECT_NE(e.find("input 2 has shape [4], expected [8]"), std::string::npos) << e;
+  e = verdict(DType::BF16, {4, 8}, {8}); // the sum the norm reads stays f32
+  EXPECT_NE(e.find("dtypes differ"), std::string::npos) << e;
+}
+
 TEST(Norm, NormGradAddendValidation) {
   auto verdict = [](DType addend, const Shape &shape) {
     ProgramBuilder b;

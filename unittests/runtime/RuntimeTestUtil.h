@@ -218,6 +218,26 @@ inline Program normGradAddendProgram(bool layerNorm, int64_t rows, int64_t D, DT
   return b.p;
 }
 
+/// A residual add and its RmsNorm: with `fused` one AddRmsNorm (loom-fuse-
+/// add-rms-norm), else Add then RmsNorm. Outputs: the sum, the norm. With
+/// `bf16`, the sublayer's output b is bf16 storage and so is the norm (as
+/// in autocast's step), read and written by the instructions themselves.
+inline Program addRmsNormProgram(int64_t rows, int64_t D, DType dtype, bool fused,
+                                 bool bf16 = false) {
+  ProgramBuilder b;
+  Shape s = {rows, D};
+  DType low = bf16 ? DType::BF16 : dtype;
+  uint32_t a = b.input(dtype, s), x = b.input(low, s), w = b.input(dtype, {D});
+  uint32_t sum = b.output(dtype, s, "sum"), y = b.output(low, s, "y");
+  if (fused) {
+    b.instr(OpCode::AddRmsNorm, {a, x, w}, {sum, y}, {}, {1e-5});
+  } else {
+    b.instr(OpCode::Add, {a, x}, {sum});
+    b.instr(OpCode::RmsNorm, {sum, w}, {y}, {}, {1e-5});
+  }
+  return b.p;
+}
+
 /// A table's two gradients summed: with `fused` one EmbeddingGrad with the
 /// addend as its third input (loom-fuse-embedding-grad-accumulate), else
 /// EmbeddingGrad then Add(addend, table gradient), as BuildTrainStep emits

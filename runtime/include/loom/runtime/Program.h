@@ -100,6 +100,11 @@ enum class OpCode : uint16_t {
   // in: x[..., D], w[D] -> out. floats: [eps].
   // y = x / sqrt(mean(x^2) + eps) * w.
   RmsNorm = 52,
+  // in: a[..., D], b (a's shape), w[D] -> sum (a's shape), y. floats: [eps].
+  // sum = a + b, rounded to its dtype as Add does; y = RmsNorm(sum, w):
+  // a residual add and the norm that reads it, with the bits of the two
+  // (loom.add_rms_norm). a, b and y may be bf16 storage; sum and w are not.
+  AddRmsNorm = 59,
   // in: x[..., D], w[D], b[D] (b optional: 2 or 3 inputs) -> out.
   // floats: [eps]. y = (x - mean) / sqrt(var + eps) * w + b.
   LayerNorm = 53,
@@ -346,6 +351,7 @@ struct Instr;
 ///   Transpose: input and output (a transposing cast);
 ///   Rotary, RotaryGrad: x (dy) and the output (the tables stay f32);
 ///   RmsNorm: x and y (the weight stays f32);
+///   AddRmsNorm: a, b and y (the sum and the weight stay f32);
 ///   RmsNormGrad: dy (input 2) and dx (output 0); x, w and dw stay f32;
 ///   LayerNorm: x and y (w and b stay f32);
 ///   LayerNormGrad: dy (input 2) and dx (output 0); x, w, dw and db stay f32;
