@@ -241,6 +241,19 @@ TEST(Norm, GlobalSumSquaresIsTheChainOfSums) {
     }
 }
 
+/// Inputs for the fused-against-apart tests: n uniform values in [lo, hi)
+/// as bf16 storage (`low`), f32, or f64 with bits an f32 would not hold.
+Bytes exactnessValues(Rng &rng, DType dtype, int64_t n, float lo, float hi, bool low) {
+  std::vector<float> v = rng.uniform(n, lo, hi);
+  if (low) return bf16StorageBytes(v);
+  if (dtype == DType::F64) {
+    std::vector<double> d(v.begin(), v.end());
+    for (double &x : d) x *= 1.0 + 1e-9;
+    return toBytes(d);
+  }
+  return toBytes(v);
+}
+
 // loom-fuse-norm-grad-accumulate's exactness: the norm's gradient with the
 // addend summed into dx gives the bits of the gradient, then an Add.
 TEST(Norm, NormGradAddendIsTheAddAfter) {
@@ -253,14 +266,7 @@ TEST(Norm, NormGradAddendIsTheAddAfter) {
                      dtypeName(dtype) + (bf16 ? ", bf16 dy and dx" : ""));
         int64_t rows = 9, D = 40;
         auto values = [&](int64_t n, float lo, float hi, bool low) {
-          std::vector<float> v = rng.uniform(n, lo, hi);
-          if (low) return bf16StorageBytes(v);
-          if (dtype == DType::F64) {
-            std::vector<double> d(v.begin(), v.end());
-            for (double &x : d) x *= 1.0 + 1e-9; // bits f32 would not hold
-            return toBytes(d);
-          }
-          return toBytes(v);
+          return exactnessValues(rng, dtype, n, lo, hi, low);
         };
         std::vector<Bytes> inputs = {values(rows * D, -2, 2, false), values(D, 0.5, 1.5, false),
                                      values(rows * D, -1, 1, bf16),
@@ -285,14 +291,7 @@ TEST(Norm, AddRmsNormIsTheAddThenTheNorm) {
       SCOPED_TRACE(std::string(dtypeName(dtype)) + (bf16 ? ", bf16 b and y" : ""));
       int64_t rows = 7, D = 48;
       auto values = [&](int64_t n, float lo, float hi, bool low) {
-        std::vector<float> v = rng.uniform(n, lo, hi);
-        if (low) return bf16StorageBytes(v);
-        if (dtype == DType::F64) {
-          std::vector<double> d(v.begin(), v.end());
-          for (double &x : d) x *= 1.0 + 1e-9; // bits f32 would not hold
-          return toBytes(d);
-        }
-        return toBytes(v);
+        return exactnessValues(rng, dtype, n, lo, hi, low);
       };
       std::vector<Bytes> inputs = {values(rows * D, -3, 3, false), values(rows * D, -1, 1, bf16),
                                    values(D, 0.5, 1.5, false)};
