@@ -418,18 +418,24 @@ SmallVector<int64_t, 4> loom::attentionHeadsMajorDims(ArrayRef<int64_t> shape,
   return d;
 }
 
+/// The loss ops' operands: [N, V] logits and [N] targets, or `op`'s error.
+static LogicalResult checkLogitsAndTargets(std::optional<Location> loc, StringRef op,
+                                           RankedTensorType logits, RankedTensorType targets) {
+  if (logits.getRank() == 2 && targets.getRank() == 1 &&
+      targets.getDimSize(0) == logits.getDimSize(0))
+    return success();
+  return emitOptionalError(loc, op, ": logits ", shapeStr(logits.getShape()), " and targets ",
+                           shapeStr(targets.getShape()), " must be [N, V] and [N]");
+}
+
 LogicalResult CrossEntropyOp::inferReturnTypes(MLIRContext *,
                                                std::optional<Location> loc,
                                                CrossEntropyOp::Adaptor adaptor,
                                                SmallVectorImpl<Type> &types) {
   auto logits = tensorOf(adaptor.getLogits());
-  auto targets = tensorOf(adaptor.getTargets());
-  if (logits.getRank() != 2 || targets.getRank() != 1 ||
-      targets.getDimSize(0) != logits.getDimSize(0))
-    return emitOptionalError(loc, "loom.cross_entropy: logits ",
-                             shapeStr(logits.getShape()), " and targets ",
-                             shapeStr(targets.getShape()),
-                             " must be [N, V] and [N]");
+  if (failed(checkLogitsAndTargets(loc, "loom.cross_entropy", logits,
+                                   tensorOf(adaptor.getTargets()))))
+    return failure();
   types.push_back(RankedTensorType::get({}, Float32Type::get(logits.getContext())));
   return success();
 }
@@ -446,13 +452,10 @@ LogicalResult CrossEntropyWithGradOp::inferReturnTypes(MLIRContext *ctx,
                                                       std::optional<Location> loc,
                                                       CrossEntropyWithGradOp::Adaptor a,
                                                       SmallVectorImpl<Type> &types) {
-  auto logits = cast<RankedTensorType>(a.getLogits().getType());
-  auto targets = cast<RankedTensorType>(a.getTargets().getType());
-  if (logits.getRank() != 2 || targets.getRank() != 1 ||
-      targets.getDimSize(0) != logits.getDimSize(0))
-    return emitOptionalError(loc, "loom.cross_entropy_with_grad: logits ",
-                             shapeStr(logits.getShape()), " and targets ",
-                             shapeStr(targets.getShape()), " must be [N, V] and [N]");
+  auto logits = tensorOf(a.getLogits());
+  if (failed(checkLogitsAndTargets(loc, "loom.cross_entropy_with_grad", logits,
+                                   tensorOf(a.getTargets()))))
+    return failure();
   types.push_back(logits);
   types.push_back(RankedTensorType::get({}, Float32Type::get(ctx))); // as cross_entropy's
   return success();

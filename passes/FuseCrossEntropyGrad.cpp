@@ -36,8 +36,9 @@ namespace {
 
 /// Makes `v` available before `at`: it already is, or it is computed by
 /// side-effect-free ops (chains at most `budget` deep) from values that
-/// are, and those ops move up in front of `at`. The seed is such a chain: a constant, or under
-/// tensor parallelism 1 * (1 / tp), made where the backward starts.
+/// are, and those ops move up in front of `at`. The seed is such a chain:
+/// a constant, or under tensor parallelism 1 * (1 / tp), made where the
+/// backward starts.
 bool hoistAbove(Value v, Operation *at, int budget) {
   if (availableAt(v, at))
     return true;
@@ -63,9 +64,7 @@ struct FuseCrossEntropyGradPass : impl::FuseCrossEntropyGradBase<FuseCrossEntrop
             ce && ce.getTargets() == grad.getTargets() && ce->getBlock() == grad->getBlock() &&
             ce->isBeforeInBlock(grad))
           loss = ce;
-      if (!loss)
-        continue;
-      if (!hoistAbove(grad.getLossGrad(), loss, /*budget=*/8))
+      if (!loss || !hoistAbove(grad.getLossGrad(), loss, /*budget=*/8))
         continue;
       OpBuilder b(loss);
       auto fused = b.create<CrossEntropyWithGradOp>(loss.getLoc(), grad.getLogits(),

@@ -15,6 +15,14 @@
 
 namespace loom {
 
+namespace {
+/// The A/B switches of the step's fusions: on unless the variable is "0".
+bool switchedOn(const char *env) {
+  const char *v = std::getenv(env);
+  return !v || std::string(v) != "0";
+}
+} // namespace
+
 void buildFusionPipeline(mlir::OpPassManager &pm, bool autocastBf16) {
   // Canonicalize first: identity casts, reshape chains and transposes that
   // feed matmuls fold away, so the fusion patterns see one spelling.
@@ -64,28 +72,24 @@ void buildTrainStepTail(mlir::OpPassManager &pm, bool bf16, bool fuseGradientCli
   // rewrite, which forms the products it reads, and after the passes that
   // rebuild the q, k, v chains. LOOM_FUSE_MATMUL_ACCUMULATE=0 keeps the
   // adds (an A/B switch for timing).
-  const char *acc = std::getenv("LOOM_FUSE_MATMUL_ACCUMULATE");
-  if (!acc || std::string(acc) != "0") {
+  if (switchedOn("LOOM_FUSE_MATMUL_ACCUMULATE")) {
     pm.nest<mlir::func::FuncOp>().addPass(createFuseMatmulAccumulate());
     pm.addPass(mlir::createCSEPass());
   }
   // The residual stream's gradient sums into the norms' gradient kernels.
   // LOOM_FUSE_NORM_GRAD_ACCUMULATE=0 keeps the adds (an A/B switch).
-  const char *norm = std::getenv("LOOM_FUSE_NORM_GRAD_ACCUMULATE");
-  if (!norm || std::string(norm) != "0")
+  if (switchedOn("LOOM_FUSE_NORM_GRAD_ACCUMULATE"))
     pm.nest<mlir::func::FuncOp>().addPass(createFuseNormGradAccumulate());
   // A tied LM head's weight gradient into the embedding gradient's kernel.
   // LOOM_FUSE_EMBEDDING_GRAD_ACCUMULATE=0 keeps the add (an A/B switch).
-  const char *emb = std::getenv("LOOM_FUSE_EMBEDDING_GRAD_ACCUMULATE");
-  if (!emb || std::string(emb) != "0")
+  if (switchedOn("LOOM_FUSE_EMBEDDING_GRAD_ACCUMULATE"))
     pm.nest<mlir::func::FuncOp>().addPass(createFuseEmbeddingGradAccumulate());
   // Last: the SPMD passes read the unfused norm and clip (TrainStepStructure).
   if (fuseGradientClipping) {
     pm.nest<mlir::func::FuncOp>().addPass(createFuseGradientClipping());
     // The norm's sum_squares chain into one op. LOOM_FUSE_GLOBAL_SUM_SQUARES=0
     // keeps the chain (an A/B switch for timing).
-    const char *g = std::getenv("LOOM_FUSE_GLOBAL_SUM_SQUARES");
-    if (!g || std::string(g) != "0")
+    if (switchedOn("LOOM_FUSE_GLOBAL_SUM_SQUARES"))
       pm.nest<mlir::func::FuncOp>().addPass(createFuseGlobalSumSquares());
   }
 }
@@ -170,14 +174,12 @@ void buildSpmdTrainStep(mlir::OpPassManager &pm, const SpmdStepOptions &o) {
   // After recompute, which reads the loss and its gradient as two ops: the
   // pair into one kernel that reads the logits twice instead of three
   // times. LOOM_FUSE_CROSS_ENTROPY_GRAD=0 keeps the pair (an A/B switch).
-  const char *ce = std::getenv("LOOM_FUSE_CROSS_ENTROPY_GRAD");
-  if (!ce || std::string(ce) != "0")
+  if (switchedOn("LOOM_FUSE_CROSS_ENTROPY_GRAD"))
     pm.nest<mlir::func::FuncOp>().addPass(createFuseCrossEntropyGrad());
   // After recompute too (its clones fuse as well): each residual add with
   // the rms_norm that reads it. Not with fp8, whose tensorwise amax may be
   // the norm's extra output. LOOM_FUSE_ADD_RMS_NORM=0 keeps them apart.
-  const char *arn = std::getenv("LOOM_FUSE_ADD_RMS_NORM");
-  if (o.fp8.empty() && (!arn || std::string(arn) != "0"))
+  if (o.fp8.empty() && switchedOn("LOOM_FUSE_ADD_RMS_NORM"))
     pm.nest<mlir::func::FuncOp>().addPass(createFuseAddRmsNorm());
 }
 

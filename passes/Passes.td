@@ -232,9 +232,10 @@ def FuseCrossEntropyGrad : Pass<"loom-fuse-cross-entropy-grad", "mlir::func::Fun
   let summary = "Compute the loss and its logits' gradient in one pass over the logits";
   let description = [{
     cross_entropy(x, t) and cross_entropy_grad(x, t, dl) of the same logits
-    and targets in one block, with dl defined before the loss (the
-    backward's seed, a constant), become one cross_entropy_with_grad(x, t,
-    dl) where the loss was. The two kernels each found every row's max and
+    and targets in one block become one cross_entropy_with_grad(x, t, dl)
+    where the loss was, when dl is there or is made from values that are
+    by a few side-effect-free ops, which move up (the backward's seed: a
+    constant, or 1 * 1/tp). The two kernels each found every row's max and
     sum of exponentials; the fused one finds them once, so the logits
     ([tokens, vocabulary], the step's largest activation) are read twice
     instead of three times. Exact: the same row statistics, loss terms and

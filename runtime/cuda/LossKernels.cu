@@ -105,6 +105,13 @@ __device__ void rowMaxAndSum(FloatIn xs, int64_t row, int64_t V, bool packed, do
   __syncthreads(); // red and maxes are free for the caller
 }
 
+/// A row's loss term, logsumexp - x[t], from rowMaxAndSum's statistics:
+/// the loss kernel's and the fused gradient's one formula.
+__device__ inline double rowLossTerm(FloatIn x, int64_t n, int64_t V, int64_t t, double mx,
+                                     double sum) {
+  return mx + log(sum) - x[n * V + t];
+}
+
 __global__ void crossEntropyRowKernel(FloatIn x, const void *targets, bool t64,
                                       double *rowLoss, int64_t V, bool packed, DeviceError *err,
                                       int instr) {
@@ -118,7 +125,7 @@ __global__ void crossEntropyRowKernel(FloatIn x, const void *targets, bool t64,
       reportError(err, instr, 1, t, n, V);
       rowLoss[n] = 0;
     } else {
-      rowLoss[n] = mx + log(sum) - x[n * V + t];
+      rowLoss[n] = rowLossTerm(x, n, V, t, mx, sum);
     }
   }
 }
@@ -152,7 +159,7 @@ __global__ void crossEntropyGradKernel(FloatIn x, const void *targets, bool t64,
   }
   double mx, sum;
   rowMaxAndSum(x, n, V, packed, red, mx, sum);
-  if (rowLoss && threadIdx.x == 0) rowLoss[n] = mx + log(sum) - x[n * V + t];
+  if (rowLoss && threadIdx.x == 0) rowLoss[n] = rowLossTerm(x, n, V, t, mx, sum);
   // dx = (softmax - onehot) dloss / N, the softmax as exp(x - max) / sum.
   float factor = float(double(*dloss) / double(N)), inv = float(1.0 / sum), m = float(mx);
   auto grad = [&](float xv, int64_t v) {

@@ -202,7 +202,9 @@ __global__ void embeddingKernel(const Word *table, const void *ids, bool ids64, 
 // x (dy) and y (dx) may be bf16 storage of the f32 computation; the tables
 // are f32.
 /// One output element: x cos + sign partner sin, in double, rounded once.
-__device__ inline float rotated(float x, float partner, float c, float s, double sign) {
+/// (The table entries come widened: the packed kernel widens them once for
+/// several rows; both products are exact, so the order does not matter.)
+__device__ inline float rotated(float x, float partner, double c, double s, double sign) {
   double v = double(x) * c;
   v += sign * double(partner) * s;
   return float(v);
@@ -248,8 +250,8 @@ __device__ inline Pack tableRow8(const float *t, int64_t stride, bool vec) {
 /// rows of one broadcast dimension (`bcast` rows long, `inner` rows apart)
 /// read the tables once and convert them to double once.
 ///
-/// Each element is rotated()'s arithmetic, as in rotaryKernel: the same
-/// bits (a double made from a float is exact either way).
+/// Each element is rotated(), as in rotaryKernel: the same bits (a double
+/// made from a float is exact either way).
 template <int Rows>
 __global__ void rotaryPackedKernel(FloatIn x, const float *cosT, const float *sinT, FloatOut y,
                                    int64_t rows, int64_t D, StridedMap<2> rowMap, int64_t cd,
@@ -284,9 +286,8 @@ __global__ void rotaryPackedKernel(FloatIn x, const float *cosT, const float *si
       Pack xl = load8(x, at), xh = load8(x, at + half), yl, yh;
 #pragma unroll
       for (int k = 0; k < kPack; ++k) {
-        double a = xl.v[k], b = xh.v[k];
-        yl.v[k] = float(a * cLo[k] + signLo * b * sLo[k]);
-        yh.v[k] = float(b * cHi[k] - signLo * a * sHi[k]);
+        yl.v[k] = rotated(xl.v[k], xh.v[k], cLo[k], sLo[k], signLo);
+        yh.v[k] = rotated(xh.v[k], xl.v[k], cHi[k], sHi[k], -signLo);
       }
       store8(y, at, yl);
       store8(y, at + half, yh);

@@ -535,14 +535,21 @@ std::string checkLogitsAndTargets(const OpView &v) {
   return "";
 }
 
+/// A loss output (`what` names it): f32, or f64 for f64 logits.
+std::string checkLossDType(const OpView &v, const BufferDesc &loss, const char *what) {
+  if (loss.dtype == DType::F32 || (loss.dtype == DType::F64 && v.in(0).dtype == DType::F64))
+    return "";
+  return cat(what, " must be f32 (or f64 with f64 logits), got ", dtypeName(loss.dtype));
+}
+
 std::string checkCrossEntropy(const OpView &v) {
   if (std::string e = v.arity(2, 2, 1, 1, 0, 0); !e.empty())
     return e;
   if (std::string e = checkLogitsAndTargets(v); !e.empty())
     return e;
   // The loss is f32 (whatever the logits' precision), or f64 for f64 logits.
-  if (v.out().dtype != DType::F32 && !(v.out().dtype == DType::F64 && v.in(0).dtype == DType::F64))
-    return cat("output must be f32 (or f64 with f64 logits), got ", dtypeName(v.out().dtype));
+  if (std::string e = checkLossDType(v, v.out(), "output"); !e.empty())
+    return e;
   return first([&] { return v.floatDType(v.in(0), "logits"); },
                [&] { return v.outShape({}); });
 }
@@ -677,10 +684,9 @@ std::string checkCrossEntropyGrad(const OpView &v) {
   if (std::string e = checkLogitsAndTargets(v); !e.empty())
     return e;
   if (v.numOut() == 2) { // the fused loss: CrossEntropy's output
-    const BufferDesc &loss = v.out(1);
-    if (loss.dtype != DType::F32 && !(loss.dtype == DType::F64 && v.in(0).dtype == DType::F64))
-      return cat("loss output must be f32 (or f64 with f64 logits), got ", dtypeName(loss.dtype));
-    if (std::string e = hasShape(loss, {}, "loss output"); !e.empty())
+    if (std::string e = checkLossDType(v, v.out(1), "loss output"); !e.empty())
+      return e;
+    if (std::string e = hasShape(v.out(1), {}, "loss output"); !e.empty())
       return e;
   }
   return first([&] { return hasShape(v.in(2), {}, "loss gradient"); },
