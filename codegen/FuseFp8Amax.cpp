@@ -76,6 +76,8 @@ private:
     if (wi < 0 || !whole(x))
       return nullptr;
     rt::Instr &w = p.instrs[size_t(wi)];
+    if (rt::storesRoundedDx(w)) // its extra output is taken (Program.h)
+      return nullptr;
     size_t limit = rt::fusedAmaxLimit(w.op);
     for (k = 0; k < limit; ++k)
       if (w.out[k] == base[x])

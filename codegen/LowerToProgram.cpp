@@ -6,6 +6,7 @@
 #include "codegen/LowerToProgram.h"
 #include "codegen/ArenaPlanner.h"
 #include "codegen/FoldCasts.h"
+#include "codegen/FoldNormGradRounding.h"
 #include "codegen/FoldWeightAmax.h"
 #include "codegen/FoldWeightRounding.h"
 #include "loom/runtime/RoundedCopies.h"
@@ -559,6 +560,10 @@ bool ProgramBuilder::build(func::FuncOp func, std::string &err) {
   if (const char *fold = std::getenv("LOOM_FOLD_CASTS"); !fold || std::string(fold) != "0") {
     splitConvertingReshapes(p);
     foldBf16Casts(p);
+    // LOOM_FOLD_NORM_GRAD_ROUNDING=0 keeps the casts of norm gradients' dx
+    // (its A/B switch: the same bits either way).
+    if (const char *r = std::getenv("LOOM_FOLD_NORM_GRAD_ROUNDING"); !r || std::string(r) != "0")
+      foldNormGradRounding(p);
     // LOOM_FOLD_WEIGHT_ROUNDING=0 keeps only this fold off (its A/B test).
     if (const char *w = std::getenv("LOOM_FOLD_WEIGHT_ROUNDING"); !w || std::string(w) != "0") {
       rt::Program before = p;

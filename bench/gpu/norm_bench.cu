@@ -88,7 +88,7 @@ int main(int argc, char **argv) {
              (long long)count);
     report(name, timeMs([&] {
              normGradFusedKernel<false><<<unsigned(count), kRowThreads>>>(
-                 x, w, FloatIn{dy, true}, FloatOut{dx, false}, nullptr, partial, nullptr, rows, D, 1e-5,
+                 FloatIn{x, false}, w, FloatIn{dy, true}, FloatOut{dx, false}, nullptr, partial, nullptr, rows, D, 1e-5,
                  chunk, nullptr);
            }));
     snprintf(name, sizeof name, "  + columnFinish (%lld chunks)", (long long)count);
@@ -98,10 +98,10 @@ int main(int argc, char **argv) {
   }
   report("two-pass: row kernel (cached, 2 packs)", timeMs([&] {
            normGradCachedKernel<false, 2><<<unsigned(rows), kRowThreads>>>(
-               x, w, FloatIn{dy, true}, FloatOut{dx, false}, nullptr, stats, D, 1e-5, nullptr);
+               FloatIn{x, false}, w, FloatIn{dy, true}, FloatOut{dx, false}, nullptr, stats, D, 1e-5, nullptr, FloatOut{});
          }));
   report("two-pass: column partials", timeMs([&] {
-           launchColumnPartialPacked(0, x, FloatIn{dy, true}, stats, partial, nullptr, rows, D, ch,
+           launchColumnPartialPacked(0, FloatIn{x, false}, FloatIn{dy, true}, stats, partial, nullptr, rows, D, ch,
                                      0);
          }));
   report("two-pass: column finish", timeMs([&] {
@@ -114,16 +114,16 @@ int main(int argc, char **argv) {
     snprintf(name, sizeof name, "layer_norm fused, %lld-row chunks", (long long)chunk);
     report(name, timeMs([&] {
              normGradFusedKernel<true><<<unsigned(count), kRowThreads>>>(
-                 x, w, FloatIn{dy, true}, FloatOut{dx, false}, nullptr, partial, partialB, rows, D, 1e-5,
+                 FloatIn{x, false}, w, FloatIn{dy, true}, FloatOut{dx, false}, nullptr, partial, partialB, rows, D, 1e-5,
                  chunk, nullptr);
            }));
   }
   report("layer_norm two-pass: row kernel", timeMs([&] {
            normGradCachedKernel<true, 2><<<unsigned(rows), kRowThreads>>>(
-               x, w, FloatIn{dy, true}, FloatOut{dx, false}, nullptr, stats, D, 1e-5, nullptr);
+               FloatIn{x, false}, w, FloatIn{dy, true}, FloatOut{dx, false}, nullptr, stats, D, 1e-5, nullptr, FloatOut{});
          }));
   report("layer_norm two-pass: column partials (w, b)", timeMs([&] {
-           launchColumnPartialPacked(1, x, FloatIn{dy, true}, stats, partial, partialB, rows, D,
+           launchColumnPartialPacked(1, FloatIn{x, false}, FloatIn{dy, true}, stats, partial, partialB, rows, D,
                                      ch, 0);
          }));
   report("rms_norm forward (cached, f32 -> bf16)", timeMs([&] {

@@ -448,16 +448,28 @@ bool runEmbeddingGrad(const KernelCall &c, ThreadPool &pool, std::string &err) {
   return embeddingGradTyped<float>(c, pool, err);
 }
 
+/// dx's rounded copy (storesRoundedDx), output `slot`: the executor staged
+/// that bf16 buffer as f32 and rounds it back after the call, so the copy
+/// is dx itself here, rounded as a Cast of dx would round it.
+static void copyDx(const KernelCall &c, size_t slot) {
+  if (storesRoundedDx(*c.instr))
+    std::memcpy(c.out[slot].data, c.out[0].data, c.out[0].desc->bytes);
+}
+
 bool runRmsNormGrad(const KernelCall &c, ThreadPool &pool, std::string &err) {
   if (c.out[0].dtype() == DType::F64)
     return rmsNormGradTyped<double>(c, pool, err);
-  return rmsNormGradTyped<float>(c, pool, err);
+  bool ok = rmsNormGradTyped<float>(c, pool, err);
+  copyDx(c, 2);
+  return ok;
 }
 
 bool runLayerNormGrad(const KernelCall &c, ThreadPool &pool, std::string &err) {
   if (c.out[0].dtype() == DType::F64)
     return layerNormGradTyped<double>(c, pool, err);
-  return layerNormGradTyped<float>(c, pool, err);
+  bool ok = layerNormGradTyped<float>(c, pool, err);
+  copyDx(c, 3);
+  return ok;
 }
 
 bool runAttentionGrad(const KernelCall &c, ThreadPool &pool, std::string &err) {

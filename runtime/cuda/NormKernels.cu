@@ -139,26 +139,24 @@ __global__ void layerNormKernel(FloatIn x, const float *w, const float *b, Float
 }
 
 /// The columns of one row of a norm's backward that this thread owns, with
-/// x (f32) and dy beside each: with `packed` (D % 8 == 0, 16-byte aligned
-/// rows, as rmsNormKernel) eight consecutive columns per step moved with
-/// 16-byte accesses, else columns t, t + blockDim.x, ...
+/// x and dy beside each (either may be bf16 storage): with `packed` (D % 8
+/// == 0, 16-byte aligned rows, as rmsNormKernel) eight consecutive columns
+/// per step moved with 16-byte accesses, else columns t, t + blockDim.x, ...
 struct GradRowColumns {
-  const float *xr;
-  FloatIn dy;
+  FloatIn x, dy;
   int64_t row, D;
   bool packed;
   __device__ int64_t first() const { return int64_t(threadIdx.x) * (packed ? kPack : 1); }
   __device__ int64_t step() const { return int64_t(blockDim.x) * (packed ? kPack : 1); }
   /// body(column, x, dy) for each owned column, in the thread's order.
   template <typename Body> __device__ void each(Body &&body) const {
-    FloatIn xs{xr, false};
     for (int64_t i = first(); i < D; i += step()) {
       if (packed) {
-        Pack xp = load8(xs, i), gp = load8(dy, row * D + i);
+        Pack xp = load8(x, row * D + i), gp = load8(dy, row * D + i);
 #pragma unroll
         for (int k = 0; k < kPack; ++k) body(i + k, xp.v[k], gp.v[k]);
       } else {
-        body(i, xr[i], dy[row * D + i]);
+        body(i, x[row * D + i], dy[row * D + i]);
       }
     }
   }
@@ -167,14 +165,12 @@ struct GradRowColumns {
 // RmsNormGrad, per row, r = 1/sqrt(mean(x^2) + eps), n = x r, g = dy w:
 //   dx = r (g - n mean(g n)) (plus `addend`, if any); keeps r for the dw
 //   pass. dy and dx may be bf16 storage.
-__global__ void rmsNormGradRowKernel(const float *x, const float *w, FloatIn dy, FloatOut dx,
+__global__ void rmsNormGradRowKernel(FloatIn x, const float *w, FloatIn dy, FloatOut dx,
                                      const float *addend, double *rstd, int64_t D, double eps,
                                      bool packed, uint32_t *amax) {
   __shared__ double red[32];
   int64_t row = blockIdx.x;
-  const float *xr = x + row * D;
-  FloatIn xs{xr, false};
-  const GradRowColumns cols{xr, dy, row, D, packed};
+  const GradRowColumns cols{x, dy, row, D, packed};
   const int64_t first = cols.first(), step = cols.step();
   double ss = 0;
   cols.each([&](int64_t, float xv, float) { ss += double(xv) * xv; });
@@ -185,7 +181,7 @@ __global__ void rmsNormGradRowKernel(const float *x, const float *w, FloatIn dy,
   uint32_t m = 0; // dx's fused fp8 amax (cuda/Fp8Amax.cuh), if `amax`
   if (packed) {
     for (int64_t i = first; i < D; i += step) {
-      Pack xp = load8(xs, i), gp = load8(dy, row * D + i);
+      Pack xp = load8(x, row * D + i), gp = load8(dy, row * D + i);
 #pragma unroll
       for (int k = 0; k < kPack; ++k) {
         xp.v[k] = plusAddend(float(r * (double(gp.v[k]) * w[i + k] - xp.v[k] * r * meanGn)),
@@ -196,7 +192,7 @@ __global__ void rmsNormGradRowKernel(const float *x, const float *w, FloatIn dy,
     }
   } else {
     for (int64_t i = first; i < D; i += step) {
-      float v = plusAddend(float(r * (double(dy[row * D + i]) * w[i] - xr[i] * r * meanGn)),
+      float v = plusAddend(float(r * (double(dy[row * D + i]) * w[i] - x[row * D + i] * r * meanGn)),
                            addend, row * D + i);
       dx.store(row * D + i, v);
       maxStored(amax, m, dx, v);
@@ -210,14 +206,12 @@ __global__ void rmsNormGradRowKernel(const float *x, const float *w, FloatIn dy,
 //   dx = r (g - mean(g) - xhat mean(g xhat)); keeps mean and r. dy and dx
 //   may be bf16 storage. With `packed` a thread owns eight consecutive
 //   columns per step, as in rmsNormGradRowKernel.
-__global__ void layerNormGradRowKernel(const float *x, const float *w, FloatIn dy, FloatOut dx,
+__global__ void layerNormGradRowKernel(FloatIn x, const float *w, FloatIn dy, FloatOut dx,
                                        const float *addend, double *stats, int64_t D, double eps,
                                        bool packed) {
   __shared__ double red[32];
   int64_t row = blockIdx.x;
-  const float *xr = x + row * D;
-  FloatIn xs{xr, false};
-  const GradRowColumns cols{xr, dy, row, D, packed};
+  const GradRowColumns cols{x, dy, row, D, packed};
   const int64_t first = cols.first(), step = cols.step();
   double sum = 0;
   cols.each([&](int64_t, float xv, float) { sum += xv; });
@@ -234,7 +228,7 @@ __global__ void layerNormGradRowKernel(const float *x, const float *w, FloatIn d
   double meanGx = blockSum(gx, red) / double(D);
   if (packed) {
     for (int64_t i = first; i < D; i += step) {
-      Pack xp = load8(xs, i), gp = load8(dy, row * D + i);
+      Pack xp = load8(x, row * D + i), gp = load8(dy, row * D + i);
 #pragma unroll
       for (int k = 0; k < kPack; ++k)
         xp.v[k] = plusAddend(
@@ -246,7 +240,7 @@ __global__ void layerNormGradRowKernel(const float *x, const float *w, FloatIn d
     for (int64_t i = first; i < D; i += step)
       dx.store(row * D + i,
                plusAddend(float(r * (double(dy[row * D + i]) * w[i] - meanG -
-                                     (xr[i] - mu) * r * meanGx)),
+                                     (x[row * D + i] - mu) * r * meanGx)),
                           addend, row * D + i));
   }
   if (threadIdx.x == 0) {
@@ -464,15 +458,18 @@ __device__ inline void normGradRow(RowPacks<kPacks> &xs, const RowPacks<kPacks> 
 
 /// The norms' backward a row to a block, the row in registers; the row's
 /// statistics go to `stats` (rstd; or mean, rstd for LayerNorm) for the
-/// column pass. RmsNorm's dx may carry a fused fp8 amax.
+/// column pass. RmsNorm's dx may carry a fused fp8 amax. With copy.p, dx is
+/// stored a second time from the same registers into `copy` (bf16: dx's
+/// rounded copy, storesRoundedDx).
 template <bool kLayerNorm, int kPacks>
 __global__ void __launch_bounds__(kRowThreads)
-normGradCachedKernel(const float *x, const float *w, FloatIn dy, FloatOut dx,
-                     const float *addend, double *stats, int64_t D, double eps, uint32_t *amax) {
+normGradCachedKernel(FloatIn x, const float *w, FloatIn dy, FloatOut dx,
+                     const float *addend, double *stats, int64_t D, double eps, uint32_t *amax,
+                     FloatOut copy) {
   __shared__ double red[64];
   const int64_t row = blockIdx.x;
   RowPacks<kPacks> xs, gs, as;
-  xs.load(FloatIn{x, false}, row * D, D);
+  xs.load(x, row * D, D);
   gs.load(dy, row * D, D);
   // The addend's row loads with x and dy, eight elements an access, so its
   // latency overlaps theirs: read one element at a time after the row's
@@ -489,7 +486,10 @@ normGradCachedKernel(const float *x, const float *w, FloatIn dy, FloatOut dx,
                           [](int, int, double, float, double, double) {});
 #pragma unroll
   for (int j = 0; j < kPacks; ++j)
-    if (xs.col(j) < D) store8(dx, row * D + xs.col(j), xs.v[j]);
+    if (xs.col(j) < D) {
+      store8(dx, row * D + xs.col(j), xs.v[j]);
+      if (copy.p) store8(copy, row * D + xs.col(j), xs.v[j]);
+    }
   if (!kLayerNorm) flushAmax(amax, m);
   if (threadIdx.x != 0) return;
   if (kLayerNorm) {
@@ -512,7 +512,7 @@ normGradCachedKernel(const float *x, const float *w, FloatIn dy, FloatOut dx,
 // registers too.
 template <bool kLayerNorm>
 __global__ void __launch_bounds__(kRowThreads)
-normGradFusedKernel(const float *x, const float *w, FloatIn dy, FloatOut dx, const float *addend,
+normGradFusedKernel(FloatIn x, const float *w, FloatIn dy, FloatOut dx, const float *addend,
                     double *partialW, double *partialB, int64_t rows, int64_t D, double eps,
                     int64_t chunkRows, uint32_t *amax) {
   constexpr int kPacks = 2;
@@ -520,13 +520,12 @@ normGradFusedKernel(const float *x, const float *w, FloatIn dy, FloatOut dx, con
   const int64_t r0 = int64_t(blockIdx.x) * chunkRows, r1 = min(rows, r0 + chunkRows);
   double accW[kPacks][kPack] = {}, accB[kPacks][kPack] = {};
   RowPacks<kPacks> xs, gs, xNext, gNext;
-  const FloatIn xf{x, false};
-  xs.load(xf, r0 * D, D);
+  xs.load(x, r0 * D, D);
   gs.load(dy, r0 * D, D);
   uint32_t m = 0;
   for (int64_t row = r0; row < r1; ++row) {
     if (row + 1 < r1) {
-      xNext.load(xf, (row + 1) * D, D);
+      xNext.load(x, (row + 1) * D, D);
       gNext.load(dy, (row + 1) * D, D);
     }
     double mu, r;
@@ -603,16 +602,17 @@ __global__ void rmsNormWarpKernel(FloatIn x, const float *w, FloatOut y, int64_t
   flushAmax(amax, m); // every thread of the block, rows or not
 }
 
-__global__ void rmsNormGradWarpKernel(const float *x, const float *w, FloatIn dy, FloatOut dx,
+__global__ void rmsNormGradWarpKernel(FloatIn x, const float *w, FloatIn dy, FloatOut dx,
                                       const float *addend, double *rstd, int64_t rows, int64_t D,
                                       double eps, uint32_t *amax) {
   int64_t row = warpRow(), lane = threadIdx.x & 31;
   uint32_t m = 0;
   if (row < rows) {
-    const float *xr = x + row * D;
     int64_t base = row * D;
     float xv[kWarpElems], gv[kWarpElems];
-    loadWarpRow(xv, lane, D, [&](int64_t i) { return xr[i]; });
+    // each dtype decided once, so that the loads issue together
+    auto loadX = [&](FloatIn xc) { loadWarpRow(xv, lane, D, [&](int64_t i) { return xc[base + i]; }); };
+    x.bf16 ? loadX(FloatIn{x.p, true}) : loadX(FloatIn{x.p, false});
     auto loadG = [&](FloatIn g) { loadWarpRow(gv, lane, D, [&](int64_t i) { return g[base + i]; }); };
     dy.bf16 ? loadG(FloatIn{dy.p, true}) : loadG(FloatIn{dy.p, false});
     double ss = 0;
@@ -640,13 +640,13 @@ __global__ void rmsNormGradWarpKernel(const float *x, const float *w, FloatIn dy
 
 unsigned warpRowBlocks(int64_t rows) { return unsigned((rows + kRowThreads / 32 - 1) / (kRowThreads / 32)); }
 
-__device__ double normTerm(int kind, const float *x, FloatIn dy, const double *stats,
+__device__ double normTerm(int kind, FloatIn x, FloatIn dy, const double *stats,
                            int64_t row, int64_t col, int64_t D) {
   return normTermOf(kind, dy[row * D + col], kind == 2 ? 0.0f : x[row * D + col], stats, row);
 }
 
 // Pass 1: partial[chunk, col] = sum over the chunk's rows, in row order.
-__global__ void columnPartialKernel(int kind, const float *x, FloatIn dy,
+__global__ void columnPartialKernel(int kind, FloatIn x, FloatIn dy,
                                     const double *stats, double *partial, int64_t rows,
                                     int64_t D, int64_t chunkRows) {
   int64_t chunk = blockIdx.y;
@@ -673,7 +673,7 @@ __global__ void columnPartialKernel(int kind, const float *x, FloatIn dy,
 // LayerNorm's dw (kind 1) and db (kind 2) partials in one pass over x
 // and dy: the same terms summed in the same row order as two
 // columnPartialKernel passes, reading the two tensors once instead of twice.
-__global__ void layerNormColumnPartialKernel(const float *x, FloatIn dy, const double *stats,
+__global__ void layerNormColumnPartialKernel(FloatIn x, FloatIn dy, const double *stats,
                                              double *partialW, double *partialB, int64_t rows,
                                              int64_t D, int64_t chunkRows) {
   int64_t chunk = blockIdx.y;
@@ -712,16 +712,17 @@ __global__ void layerNormColumnPartialKernel(const float *x, FloatIn dy, const d
 // left half of a block idle. Each column's terms are normTerm's and are
 // added in row order, so the partials are columnPartialKernel's bits. With
 // kSets 2 (LayerNorm) kind 1 goes to `partial` and kind 2 to `partialB`.
-// The term's kind and dy's dtype are template arguments: with them known,
-// the row loop has no branches and the compiler issues several rows' loads
-// before their adds; as run-time flags each load waited out its latency
-// (a bias gradient's column sums ran at 843 GB/s in gpt2-large's step).
-template <int kKind, int kSets, bool kBf16>
-__global__ void columnPartialPackedKernel(const float *x, const void *dyp, const double *stats,
+// The term's kind and x's and dy's dtypes are template arguments: with
+// them known, the row loop has no branches and the compiler issues several
+// rows' loads before their adds; as run-time flags each load waited out its
+// latency (a bias gradient's column sums ran at 843 GB/s in gpt2-large's
+// step).
+template <int kKind, int kSets, bool kXBf16, bool kDyBf16>
+__global__ void columnPartialPackedKernel(const void *xp, const void *dyp, const double *stats,
                                           double *partial, double *partialB, int64_t rows,
                                           int64_t D, int64_t chunks, int64_t chunkRows) {
   const int64_t groups = D / kPack;
-  const FloatIn xs{x, false}, dy{dyp, kBf16};
+  const FloatIn xs{xp, kXBf16}, dy{dyp, kDyBf16};
   LOOM_GRID_STRIDE(item, chunks * groups) {
     int64_t chunk = item / groups, col = item % groups * kPack;
     int64_t r0 = chunk * chunkRows, r1 = min(rows, r0 + chunkRows);
@@ -745,21 +746,28 @@ __global__ void columnPartialPackedKernel(const float *x, const void *dyp, const
 }
 
 /// columnPartialPackedKernel for a run-time kind (0 or 2 alone, or 1 with
-/// LayerNorm's bias set) and dy's dtype.
-void launchColumnPartialPacked(int kind, const float *x, FloatIn dy, const double *stats,
+/// LayerNorm's bias set) and x's and dy's dtypes (x unread by kind 2).
+void launchColumnPartialPacked(int kind, FloatIn x, FloatIn dy, const double *stats,
                                double *partial, double *partialB, int64_t rows, int64_t D,
                                ColumnChunks ch, cudaStream_t stream) {
   unsigned grid = gridFor(ch.count * (D / kPack));
   auto go = [&](auto kernel) {
-    kernel<<<grid, kThreads, 0, stream>>>(x, dy.p, stats, partial, partialB, rows, D, ch.count,
+    kernel<<<grid, kThreads, 0, stream>>>(x.p, dy.p, stats, partial, partialB, rows, D, ch.count,
                                           ch.rows);
   };
+  // kind K with sets S, over the four dtype pairs
+  auto dtypes = [&](auto ff, auto fb, auto bf, auto bb) {
+    x.bf16 ? (dy.bf16 ? go(bb) : go(bf)) : (dy.bf16 ? go(fb) : go(ff));
+  };
   if (kind == 1)
-    dy.bf16 ? go(columnPartialPackedKernel<1, 2, true>) : go(columnPartialPackedKernel<1, 2, false>);
+    dtypes(columnPartialPackedKernel<1, 2, false, false>, columnPartialPackedKernel<1, 2, false, true>,
+           columnPartialPackedKernel<1, 2, true, false>, columnPartialPackedKernel<1, 2, true, true>);
   else if (kind == 2)
-    dy.bf16 ? go(columnPartialPackedKernel<2, 1, true>) : go(columnPartialPackedKernel<2, 1, false>);
+    dy.bf16 ? go(columnPartialPackedKernel<2, 1, false, true>)
+            : go(columnPartialPackedKernel<2, 1, false, false>);
   else
-    dy.bf16 ? go(columnPartialPackedKernel<0, 1, true>) : go(columnPartialPackedKernel<0, 1, false>);
+    dtypes(columnPartialPackedKernel<0, 1, false, false>, columnPartialPackedKernel<0, 1, false, true>,
+           columnPartialPackedKernel<0, 1, true, false>, columnPartialPackedKernel<0, 1, true, true>);
 }
 
 // Pass 2: out[col] = the sum of the column's chunk partials, one block per
@@ -780,13 +788,13 @@ __global__ void columnFinishKernel(const double *partial, float *out, int64_t ch
 unsigned finishBlocks(int64_t D) { return unsigned(std::min<int64_t>(std::max<int64_t>(D, 1), 65535)); }
 
 /// Whether the packed column pass applies: eight whole columns per thread
-/// and 16-byte aligned rows in x (f32, when read) and dy.
-bool columnsPackable(int64_t D, const float *x, const DevTensor &dy) {
-  return D % kPack == 0 && reinterpret_cast<uintptr_t>(x) % 16 == 0 &&
+/// and 16-byte aligned rows in x (when read) and dy.
+bool columnsPackable(int64_t D, FloatIn x, const DevTensor &dy) {
+  return D % kPack == 0 && reinterpret_cast<uintptr_t>(x.p) % 16 == 0 &&
          reinterpret_cast<uintptr_t>(dy.data) % 16 == 0;
 }
 
-void columnSums(int kind, const float *x, const DevTensor &dyT, const double *stats,
+void columnSums(int kind, FloatIn x, const DevTensor &dyT, const double *stats,
                 double *partial, float *out, int64_t rows, int64_t D, cudaStream_t stream) {
   ColumnChunks ch = columnChunks(rows, D);
   if (ch.count == 0) {
@@ -1219,7 +1227,7 @@ void launchNormGradFused(const CudaCall &c, CudaContext &ctx, int64_t rows, int6
   ColumnChunks ch = columnChunks(rows, D);
   double *partialB = kLayerNorm ? partial + ch.count * D : nullptr;
   normGradFusedKernel<kLayerNorm><<<unsigned(ch.count), kRowThreads, 0, ctx.stream>>>(
-      c.in[0].as<float>(), c.in[1].as<float>(), floatIn(c.in[2]), floatOut(c.out[0]),
+      floatIn(c.in[0]), c.in[1].as<float>(), floatIn(c.in[2]), floatOut(c.out[0]),
       normGradAddend(c), partial, partialB, rows, D, c.instr->floats[0], ch.rows,
       kLayerNorm ? nullptr : fusedAmaxBits(c, 0));
   for (int set = 0; set < (kLayerNorm ? 2 : 1); ++set)
@@ -1227,23 +1235,34 @@ void launchNormGradFused(const CudaCall &c, CudaContext &ctx, int64_t rows, int6
         set ? partialB : partial, c.out[1 + set].as<float>(), ch.count, D);
 }
 
+/// dx's rounded copy (storesRoundedDx) as a bf16 output, or none.
+FloatOut roundedDxOf(const CudaCall &c, size_t slot) {
+  return storesRoundedDx(*c.instr) ? floatOut(c.out[slot]) : FloatOut{};
+}
+
 void launchRmsNormGrad(const CudaCall &c, CudaContext &ctx) {
   int64_t rows = rowsOf(c.in[0]), D = c.in[0].shape().back();
   auto *stats = static_cast<double *>(ctx.scratch);
   double *partial = stats + 2 * rows;
+  const FloatOut copy = roundedDxOf(c, 2);
+  bool copied = false; // by the kernel that wrote dx
   if (rows > 0 && D <= kWarpRow) {
     rmsNormGradWarpKernel<<<warpRowBlocks(rows), kRowThreads, 0, ctx.stream>>>(
-        c.in[0].as<float>(), c.in[1].as<float>(), floatIn(c.in[2]), floatOut(c.out[0]),
+        floatIn(c.in[0]), c.in[1].as<float>(), floatIn(c.in[2]), floatOut(c.out[0]),
         normGradAddend(c), stats, rows, D, c.instr->floats[0], fusedAmaxBits(c, 0));
   } else if (rows > 0) {
     bool packed = normGradPackable(c, D);
     int packs = cachedPacks(D, packed);
-    if (packs == 2 && fusedNormGrad()) // dw's first pass fused in
-      return launchNormGradFused<false>(c, ctx, rows, D, partial);
+    if (packs == 2 && fusedNormGrad()) { // dw's first pass fused in
+      launchNormGradFused<false>(c, ctx, rows, D, partial);
+      if (copy.p) castTensor(c.out[0], c.out[2], ctx);
+      return;
+    }
     auto cached = [&](auto kernel) {
       kernel<<<unsigned(rows), kRowThreads, 0, ctx.stream>>>(
-          c.in[0].as<float>(), c.in[1].as<float>(), floatIn(c.in[2]), floatOut(c.out[0]),
-          normGradAddend(c), stats, D, c.instr->floats[0], fusedAmaxBits(c, 0));
+          floatIn(c.in[0]), c.in[1].as<float>(), floatIn(c.in[2]), floatOut(c.out[0]),
+          normGradAddend(c), stats, D, c.instr->floats[0], fusedAmaxBits(c, 0), copy);
+      copied = true;
     };
     if (packs == 2)
       cached(normGradCachedKernel<false, 2>);
@@ -1251,10 +1270,11 @@ void launchRmsNormGrad(const CudaCall &c, CudaContext &ctx) {
       cached(normGradCachedKernel<false, 4>);
     else
       rmsNormGradRowKernel<<<unsigned(rows), kRowThreads, 0, ctx.stream>>>(
-          c.in[0].as<float>(), c.in[1].as<float>(), floatIn(c.in[2]), floatOut(c.out[0]),
+          floatIn(c.in[0]), c.in[1].as<float>(), floatIn(c.in[2]), floatOut(c.out[0]),
           normGradAddend(c), stats, D, c.instr->floats[0], packed, fusedAmaxBits(c, 0));
   }
-  columnSums(0, c.in[0].as<float>(), c.in[2], stats, partial, c.out[1].as<float>(), rows,
+  if (copy.p && !copied) castTensor(c.out[0], c.out[2], ctx);
+  columnSums(0, floatIn(c.in[0]), c.in[2], stats, partial, c.out[1].as<float>(), rows,
              D, ctx.stream);
 }
 
@@ -1262,15 +1282,21 @@ void launchLayerNormGrad(const CudaCall &c, CudaContext &ctx) {
   int64_t rows = rowsOf(c.in[0]), D = c.in[0].shape().back();
   auto *stats = static_cast<double *>(ctx.scratch);
   double *partial = stats + 2 * rows;
+  const FloatOut copy = roundedDxOf(c, 3);
+  bool copied = false; // by the kernel that wrote dx
   if (rows > 0) {
     bool packed = normGradPackable(c, D);
     int packs = cachedPacks(D, packed);
-    if (packs == 2 && fusedNormGrad()) // dw's and db's first pass fused in
-      return launchNormGradFused<true>(c, ctx, rows, D, partial);
+    if (packs == 2 && fusedNormGrad()) { // dw's and db's first pass fused in
+      launchNormGradFused<true>(c, ctx, rows, D, partial);
+      if (copy.p) castTensor(c.out[0], c.out[3], ctx);
+      return;
+    }
     auto cached = [&](auto kernel) {
       kernel<<<unsigned(rows), kRowThreads, 0, ctx.stream>>>(
-          c.in[0].as<float>(), c.in[1].as<float>(), floatIn(c.in[2]), floatOut(c.out[0]),
-          normGradAddend(c), stats, D, c.instr->floats[0], nullptr);
+          floatIn(c.in[0]), c.in[1].as<float>(), floatIn(c.in[2]), floatOut(c.out[0]),
+          normGradAddend(c), stats, D, c.instr->floats[0], nullptr, copy);
+      copied = true;
     };
     if (packs == 2)
       cached(normGradCachedKernel<true, 2>);
@@ -1278,9 +1304,10 @@ void launchLayerNormGrad(const CudaCall &c, CudaContext &ctx) {
       cached(normGradCachedKernel<true, 4>);
     else
       layerNormGradRowKernel<<<unsigned(rows), kRowThreads, 0, ctx.stream>>>(
-          c.in[0].as<float>(), c.in[1].as<float>(), floatIn(c.in[2]), floatOut(c.out[0]),
+          floatIn(c.in[0]), c.in[1].as<float>(), floatIn(c.in[2]), floatOut(c.out[0]),
           normGradAddend(c), stats, D, c.instr->floats[0], packed);
   }
+  if (copy.p && !copied) castTensor(c.out[0], c.out[3], ctx);
   ColumnChunks ch = columnChunks(rows, D);
   if (ch.count == 0) {
     cudaMemsetAsync(c.out[1].data, 0, size_t(D) * sizeof(float), ctx.stream);
@@ -1288,7 +1315,7 @@ void launchLayerNormGrad(const CudaCall &c, CudaContext &ctx) {
     return;
   }
   double *partialB = partial + ch.count * D; // normScratchBytes counts both
-  const float *x = c.in[0].as<float>();
+  const FloatIn x = floatIn(c.in[0]);
   if (columnsPackable(D, x, c.in[2])) {
     launchColumnPartialPacked(1, x, floatIn(c.in[2]), stats, partial, partialB, rows, D, ch,
                               ctx.stream);
@@ -1322,7 +1349,7 @@ void launchSoftmaxGrad(const CudaCall &c, CudaContext &ctx) {
 void launchReduce(const CudaCall &c, CudaContext &ctx) {
   const Shape &shape = c.in[0].shape();
   if (int64_t rows, D; leadingColumnSum(*c.instr, shape, rows, D)) {
-    columnSums(2, nullptr, c.in[0], nullptr, static_cast<double *>(ctx.scratch),
+    columnSums(2, FloatIn{}, c.in[0], nullptr, static_cast<double *>(ctx.scratch),
                c.out[0].as<float>(), rows, D, ctx.stream);
     return;
   }

@@ -588,10 +588,20 @@ std::string checkEmbeddingGrad(const OpView &v) {
 
 /// RmsNormGrad (dx, dw) and LayerNormGrad (dx, dw, db):
 /// in x[..., D], w[D], dy (x's shape), optionally an addend (x's shape and
-/// dtype) summed into dx, floats [eps].
-std::string checkNormGrad(const OpView &v, size_t outs) {
-  if (std::string e = v.arity(3, 4, outs, outs, 0, 1); !e.empty())
+/// dtype) summed into dx, floats [eps]; with ints [1] one more output, dx's
+/// rounded copy (storesRoundedDx: x's shape, bf16).
+std::string checkNormGrad(const Program &p, const OpView &v, const Instr &I, size_t outs) {
+  bool copy = !I.ints.empty();
+  if (std::string e = v.arity(3, 4, outs + copy, outs + copy, copy ? 1 : 0, 1); !e.empty())
     return e;
+  if (copy) {
+    if (I.ints[0] != 1)
+      return cat("int attribute must be 1 (dx's rounded copy), got ", I.ints[0]);
+    if (std::string e = hasShape(v.out(outs), v.in(0).shape, "rounded copy"); !e.empty())
+      return e;
+    if (DType t = p.buffers[I.out[outs]].dtype; t != DType::BF16)
+      return cat("rounded copy must be bf16, got ", dtypeName(t));
+  }
   if (v.numIn() == 4)
     if (std::string e = first([&] { return hasShape(v.in(3), v.in(0).shape, "addend"); },
                               [&] { return v.sameDType({&v.in(0), &v.in(3)}); });
@@ -612,7 +622,7 @@ std::string checkNormGrad(const OpView &v, size_t outs) {
   for (const BufferDesc *b : {&w, &dy})
     if (std::string e = v.sameDType({&x, b}); !e.empty())
       return e;
-  for (size_t k = 0; k < outs; ++k)
+  for (size_t k = 0; k < outs + copy; ++k) // the copy is seen as f32 (bf16 storage)
     if (std::string e = v.sameDType({&x, &v.out(k)}); !e.empty())
       return e;
   return v.floatDType(x, "operands");
@@ -906,7 +916,11 @@ bool bf16StorageAllowed(OpCode op, bool output, size_t slot) {
     return slot == 0;
   case OpCode::ActivationGrad: return output ? slot == 0 : slot < 2;
   case OpCode::SwiGlu: case OpCode::SwiGluGrad: return true;
-  case OpCode::RmsNormGrad: case OpCode::LayerNormGrad: return output ? slot == 0 : slot == 2;
+  // x (a bf16 product's output under per-head q/k norms) and dy; dx and
+  // its rounded copy (storesRoundedDx). The weight and the weight
+  // gradients stay f32.
+  case OpCode::RmsNormGrad: return output ? slot == 0 || slot == 2 : slot == 0 || slot == 2;
+  case OpCode::LayerNormGrad: return output ? slot == 0 || slot == 3 : slot == 0 || slot == 2;
   // a and b (the residual and the sublayer's output); y. The sum the norm
   // reads stays f32.
   case OpCode::AddRmsNorm: return output ? slot == 1 : slot < 2;
@@ -936,6 +950,12 @@ const char *matMulThirdInput(const Program &p, const Instr &I) {
   if (I.op != OpCode::MatMul || I.in.size() < 3)
     return "";
   return matMulAccumulates(p, I) ? "addend" : "bias";
+}
+
+bool storesRoundedDx(const Instr &I) {
+  // Any int attribute claims the extra output (validate() insists on [1]),
+  // so that a malformed flag is reported as such, not as a bad amax.
+  return (I.op == OpCode::RmsNormGrad || I.op == OpCode::LayerNormGrad) && !I.ints.empty();
 }
 
 bool usesBf16Storage(const Program &p, const Instr &I) {
@@ -986,8 +1006,8 @@ std::string checkOpShapes(const Program &p, const Instr &I) {
   case OpCode::Expand: return checkExpand(v);
   case OpCode::CrossEntropy: return checkCrossEntropy(v);
   case OpCode::EmbeddingGrad: return checkEmbeddingGrad(v);
-  case OpCode::RmsNormGrad: return checkNormGrad(v, 2);
-  case OpCode::LayerNormGrad: return checkNormGrad(v, 3);
+  case OpCode::RmsNormGrad: return checkNormGrad(p, v, I, 2);
+  case OpCode::LayerNormGrad: return checkNormGrad(p, v, I, 3);
   case OpCode::AttentionGrad: return checkAttentionGrad(v, I);
   case OpCode::RotaryGrad: return checkRotary(v); // same operands as Rotary
   case OpCode::ActivationGrad: return checkActivationGrad(v, I);

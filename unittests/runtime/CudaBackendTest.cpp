@@ -554,6 +554,35 @@ TEST(CudaBackend, AddRmsNormIsTheAddThenTheNorm) {
     }
 }
 
+// A norm gradient storing dx's rounded copy and reading bf16 x: bit for
+// bit the Casts it replaces, on the GPU, for rows the registers kernel
+// takes (2,048 and 4,096: the copy stored with dx), a warp a row (128) and
+// the row kernel (2,052: the copy a Cast after it); and against the CPU.
+TEST(CudaBackend, NormGradCopyIsTheCast) {
+  REQUIRE_GPU();
+  Rng rng;
+  for (bool layerNorm : {false, true})
+    for (int64_t D : {2048, 4096, 128, 2052})
+      for (bool bf16X : {false, true}) {
+        SCOPED_TRACE(std::string(layerNorm ? "layer_norm_grad" : "rms_norm_grad") + ", D " +
+                     std::to_string(D) + (bf16X ? ", bf16 x" : ""));
+        int64_t rows = 37;
+        std::vector<float> x = rng.uniform(rows * D, -2, 2);
+        std::vector<Bytes> inputs = {bf16X ? bf16StorageBytes(x) : toBytes(x),
+                                     toBytes(rng.uniform(D, 0.5, 1.5)),
+                                     bf16StorageBytes(rng.uniform(rows * D, -1, 1)),
+                                     toBytes(rng.uniform(rows * D, -3, 3))};
+        Program fused = normGradCopyProgram(rows, D, layerNorm, true, bf16X);
+        Program apart = normGradCopyProgram(rows, D, layerNorm, false, bf16X);
+        ASSERT_EQ(fused.validate(), "");
+        expectSameOnGpu(fused, inputs, 1e-2, 1e-2);
+        RunResult f = runProgram(fused, inputs, 0, "cuda"),
+                  a = runProgram(apart, inputs, 0, "cuda");
+        ASSERT_TRUE(f.ok && a.ok) << f.err << a.err;
+        EXPECT_EQ(f.outputs, a.outputs);
+      }
+}
+
 // A tied head's gradient as embedding_grad's addend: bit for bit the
 // embedding gradient followed by the Add, on the GPU, with the table
 // started eight elements a thread (D % 8 == 0) or one (D = 13), runs that

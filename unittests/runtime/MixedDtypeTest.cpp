@@ -69,8 +69,10 @@ TEST(MixedDtype, ValidateRefusesBf16OutsideTheAllowedSlots) {
   EXPECT_NE(verdict(OpCode::RmsNorm, {{F, x}, {H, w}}, {{F, x}}, {}, {1e-5}), ""); // weight
   EXPECT_EQ(verdict(OpCode::RmsNormGrad, {{F, x}, {F, w}, {H, x}}, {{H, x}, {F, w}}, {}, {1e-5}),
             "");
-  EXPECT_NE(verdict(OpCode::RmsNormGrad, {{H, x}, {F, w}, {F, x}}, {{F, x}, {F, w}}, {}, {1e-5}),
-            ""); // x
+  EXPECT_EQ(verdict(OpCode::RmsNormGrad, {{H, x}, {F, w}, {F, x}}, {{F, x}, {F, w}}, {}, {1e-5}),
+            ""); // x (a per-head q/k norm's bf16 product)
+  EXPECT_NE(verdict(OpCode::RmsNormGrad, {{F, x}, {H, w}, {F, x}}, {{F, x}, {F, w}}, {}, {1e-5}),
+            ""); // w
   EXPECT_NE(verdict(OpCode::RmsNormGrad, {{F, x}, {F, w}, {F, x}}, {{F, x}, {H, w}}, {}, {1e-5}),
             ""); // dw
   EXPECT_EQ(verdict(OpCode::LayerNorm, {{F, x}, {F, w}, {F, w}}, {{H, x}}, {}, {1e-5}), "");

@@ -305,6 +305,54 @@ TEST(Norm, AddRmsNormIsTheAddThenTheNorm) {
     }
 }
 
+// A norm gradient that stores dx's rounded copy (storesRoundedDx) and
+// reads x as bf16 storage gives the bits of the Casts it replaces: the copy
+// is Cast(dx), dx and the weight gradients are those of the f32 x.
+TEST(Norm, NormGradCopyIsTheCast) {
+  Rng rng;
+  for (bool layerNorm : {false, true})
+    for (bool bf16X : {false, true}) {
+      SCOPED_TRACE(std::string(layerNorm ? "layer_norm_grad" : "rms_norm_grad") +
+                   (bf16X ? ", bf16 x" : ""));
+      int64_t rows = 9, D = 40;
+      std::vector<float> x = rng.uniform(rows * D, -2, 2);
+      std::vector<Bytes> inputs = {bf16X ? bf16StorageBytes(x) : toBytes(x),
+                                   toBytes(rng.uniform(D, 0.5, 1.5)),
+                                   bf16StorageBytes(rng.uniform(rows * D, -1, 1)),
+                                   toBytes(rng.uniform(rows * D, -1e3, 1e3))};
+      Program fused = normGradCopyProgram(rows, D, layerNorm, true, bf16X);
+      Program apart = normGradCopyProgram(rows, D, layerNorm, false, bf16X);
+      ASSERT_EQ(fused.validate(), "");
+      ASSERT_EQ(apart.validate(), "");
+      RunResult f = runProgram(fused, inputs), a = runProgram(apart, inputs);
+      ASSERT_TRUE(f.ok && a.ok) << f.err << a.err;
+      EXPECT_EQ(f.outputs, a.outputs);
+    }
+}
+
+TEST(Norm, NormGradCopyValidation) {
+  auto verdict = [](std::vector<int64_t> ints, DType copyType, const Shape &copyShape) {
+    ProgramBuilder b;
+    uint32_t x = b.input(DType::F32, {4, 8}), w = b.input(DType::F32, {8}),
+             dy = b.input(DType::F32, {4, 8});
+    b.instr(OpCode::RmsNormGrad, {x, w, dy},
+            {b.output(DType::F32, {4, 8}), b.output(DType::F32, {8}),
+             b.output(copyType, copyShape)},
+            ints, {1e-6});
+    return b.p.validate();
+  };
+  EXPECT_EQ(verdict({1}, DType::BF16, {4, 8}), "");
+  std::string e = verdict({1}, DType::F32, {4, 8});
+  EXPECT_NE(e.find("rounded copy must be bf16, got f32"), std::string::npos) << e;
+  e = verdict({1}, DType::BF16, {8});
+  EXPECT_NE(e.find("rounded copy has shape [8], expected [4,8]"), std::string::npos) << e;
+  e = verdict({2}, DType::BF16, {4, 8});
+  EXPECT_NE(e.find("int attribute must be 1"), std::string::npos) << e;
+  // Without the flag a third output is an fp8 amax: one f32 element.
+  e = verdict({}, DType::BF16, {4, 8});
+  EXPECT_NE(e.find("amax output 0"), std::string::npos) << e;
+}
+
 TEST(Norm, AddRmsNormValidation) {
   auto verdict = [](DType sumType, const Shape &b, const Shape &w) {
     ProgramBuilder p;

@@ -238,6 +238,38 @@ inline Program addRmsNormProgram(int64_t rows, int64_t D, DType dtype, bool fuse
   return b.p;
 }
 
+/// A norm gradient (RmsNormGrad, or LayerNormGrad with `layerNorm`) with
+/// an addend, its dx also wanted rounded to bf16 for the GEMMs below: with
+/// `fused` the gradient stores that copy itself (ints [1], storesRoundedDx)
+/// and reads x as bf16 storage when `bf16X`; else Casts around it, as
+/// codegen lowers them before its folds. Inputs x ([rows, D], bf16 with
+/// `bf16X`, else f32), w [D], dy (bf16), addend (f32); outputs dx (f32),
+/// the weight gradients, the copy (bf16).
+inline Program normGradCopyProgram(int64_t rows, int64_t D, bool layerNorm, bool fused,
+                                   bool bf16X) {
+  ProgramBuilder b;
+  Shape s = {rows, D};
+  uint32_t x = b.input(bf16X ? DType::BF16 : DType::F32, s), w = b.input(DType::F32, {D}),
+           dy = b.input(DType::BF16, s), a = b.input(DType::F32, s);
+  std::vector<uint32_t> outs = {b.output(DType::F32, s, "dx"), b.output(DType::F32, {D}, "dw")};
+  if (layerNorm) outs.push_back(b.output(DType::F32, {D}, "db"));
+  uint32_t copy = b.output(DType::BF16, s, "copy");
+  OpCode op = layerNorm ? OpCode::LayerNormGrad : OpCode::RmsNormGrad;
+  if (fused) {
+    outs.push_back(copy);
+    b.instr(op, {x, w, dy, a}, outs, {1}, {1e-5});
+    return b.p;
+  }
+  uint32_t xf = x;
+  if (bf16X) {
+    xf = b.temp(DType::F32, s);
+    b.instr(OpCode::Cast, {x}, {xf});
+  }
+  b.instr(op, {xf, w, dy, a}, outs, {}, {1e-5});
+  b.instr(OpCode::Cast, {outs[0]}, {copy});
+  return b.p;
+}
+
 /// A table's two gradients summed: with `fused` one EmbeddingGrad with the
 /// addend as its third input (loom-fuse-embedding-grad-accumulate), else
 /// EmbeddingGrad then Add(addend, table gradient), as BuildTrainStep emits

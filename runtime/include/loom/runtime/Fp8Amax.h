@@ -31,10 +31,11 @@ size_t fusedAmaxRegularOutputs(OpCode op);
 /// How many of those regular outputs may have an amax (the first ones).
 size_t fusedAmaxLimit(OpCode op);
 
-/// The fused amax outputs `I` carries (0 for most instructions).
+/// The fused amax outputs `I` carries (0 for most instructions; 0 for a
+/// norm gradient whose extra output is dx's rounded copy).
 inline size_t fusedAmaxCount(const Instr &I) {
   size_t r = fusedAmaxRegularOutputs(I.op);
-  return r && I.out.size() > r ? I.out.size() - r : 0;
+  return r && I.out.size() > r && !storesRoundedDx(I) ? I.out.size() - r : 0;
 }
 
 /// "" or why `I`'s amax outputs are malformed (count, shape, dtype).

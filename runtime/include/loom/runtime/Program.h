@@ -352,9 +352,11 @@ struct Instr;
 ///   Rotary, RotaryGrad: x (dy) and the output (the tables stay f32);
 ///   RmsNorm: x and y (the weight stays f32);
 ///   AddRmsNorm: a, b and y (the sum and the weight stay f32);
-///   RmsNormGrad: dy (input 2) and dx (output 0); x, w and dw stay f32;
+///   RmsNormGrad: x and dy (inputs 0, 2), dx (output 0) and dx's rounded
+///     copy (output 2, storesRoundedDx); w and dw stay f32;
 ///   LayerNorm: x and y (w and b stay f32);
-///   LayerNormGrad: dy (input 2) and dx (output 0); x, w, dw and db stay f32;
+///   LayerNormGrad: x and dy (inputs 0, 2), dx (output 0) and dx's rounded
+///     copy (output 3); w, dw and db stay f32;
 ///   SumSquares: x (the sum stays f32);
 ///   GlobalSumSquares: every input (the sum stays f32);
 ///   Reduce: x (the result stays f32);
@@ -366,6 +368,13 @@ bool bf16StorageAllowed(OpCode op, bool output, size_t slot);
 /// True when some slot of `I` that bf16StorageAllowed names holds bf16:
 /// the instruction computes in f32 (validate() checked the other operands).
 bool usesBf16Storage(const Program &p, const Instr &I);
+/// A norm gradient (RmsNormGrad, LayerNormGrad) with ints = {1} stores dx
+/// twice: f32 in output 0, for the residual stream's sum, and rounded to
+/// bf16 (Cast's rounding) in one more output after its weight gradients,
+/// for the GEMMs of the layer below, which would otherwise read dx back to
+/// round it (codegen's foldNormGradRounding). Such an instruction carries
+/// no fused amax outputs.
+bool storesRoundedDx(const Instr &I);
 
 /// Number of int attributes of a collective instruction.
 constexpr size_t kCollectiveInts = 8;
