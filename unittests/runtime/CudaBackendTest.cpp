@@ -1299,8 +1299,11 @@ TEST(CudaBackend, LossAndBackwardKernels) {
 }
 
 TEST(CudaBackend, NormsOnEveryPath) {
-  // Each path of the norm kernels: RmsNorm rows of at most 256 take a warp
-  // each (128: a per-head q/k norm), longer ones a block with eight-wide
+  // Each path of the norm kernels: RmsNorm rows of 64, 128 and 256 (the
+  // per-head q/k norms) take eight elements a lane, two to eight rows a
+  // warp, the gradient's weight partials with dx (70 rows of 64 leave the
+  // last warp a part of its four rows); other rows of at most 256 take a
+  // warp each (16, 8), longer ones a block with eight-wide
   // accesses, the row held in registers in two packs a thread (264) or
   // four (3000), or read pass by pass (4104, too long for registers), or
   // one element at a time (300); the same for LayerNorm and both
@@ -1311,8 +1314,8 @@ TEST(CudaBackend, NormsOnEveryPath) {
   // with bf16 dy and dx as autocast stores them.
   REQUIRE_GPU();
   Rng rng;
-  for (auto [N, D] : {std::pair<int64_t, int64_t>{70, 128}, {70, 264}, {70, 300}, {30, 3000},
-                      {20, 4104}, {4100, 16}, {20000, 8}}) {
+  for (auto [N, D] : {std::pair<int64_t, int64_t>{70, 128}, {70, 64}, {45, 256}, {70, 264},
+                      {70, 300}, {30, 3000}, {20, 4104}, {4100, 16}, {20000, 8}, {5000, 128}}) {
     for (bool bf16 : {false, true}) {
       SCOPED_TRACE(std::to_string(N) + " rows of " + std::to_string(D) + (bf16 ? ", bf16" : ""));
       OneOp t;
