@@ -567,11 +567,7 @@ TEST(CudaBackend, NormGradCopyIsTheCast) {
         SCOPED_TRACE(std::string(layerNorm ? "layer_norm_grad" : "rms_norm_grad") + ", D " +
                      std::to_string(D) + (bf16X ? ", bf16 x" : ""));
         int64_t rows = 37;
-        std::vector<float> x = rng.uniform(rows * D, -2, 2);
-        std::vector<Bytes> inputs = {bf16X ? bf16StorageBytes(x) : toBytes(x),
-                                     toBytes(rng.uniform(D, 0.5, 1.5)),
-                                     bf16StorageBytes(rng.uniform(rows * D, -1, 1)),
-                                     toBytes(rng.uniform(rows * D, -3, 3))};
+        std::vector<Bytes> inputs = normGradCopyInputs(rng, rows, D, bf16X, 3);
         Program fused = normGradCopyProgram(rows, D, layerNorm, true, bf16X);
         Program apart = normGradCopyProgram(rows, D, layerNorm, false, bf16X);
         ASSERT_EQ(fused.validate(), "");

@@ -333,6 +333,17 @@ inline Bytes bf16StorageBytes(const std::vector<float> &v) {
   return toBytes(h);
 }
 
+/// Random inputs for normGradCopyProgram: x in [-2, 2) (bf16 storage with
+/// `bf16X`), w in [0.5, 1.5), dy (bf16) in [-1, 1), the addend within
+/// +-addendScale.
+inline std::vector<Bytes> normGradCopyInputs(Rng &rng, int64_t rows, int64_t D, bool bf16X,
+                                             float addendScale) {
+  std::vector<float> x = rng.uniform(rows * D, -2, 2);
+  return {bf16X ? bf16StorageBytes(x) : toBytes(x), toBytes(rng.uniform(D, 0.5, 1.5)),
+          bf16StorageBytes(rng.uniform(rows * D, -1, 1)),
+          toBytes(rng.uniform(rows * D, -addendScale, addendScale))};
+}
+
 /// The inputs of embeddingGradAddendProgram: ids in [0, V / 2) (repeats, and
 /// rows no id picks), an addend with -0 and +0 entries (an unpicked -0 row
 /// element becomes +0, as the Add made it) and, for f64, bits f32 lacks.
