@@ -556,13 +556,14 @@ TEST(CudaBackend, AddRmsNormIsTheAddThenTheNorm) {
 
 // A norm gradient storing dx's rounded copy and reading bf16 x: bit for
 // bit the Casts it replaces, on the GPU, for rows the registers kernel
-// takes (2,048 and 4,096: the copy stored with dx), a warp a row (128) and
-// the row kernel (2,052: the copy a Cast after it); and against the CPU.
+// takes (2,048 and 4,096: the copy stored with dx), eight elements a lane
+// (128), a warp a row (40) and the row kernel (2,052; the last three store
+// the copy with a Cast after the kernel); and against the CPU.
 TEST(CudaBackend, NormGradCopyIsTheCast) {
   REQUIRE_GPU();
   Rng rng;
   for (bool layerNorm : {false, true})
-    for (int64_t D : {2048, 4096, 128, 2052})
+    for (int64_t D : {2048, 4096, 128, 40, 2052})
       for (bool bf16X : {false, true}) {
         SCOPED_TRACE(std::string(layerNorm ? "layer_norm_grad" : "rms_norm_grad") + ", D " +
                      std::to_string(D) + (bf16X ? ", bf16 x" : ""));
