@@ -5,13 +5,15 @@
 // Row kernels: one block per row (or per softmax line, or per reduced output
 // element); the block's threads stride over the row and combine with a
 // fixed-shape tree (blockSum/blockMax), accumulating in double as the CPU
-// reference does. RmsNorm rows of at most 256 elements (per-head q/k norms)
-// take one warp each instead (warpSum). The weight gradients of the norms are column sums over all
+// reference does. RmsNorm rows of 64, 128 and 256 elements (per-head q/k
+// norms) take eight elements a lane, two to eight rows a warp (sumLanes);
+// other rows of at most 256 one warp each (warpSum). The weight gradients of the norms are column sums over all
 // rows; they run as two deterministic passes, partial sums over chunks of
 // 16 to 64 rows (columnChunks; eight columns a thread where rows allow) and then each
 // column's chunks in one block (strided, then the block's fixed tree), so
 // no float atomics are needed and every run gives the same bits. The norms' backward keeps each
-// row's statistics (mean, 1/std) in scratch for the column pass.
+// row's statistics (mean, 1/std) in scratch for the column pass; the lane
+// kernel adds its chunks' partials itself, as it writes dx.
 //===----------------------------------------------------------------------===//
 #include "cuda/CudaCommon.cuh"
 #include "cuda/Fp8Amax.cuh"
