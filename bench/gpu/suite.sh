@@ -17,9 +17,11 @@
 #      side by side, before anything is timed (cached in $LOOM_BENCH_DIR);
 #   2. per shape: `loom plan --gpus 1` with the calibrated H100 profile (the
 #      one-GPU bf16 plan's step time and memory); `loom train` for
-#      $LOOM_BENCH_STEPS steps (default 11; tokens/s: PyTorch's window,
-#      the tokens of steps 3-10 over their time, as torch_suite.py times 8
-#      steps after 3 warm-up ones;
+#      W + N steps (LOOM_BENCH_WARMUP, default 3, and LOOM_BENCH_TIMED,
+#      default 8; tokens/s: PyTorch's window, the tokens of steps W to
+#      W + N - 1 over their time, as torch_suite.py times N steps after W
+#      warm-up ones; LOOM_BENCH_WARMUP=20 LOOM_BENCH_TIMED=10 times both
+#      sides past the card's power transient, 2026-11-29-h);
 #      loom's own memory figure); torch_suite.py compile on the same
 #      corpus windows step by step (tokens/s, PyTorch's allocator peak;
 #      it timed one random batch before 2026-11-28-d, whose loss does not
@@ -39,7 +41,10 @@ BUNDLE=${1:?bundle folder}
 shift
 SHAPES=("$@")
 [ ${#SHAPES[@]} -eq 0 ] && SHAPES=(llama-1b qwen2.5-1.5b qwen3-1.7b gpt2-large)
-STEPS=${LOOM_BENCH_STEPS:-11}
+WARMUP=${LOOM_BENCH_WARMUP:-3}
+TIMED=${LOOM_BENCH_TIMED:-8}
+export LOOM_BENCH_WARMUP=$WARMUP LOOM_BENCH_TIMED=$TIMED # suite_table.py's window
+STEPS=${LOOM_BENCH_STEPS:-$(( WARMUP + TIMED ))} # older calls set the steps alone
 cd "$(dirname "$0")/../.."
 export NCCL_NVLS_ENABLE=0
 export LD_LIBRARY_PATH="$PWD/$BUNDLE/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
@@ -102,7 +107,7 @@ for s in "${SHAPES[@]}"; do
     echo "suite: $s profiled at $(( $(date +%s) - start )) s"
   fi
   timeout 300 python3 bench/gpu/peak_mem.py "$WORK/torch-$s.mem.json" -- \
-    python3 bench/gpu/torch_suite.py "$s" compile 3 8 test/fixtures/corpus.u16.bin > "$WORK/torch-$s.txt" 2>&1 ||
+    python3 bench/gpu/torch_suite.py "$s" compile "$WARMUP" "$TIMED" test/fixtures/corpus.u16.bin > "$WORK/torch-$s.txt" 2>&1 ||
     echo "suite: torch $s failed: $(tail -2 "$WORK/torch-$s.txt")"
   echo "suite: $s done at $(( $(date +%s) - start )) s"
   python3 bench/gpu/suite_table.py "$WORK" "${SHAPES[@]}" > "$WORK/table.txt" 2>&1

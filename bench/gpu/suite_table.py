@@ -32,13 +32,17 @@ for s in shapes:
     lm, tm = load(f"{work}/loom-{s}.mem.json") or {}, load(f"{work}/torch-{s}.mem.json") or {}
     loom_txt = open(f"{work}/loom-{s}.txt").read() if os.path.exists(f"{work}/loom-{s}.txt") else ""
     if steps:
-        # PyTorch's window (torch_suite.py): 3 warm-up steps, then tokens over
-        # the time of the next 8. The same here: steps 3-10 (fewer if the run
-        # was shorter, at least steps 2 on), their tokens over their summed
-        # time. Later steps of a run can be slower (llama-1b's steps 6-7 by
-        # 8-10% on an H200, 2026-11-28-d), so a window that stops early flatters.
-        window = [x["tokens_per_s"] for x in steps[3:11]] or [x["tokens_per_s"] for x in steps[2:]] \
-            or [x["tokens_per_s"] for x in steps]
+        # PyTorch's window (torch_suite.py): W warm-up steps, then tokens over
+        # the time of the next N (suite.sh's LOOM_BENCH_WARMUP and
+        # LOOM_BENCH_TIMED, default 3 and 8). The same here: steps W to W+N-1
+        # (fewer if the run was shorter, at least steps 2 on), their tokens
+        # over their summed time. Later steps of a run can be slower
+        # (llama-1b's steps 6-7 by 8-10% on an H200, 2026-11-28-d: the card
+        # reaching its power limit), so a window that stops early flatters.
+        warm = int(os.environ.get("LOOM_BENCH_WARMUP", "3"))
+        timed = int(os.environ.get("LOOM_BENCH_TIMED", "8"))
+        window = [x["tokens_per_s"] for x in steps[warm:warm + timed]] \
+            or [x["tokens_per_s"] for x in steps[2:]] or [x["tokens_per_s"] for x in steps]
         tok = len(window) / sum(1.0 / v for v in window)
         r["loom_window_steps"] = len(window)
         r["loom_tokens_per_s"] = round(tok)
