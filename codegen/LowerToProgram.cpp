@@ -31,6 +31,12 @@ namespace {
 
 constexpr uint64_t kAlignment = 64;
 
+/// The A/B switches of codegen's folds: on unless the variable is "0".
+bool switchedOn(const char *env) {
+  const char *v = std::getenv(env);
+  return !v || std::string(v) != "0";
+}
+
 bool dtypeOf(Type t, rt::DType &out) {
   if (t.isF32()) out = rt::DType::F32;
   else if (t.isF64()) out = rt::DType::F64;
@@ -557,15 +563,15 @@ bool ProgramBuilder::build(func::FuncOp func, std::string &err) {
   std::optional<rt::Program> withCasts; // the step before foldWeightRounding
   // LOOM_FOLD_CASTS=0 keeps every cast instruction: an A/B switch for
   // timing the fold and checking that it changes no bits.
-  if (const char *fold = std::getenv("LOOM_FOLD_CASTS"); !fold || std::string(fold) != "0") {
+  if (switchedOn("LOOM_FOLD_CASTS")) {
     splitConvertingReshapes(p);
     foldBf16Casts(p);
     // LOOM_FOLD_NORM_GRAD_ROUNDING=0 keeps the casts of norm gradients' dx
     // (its A/B switch: the same bits either way).
-    if (const char *r = std::getenv("LOOM_FOLD_NORM_GRAD_ROUNDING"); !r || std::string(r) != "0")
+    if (switchedOn("LOOM_FOLD_NORM_GRAD_ROUNDING"))
       foldNormGradRounding(p);
     // LOOM_FOLD_WEIGHT_ROUNDING=0 keeps only this fold off (its A/B test).
-    if (const char *w = std::getenv("LOOM_FOLD_WEIGHT_ROUNDING"); !w || std::string(w) != "0") {
+    if (switchedOn("LOOM_FOLD_WEIGHT_ROUNDING")) {
       rt::Program before = p;
       if (foldWeightRounding(p) > 0)
         withCasts = std::move(before);
@@ -575,13 +581,11 @@ bool ProgramBuilder::build(func::FuncOp func, std::string &err) {
   // After the folds and views: the instruction writing an amax's input is
   // the one that stores its bytes. LOOM_FUSE_FP8_AMAX=0 keeps every Fp8Amax
   // its own pass: an A/B switch for timing the fusion.
-  const char *fuseAmax = std::getenv("LOOM_FUSE_FP8_AMAX");
-  bool fuseAmaxOn = !fuseAmax || std::string(fuseAmax) != "0";
+  bool fuseAmaxOn = switchedOn("LOOM_FUSE_FP8_AMAX");
   // The weights' amaxes come from AdamW (after the in-place updates are
   // known). LOOM_FOLD_WEIGHT_AMAX=0 keeps only this fold off: each weight's
   // Fp8Scale reads the parameter, the A/B switch for timing it alone.
-  const char *weightAmax = std::getenv("LOOM_FOLD_WEIGHT_AMAX");
-  bool weightAmaxOn = fuseAmaxOn && (!weightAmax || std::string(weightAmax) != "0");
+  bool weightAmaxOn = fuseAmaxOn && switchedOn("LOOM_FOLD_WEIGHT_AMAX");
   if (fuseAmaxOn)
     fuseFp8Amax(p);
   if (weightAmaxOn)

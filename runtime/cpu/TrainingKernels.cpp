@@ -448,19 +448,19 @@ bool runEmbeddingGrad(const KernelCall &c, ThreadPool &pool, std::string &err) {
   return embeddingGradTyped<float>(c, pool, err);
 }
 
-/// dx's rounded copy (storesRoundedDx), output `slot`: the executor staged
-/// that bf16 buffer as f32 and rounds it back after the call, so the copy
-/// is dx itself here, rounded as a Cast of dx would round it.
-static void copyDx(const KernelCall &c, size_t slot) {
+/// dx's rounded copy (storesRoundedDx: the last output): the executor
+/// staged that bf16 buffer as f32 and rounds it back after the call, so the
+/// copy is dx itself here, rounded as a Cast of dx would round it.
+static void copyDx(const KernelCall &c) {
   if (storesRoundedDx(*c.instr))
-    std::memcpy(c.out[slot].data, c.out[0].data, c.out[0].desc->bytes);
+    std::memcpy(c.out.back().data, c.out[0].data, c.out[0].desc->bytes);
 }
 
 bool runRmsNormGrad(const KernelCall &c, ThreadPool &pool, std::string &err) {
   if (c.out[0].dtype() == DType::F64)
     return rmsNormGradTyped<double>(c, pool, err);
   bool ok = rmsNormGradTyped<float>(c, pool, err);
-  copyDx(c, 2);
+  copyDx(c);
   return ok;
 }
 
@@ -468,7 +468,7 @@ bool runLayerNormGrad(const KernelCall &c, ThreadPool &pool, std::string &err) {
   if (c.out[0].dtype() == DType::F64)
     return layerNormGradTyped<double>(c, pool, err);
   bool ok = layerNormGradTyped<float>(c, pool, err);
-  copyDx(c, 3);
+  copyDx(c);
   return ok;
 }
 

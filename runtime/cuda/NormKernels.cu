@@ -1355,16 +1355,21 @@ void launchNormGradFused(const CudaCall &c, CudaContext &ctx, int64_t rows, int6
         set ? partialB : partial, c.out[1 + set].as<float>(), ch.count, D);
 }
 
-/// dx's rounded copy (storesRoundedDx) as a bf16 output, or none.
-FloatOut roundedDxOf(const CudaCall &c, size_t slot) {
-  return storesRoundedDx(*c.instr) ? floatOut(c.out[slot]) : FloatOut{};
+/// A norm gradient: `kernels(copy)` launches its kernels and returns whether
+/// the one that wrote dx also stored dx's rounded copy (storesRoundedDx:
+/// the last output, which then carries no amax after it); where it did not,
+/// a Cast of dx stores it.
+template <typename Kernels>
+void withRoundedDx(const CudaCall &c, CudaContext &ctx, Kernels &&kernels) {
+  const FloatOut copy = storesRoundedDx(*c.instr) ? floatOut(c.out.back()) : FloatOut{};
+  if (!kernels(copy) && copy.p) castTensor(c.out[0], c.out.back(), ctx);
 }
 
-void launchRmsNormGrad(const CudaCall &c, CudaContext &ctx) {
+/// RmsNormGrad's kernels (withRoundedDx).
+bool rmsNormGradKernels(const CudaCall &c, CudaContext &ctx, FloatOut copy) {
   int64_t rows = rowsOf(c.in[0]), D = c.in[0].shape().back();
   auto *stats = static_cast<double *>(ctx.scratch);
   double *partial = stats + 2 * rows;
-  const FloatOut copy = roundedDxOf(c, 2);
   bool copied = false; // by the kernel that wrote dx
   if (int L = lanesPerRow(D); rows > 0 && L && normGradPackable(c, D) &&
                               rowsPackable(D, {&c.in[1]})) {
@@ -1379,8 +1384,7 @@ void launchRmsNormGrad(const CudaCall &c, CudaContext &ctx) {
            : L == 16 ? lanes(rmsNormGradLanesKernel<16>) : lanes(rmsNormGradLanesKernel<32>);
     columnFinishKernel<<<finishBlocks(D), kRowThreads, 0, ctx.stream>>>(
         partial, c.out[1].as<float>(), ch.count, D);
-    if (copy.p) castTensor(c.out[0], c.out[2], ctx);
-    return;
+    return false;
   }
   if (rows > 0 && D <= kWarpRow) {
     rmsNormGradWarpKernel<<<warpRowBlocks(rows), kRowThreads, 0, ctx.stream>>>(
@@ -1391,8 +1395,7 @@ void launchRmsNormGrad(const CudaCall &c, CudaContext &ctx) {
     int packs = cachedPacks(D, packed);
     if (packs == 2 && fusedNormGrad()) { // dw's first pass fused in
       launchNormGradFused<false>(c, ctx, rows, D, partial);
-      if (copy.p) castTensor(c.out[0], c.out[2], ctx);
-      return;
+      return false;
     }
     auto cached = [&](auto kernel) {
       kernel<<<unsigned(rows), kRowThreads, 0, ctx.stream>>>(
@@ -1409,24 +1412,27 @@ void launchRmsNormGrad(const CudaCall &c, CudaContext &ctx) {
           floatIn(c.in[0]), c.in[1].as<float>(), floatIn(c.in[2]), floatOut(c.out[0]),
           normGradAddend(c), stats, D, c.instr->floats[0], packed, fusedAmaxBits(c, 0));
   }
-  if (copy.p && !copied) castTensor(c.out[0], c.out[2], ctx);
   columnSums(0, floatIn(c.in[0]), c.in[2], stats, partial, c.out[1].as<float>(), rows,
              D, ctx.stream);
+  return copied;
 }
 
-void launchLayerNormGrad(const CudaCall &c, CudaContext &ctx) {
+void launchRmsNormGrad(const CudaCall &c, CudaContext &ctx) {
+  withRoundedDx(c, ctx, [&](FloatOut copy) { return rmsNormGradKernels(c, ctx, copy); });
+}
+
+/// LayerNormGrad's kernels (withRoundedDx).
+bool layerNormGradKernels(const CudaCall &c, CudaContext &ctx, FloatOut copy) {
   int64_t rows = rowsOf(c.in[0]), D = c.in[0].shape().back();
   auto *stats = static_cast<double *>(ctx.scratch);
   double *partial = stats + 2 * rows;
-  const FloatOut copy = roundedDxOf(c, 3);
   bool copied = false; // by the kernel that wrote dx
   if (rows > 0) {
     bool packed = normGradPackable(c, D);
     int packs = cachedPacks(D, packed);
     if (packs == 2 && fusedNormGrad()) { // dw's and db's first pass fused in
       launchNormGradFused<true>(c, ctx, rows, D, partial);
-      if (copy.p) castTensor(c.out[0], c.out[3], ctx);
-      return;
+      return false;
     }
     auto cached = [&](auto kernel) {
       kernel<<<unsigned(rows), kRowThreads, 0, ctx.stream>>>(
@@ -1443,12 +1449,11 @@ void launchLayerNormGrad(const CudaCall &c, CudaContext &ctx) {
           floatIn(c.in[0]), c.in[1].as<float>(), floatIn(c.in[2]), floatOut(c.out[0]),
           normGradAddend(c), stats, D, c.instr->floats[0], packed);
   }
-  if (copy.p && !copied) castTensor(c.out[0], c.out[3], ctx);
   ColumnChunks ch = columnChunks(rows, D);
   if (ch.count == 0) {
     cudaMemsetAsync(c.out[1].data, 0, size_t(D) * sizeof(float), ctx.stream);
     cudaMemsetAsync(c.out[2].data, 0, size_t(D) * sizeof(float), ctx.stream);
-    return;
+    return copied;
   }
   double *partialB = partial + ch.count * D; // normScratchBytes counts both
   const FloatIn x = floatIn(c.in[0]);
@@ -1464,6 +1469,11 @@ void launchLayerNormGrad(const CudaCall &c, CudaContext &ctx) {
       partial, c.out[1].as<float>(), ch.count, D);
   columnFinishKernel<<<finishBlocks(D), kRowThreads, 0, ctx.stream>>>(
       partialB, c.out[2].as<float>(), ch.count, D);
+  return copied;
+}
+
+void launchLayerNormGrad(const CudaCall &c, CudaContext &ctx) {
+  withRoundedDx(c, ctx, [&](FloatOut copy) { return layerNormGradKernels(c, ctx, copy); });
 }
 
 void launchSoftmax(const CudaCall &c, CudaContext &ctx) {
