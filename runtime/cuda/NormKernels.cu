@@ -281,11 +281,13 @@ __device__ inline double normTermOf(int kind, double g, float x, double mean, do
 // read once into registers instead: thread t holds packs t, t +
 // blockDim.x, ..., the columns and order of the packed loops, and the
 // arithmetic is theirs, so the results are the same bits. LayerNormGrad's
-// two means share one pair of barriers (blockSum2, the same tree). With
-// LOOM_FUSED_NORM_GRAD=1 the gradients' rows of up to 2,048 take
-// normGradFusedKernel below instead, which also adds the weight gradients'
-// partial column sums. (Until 2026-11-28 rows of two packs a thread took
-// the pass-by-pass row kernel: llama-1b's rms_norm_grad ran at 1,232 GB/s.)
+// two means share one pair of barriers (blockSum2, the same tree). The
+// gradients' rows of up to 4,096 (eight whole columns a thread) take
+// normGradStreamKernel below instead, which also adds the weight gradients'
+// partial column sums; the cached kernel and the column pass remain for
+// the rest and with LOOM_FUSED_NORM_GRAD=0. (Until 2026-11-28 rows of two
+// packs a thread took the pass-by-pass row kernel: llama-1b's
+// rms_norm_grad ran at 1,232 GB/s.)
 
 /// The packs of one row that this thread owns, held in registers.
 template <int kPacks> struct RowPacks {
@@ -315,19 +317,14 @@ template <int kPacks, typename Body> __device__ inline void eachCached(int64_t D
   }
 }
 
-/// Whether the norm gradients of short rows take normGradFusedKernel rather
-/// than the row kernel and a separate column pass (the same chunks, so the
-/// same bits): only with LOOM_FUSED_NORM_GRAD=1, kept for timing the two in
-/// one run. Timed alone on an H200 (bench/gpu/norm_bench.cu, [8192, D] f32
-/// x, bf16 dy), the fused RmsNorm gradient took 0.144 ms at D = 2,048 and
-/// 0.124 at 1,280 against 0.109 and 0.082 for the two passes; LayerNorm's
-/// 0.173 and 0.146 against 0.146 and 0.104. The fused kernel holds two rows
-/// and 16 double sums a thread: 166 registers, three blocks an SM, and its
-/// rows' reductions wait in turn.
+/// Whether the norm gradients take normGradStreamKernel (dx and the weight
+/// gradients' partials in one pass) where it applies: on unless
+/// LOOM_FUSED_NORM_GRAD=0, which keeps the row kernels and the separate
+/// column pass, for timing the two forms in one run.
 bool fusedNormGrad() {
   static const bool on = [] {
     const char *e = std::getenv("LOOM_FUSED_NORM_GRAD");
-    return e && std::strcmp(e, "1") == 0;
+    return !(e && std::strcmp(e, "0") == 0);
   }();
   return on;
 }
@@ -502,55 +499,117 @@ normGradCachedKernel(FloatIn x, const float *w, FloatIn dy, FloatOut dx,
   }
 }
 
-// The norms' backward with the weight gradients' first column pass fused
-// in: block b owns chunk b of columnChunks(rows, D), walks them in order
-// (the next row's x and dy loading while this row's reductions run),
-// writes each row's dx, and adds each owned column's term (normTermOf: kind
-// 0 RmsNorm, 1 and 2 LayerNorm's dw and db) into registers, in row order
-// from 0, the partials columnPartialPackedKernel would write for the same
-// chunks: the same bits, without reading x and dy a second time (a third
-// of the traffic; LayerNormGrad ran at 838 GB/s in gpt2-large's step).
-// Two packs a thread at most (rows up to 2,048): the partials take
-// registers too.
-template <bool kLayerNorm>
-__global__ void __launch_bounds__(kRowThreads)
-normGradFusedKernel(FloatIn x, const float *w, FloatIn dy, FloatOut dx, const float *addend,
-                    double *partialW, double *partialB, int64_t rows, int64_t D, double eps,
-                    int64_t chunkRows, uint32_t *amax) {
-  constexpr int kPacks = 2;
+// The norms' backward with the weight gradients' partial column sums fused
+// in, a pack of eight columns a thread (blockDim.x: D / 8 rounded up to
+// whole warps): block b walks the rows of chunk b (streamChunks) in order,
+// loading the next row's x, dy and addend while this row's reductions run,
+// writes dx (and its rounded copy), and adds each owned column's term
+// (normTermOf: kind 0 RmsNorm, 1 and 2 LayerNorm's dw and db) in row
+// order; columnFinishKernel adds the chunks in order. x and dy are read
+// once: the two-pass form reads them again for the column sums, 6 of the
+// 16 bytes an element that llama-1b's residual RmsNorm gradients move (f32
+// x, bf16 dy, f32 addend in; f32 dx, bf16 copy out); it ran at 1,613 GB/s
+// in the H200 step.
+//
+// Timed alone on an H200 (bench/gpu/norm_bench.cu, 8,192 rows, 2026-11-29),
+// the block's rows, each behind two or three block-wide reductions in
+// double, are what bounds it, more than memory: the column partials kept
+// in registers (118 of them, two blocks an SM) took 0.117 ms for
+// llama-1b's residual operands, in shared memory with three blocks an SM
+// 0.110 (two passes: 0.140); copying the rows ahead into shared memory
+// with cp.async instead of registers was no faster (0.126 with three
+// stages). Rows longer than 2,048 keep the two passes: at 4,096 (one block
+// of 512 threads an SM) the streaming form was 2-5% slower without an
+// addend.
+//
+// The first fused form (until 2026-11-29) held two packs a thread and two
+// rows of them, 166 registers: three blocks of 128 threads an SM, and 512
+// chunks of 16 rows for 396 resident blocks, so 1.3 waves of long blocks
+// (0.135 ms against the two passes' 0.109 alone). Here there are as many
+// chunks as blocks fit at once (one wave).
+constexpr int kStreamMaxThreads = 256; // rows of up to 2,048
+
+template <bool kLayerNorm, bool kAdd>
+__global__ void __launch_bounds__(kStreamMaxThreads, 3)
+normGradStreamKernel(FloatIn x, const float *w, FloatIn dy, FloatOut dx, const float *addend,
+                     double *partialW, double *partialB, int64_t rows, int64_t D, double eps,
+                     int64_t chunkRows, uint32_t *amax, FloatOut copy) {
   __shared__ double red[64];
+  // The column partials, [k][thread]: consecutive threads, consecutive
+  // doubles (no bank conflicts); in registers they cost a block an SM.
+  __shared__ double sumW[kPack * kStreamMaxThreads], sumB[kLayerNorm ? kPack * kStreamMaxThreads : 1];
+  const int t = threadIdx.x, threads = blockDim.x;
   const int64_t r0 = int64_t(blockIdx.x) * chunkRows, r1 = min(rows, r0 + chunkRows);
-  double accW[kPacks][kPack] = {}, accB[kPacks][kPack] = {};
-  RowPacks<kPacks> xs, gs, xNext, gNext;
-  xs.load(x, r0 * D, D);
-  gs.load(dy, r0 * D, D);
+  const int64_t col = RowPacks<1>::col(0);
+#pragma unroll
+  for (int k = 0; k < kPack; ++k) {
+    sumW[k * threads + t] = 0;
+    if (kLayerNorm) sumB[k * threads + t] = 0;
+  }
+  RowPacks<1> xs, gs, as, xNext, gNext, aNext;
+  auto load = [&](RowPacks<1> &xr, RowPacks<1> &gr, RowPacks<1> &ar, int64_t row) {
+    xr.load(x, row * D, D);
+    gr.load(dy, row * D, D);
+    if (kAdd) ar.load(FloatIn{addend, false}, row * D, D);
+  };
+  if (r0 < r1) load(xs, gs, as, r0);
   uint32_t m = 0;
   for (int64_t row = r0; row < r1; ++row) {
-    if (row + 1 < r1) {
-      xNext.load(x, (row + 1) * D, D);
-      gNext.load(dy, (row + 1) * D, D);
-    }
+    if (row + 1 < r1) load(xNext, gNext, aNext, row + 1);
     double mu, r;
-    const float *addRow = addend ? addend + row * D : nullptr;
-    normGradRow<kLayerNorm>(xs, gs, w, dx,
-                            [&](float v, int, int, int64_t i) { return plusAddend(v, addRow, i); },
-                            D, eps, red, amax, m, mu, r,
-                            [&](int j, int k, double gv, float xv, double mean, double rstd) {
-                              accW[j][k] += normTermOf(kLayerNorm ? 1 : 0, gv, xv, mean, rstd);
-                              if (kLayerNorm) accB[j][k] += gv;
-                            });
-#pragma unroll
-    for (int j = 0; j < kPacks; ++j)
-      if (xs.col(j) < D) store8(dx, row * D + xs.col(j), xs.v[j]);
+    normGradRow<kLayerNorm>(
+        xs, gs, w, dx, [&](float v, int, int k, int64_t) { return kAdd ? v + as.v[0].v[k] : v; },
+        D, eps, red, amax, m, mu, r,
+        [&](int, int k, double gv, float xv, double mean, double rstd) {
+          sumW[k * threads + t] += normTermOf(kLayerNorm ? 1 : 0, gv, xv, mean, rstd);
+          if (kLayerNorm) sumB[k * threads + t] += gv;
+        });
+    if (col < D) {
+      store8(dx, row * D + col, xs.v[0]);
+      if (copy.p) store8(copy, row * D + col, xs.v[0]);
+    }
     xs = xNext;
     gs = gNext;
+    if (kAdd) as = aNext;
   }
-  const int64_t chunk = blockIdx.x;
-  eachCached<kPacks>(D, [&](int64_t i, int j, int k) {
-    partialW[chunk * D + i] = accW[j][k];
-    if (kLayerNorm) partialB[chunk * D + i] = accB[j][k];
-  });
+  if (col < D)
+#pragma unroll
+    for (int k = 0; k < kPack; ++k) {
+      partialW[int64_t(blockIdx.x) * D + col + k] = sumW[k * threads + t];
+      if (kLayerNorm) partialB[int64_t(blockIdx.x) * D + col + k] = sumB[k * threads + t];
+    }
   if (!kLayerNorm) flushAmax(amax, m);
+}
+
+/// The threads of normGradStreamKernel's blocks for rows of D: a pack each,
+/// whole warps.
+int streamThreads(int64_t D) { return int((D / kPack + 31) / 32 * 32); }
+
+/// Whether rows of D take normGradStreamKernel: eight whole columns a
+/// thread, 1,024 to 2,048 of them (the rows it was timed on: hidden sizes
+/// of 1,280 to 2,048; shorter rows would leave its blocks a few warps
+/// each, with shared memory sized for 256 threads).
+bool streamable(int64_t D) {
+  return D % kPack == 0 && D >= 1024 && streamThreads(D) <= kStreamMaxThreads;
+}
+
+/// normGradStreamKernel's chunks for `rows` rows of D: as many as its
+/// blocks can be resident at once on 132 SMs (an H100 SXM's and an
+/// H200's; a fixed count rather than the device's, so the partials' order,
+/// and the bits, do not depend on which device runs them).
+ColumnChunks streamChunks(bool layerNorm, bool add, int64_t rows, int64_t D) {
+  const int threads = streamThreads(D);
+  int perSm = 0;
+  auto occupancy = [&](auto kernel) {
+    cudaOccupancyMaxActiveBlocksPerMultiprocessor(&perSm, kernel, threads, 0);
+  };
+  layerNorm ? (add ? occupancy(normGradStreamKernel<true, true>)
+                   : occupancy(normGradStreamKernel<true, false>))
+            : (add ? occupancy(normGradStreamKernel<false, true>)
+                   : occupancy(normGradStreamKernel<false, false>));
+  const int64_t slots = 132 * int64_t(std::max(perSm, 1));
+  const int64_t chunk = std::max<int64_t>(1, (rows + slots - 1) / slots);
+  return {chunk, (rows + chunk - 1) / chunk};
 }
 
 // Rows of at most kWarpRow elements (per-head q/k norms, [B, T, H, 128])
@@ -1230,10 +1289,13 @@ size_t normScratchBytes(const Program &p, const Instr &I) {
   const BufferDesc &x = p.buffers[I.in[0]];
   int64_t D = x.shape.empty() ? 1 : x.shape.back();
   int64_t rows = D ? x.numElements() / D : 0;
-  int64_t chunks = columnChunks(rows, D).count;
   // per-row statistics (2 doubles) + per-chunk partial column sums (two
-  // sets for LayerNorm: dw and db in one pass)
+  // sets for LayerNorm: dw and db in one pass), over the column pass's
+  // chunks or normGradStreamKernel's, whichever are more
   int64_t sets = I.op == OpCode::LayerNormGrad ? 2 : 1;
+  int64_t chunks = columnChunks(rows, D).count;
+  if (rows > 0 && streamable(D))
+    chunks = std::max(chunks, streamChunks(sets == 2, I.in.size() > 3, rows, D).count);
   return size_t(2 * rows + sets * chunks * D) * sizeof(double) + 256;
 }
 
@@ -1339,17 +1401,21 @@ bool normGradPackable(const CudaCall &c, int64_t D) {
                          : rowsPackable(D, {&c.in[0], &c.in[2], &c.out[0]});
 }
 
-/// normGradFusedKernel and the finishing pass of each weight gradient (dw;
-/// LayerNorm's db too), scratch laid out as normScratchBytes counts it.
+/// normGradStreamKernel and the finishing pass of each weight gradient
+/// (dw; LayerNorm's db too), scratch laid out as normScratchBytes counts it.
 template <bool kLayerNorm>
-void launchNormGradFused(const CudaCall &c, CudaContext &ctx, int64_t rows, int64_t D,
-                         double *partial) {
-  ColumnChunks ch = columnChunks(rows, D);
+void launchNormGradStream(const CudaCall &c, CudaContext &ctx, int64_t rows, int64_t D,
+                          double *partial, FloatOut copy) {
+  const float *addend = normGradAddend(c);
+  ColumnChunks ch = streamChunks(kLayerNorm, addend != nullptr, rows, D);
   double *partialB = kLayerNorm ? partial + ch.count * D : nullptr;
-  normGradFusedKernel<kLayerNorm><<<unsigned(ch.count), kRowThreads, 0, ctx.stream>>>(
-      floatIn(c.in[0]), c.in[1].as<float>(), floatIn(c.in[2]), floatOut(c.out[0]),
-      normGradAddend(c), partial, partialB, rows, D, c.instr->floats[0], ch.rows,
-      kLayerNorm ? nullptr : fusedAmaxBits(c, 0));
+  auto go = [&](auto kernel) {
+    kernel<<<unsigned(ch.count), unsigned(streamThreads(D)), 0, ctx.stream>>>(
+        floatIn(c.in[0]), c.in[1].as<float>(), floatIn(c.in[2]), floatOut(c.out[0]), addend,
+        partial, partialB, rows, D, c.instr->floats[0], ch.rows,
+        kLayerNorm ? nullptr : fusedAmaxBits(c, 0), copy);
+  };
+  addend ? go(normGradStreamKernel<kLayerNorm, true>) : go(normGradStreamKernel<kLayerNorm, false>);
   for (int set = 0; set < (kLayerNorm ? 2 : 1); ++set)
     columnFinishKernel<<<finishBlocks(D), kRowThreads, 0, ctx.stream>>>(
         set ? partialB : partial, c.out[1 + set].as<float>(), ch.count, D);
@@ -1392,11 +1458,11 @@ bool rmsNormGradKernels(const CudaCall &c, CudaContext &ctx, FloatOut copy) {
         normGradAddend(c), stats, rows, D, c.instr->floats[0], fusedAmaxBits(c, 0));
   } else if (rows > 0) {
     bool packed = normGradPackable(c, D);
-    int packs = cachedPacks(D, packed);
-    if (packs == 2 && fusedNormGrad()) { // dw's first pass fused in
-      launchNormGradFused<false>(c, ctx, rows, D, partial);
-      return false;
+    if (packed && streamable(D) && fusedNormGrad()) { // dw's partials with dx
+      launchNormGradStream<false>(c, ctx, rows, D, partial, copy);
+      return true;
     }
+    int packs = cachedPacks(D, packed);
     auto cached = [&](auto kernel) {
       kernel<<<unsigned(rows), kRowThreads, 0, ctx.stream>>>(
           floatIn(c.in[0]), c.in[1].as<float>(), floatIn(c.in[2]), floatOut(c.out[0]),
@@ -1429,11 +1495,11 @@ bool layerNormGradKernels(const CudaCall &c, CudaContext &ctx, FloatOut copy) {
   bool copied = false; // by the kernel that wrote dx
   if (rows > 0) {
     bool packed = normGradPackable(c, D);
-    int packs = cachedPacks(D, packed);
-    if (packs == 2 && fusedNormGrad()) { // dw's and db's first pass fused in
-      launchNormGradFused<true>(c, ctx, rows, D, partial);
-      return false;
+    if (packed && streamable(D) && fusedNormGrad()) { // dw's and db's partials with dx
+      launchNormGradStream<true>(c, ctx, rows, D, partial, copy);
+      return true;
     }
+    int packs = cachedPacks(D, packed);
     auto cached = [&](auto kernel) {
       kernel<<<unsigned(rows), kRowThreads, 0, ctx.stream>>>(
           floatIn(c.in[0]), c.in[1].as<float>(), floatIn(c.in[2]), floatOut(c.out[0]),

@@ -580,6 +580,42 @@ TEST(CudaBackend, NormGradCopyIsTheCast) {
       }
 }
 
+// The norm gradients of rows of 1,024 to 2,048 (hidden sizes) stream their
+// rows through blocks of one chunk each, the weight gradients' partials
+// added as dx is written (normGradStreamKernel): chunks of many rows
+// (5,000 and 3,001 rows: as many chunks as blocks fit, rows left over in
+// the last), a single row, with and without the residual stream's f32
+// addend; against the CPU, and the same bits on a second run.
+TEST(CudaBackend, StreamedNormGradsOverChunks) {
+  REQUIRE_GPU();
+  Rng rng;
+  for (bool layerNorm : {false, true})
+    for (auto [rows, D] : {std::pair<int64_t, int64_t>{5000, 1024}, {3001, 1536}, {1, 2048}})
+      for (bool addend : {false, true}) {
+        SCOPED_TRACE(std::string(layerNorm ? "layer_norm_grad" : "rms_norm_grad") + ", " +
+                     std::to_string(rows) + " rows of " + std::to_string(D) +
+                     (addend ? ", addend" : ""));
+        std::vector<Bytes> inputs = normGradCopyInputs(rng, rows, D, false, 3);
+        ProgramBuilder b;
+        Shape s = {rows, D};
+        std::vector<uint32_t> ins = {b.input(DType::F32, s), b.input(DType::F32, {D}),
+                                     b.input(DType::BF16, s)};
+        if (addend)
+          ins.push_back(b.input(DType::F32, s));
+        else
+          inputs.pop_back();
+        std::vector<uint32_t> outs = {b.output(DType::F32, s, "dx"),
+                                      b.output(DType::F32, {D}, "dw")};
+        if (layerNorm) outs.push_back(b.output(DType::F32, {D}, "db"));
+        b.instr(layerNorm ? OpCode::LayerNormGrad : OpCode::RmsNormGrad, ins, outs, {}, {1e-5});
+        ASSERT_EQ(b.p.validate(), "");
+        expectSameOnGpu(b.p, inputs, 1e-5, 1e-5);
+        RunResult one = runProgram(b.p, inputs, 0, "cuda"), two = runProgram(b.p, inputs, 0, "cuda");
+        ASSERT_TRUE(one.ok && two.ok) << one.err << two.err;
+        EXPECT_EQ(one.outputs, two.outputs);
+      }
+}
+
 // A tied head's gradient as embedding_grad's addend: bit for bit the
 // embedding gradient followed by the Add, on the GPU, with the table
 // started eight elements a thread (D % 8 == 0) or one (D = 13), runs that
