@@ -14,7 +14,7 @@
 // Batches become one cuBLASLt call where possible (planInstr below).
 // Everything — layouts, the algorithm, the pointer offsets — is planned
 // once per instruction when the executor is created; launch() only
-// enqueues. The algorithm is one of the first kCandidates the heuristic
+// enqueues. The algorithm is one of the first gemmCandidates() the heuristic
 // ranks: the one timed fastest on random operands the first time this
 // machine saw the product, kept by rank in loom/runtime/GemmTuning.h's
 // table so that every later run takes it again (LOOM_GEMM_TUNING=0: the
@@ -55,6 +55,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <mutex>
@@ -111,8 +112,20 @@ cudaDataType_t ltType(DType t) {
   return t == DType::F64 ? CUDA_R_64F : t == DType::BF16 ? CUDA_R_16BF : CUDA_R_32F;
 }
 
-/// How many of the heuristic's algorithms compete for a product.
-constexpr int kCandidates = 8;
+/// How many of the heuristic's algorithms compete for a product: 8, or
+/// LOOM_GEMM_CANDIDATES (1 to kMostCandidates; the count is part of the
+/// tuning key, so each count keeps its own choices). On an H200 32 found
+/// nothing the first 8 had not: llama-1b's GEMMs 713-715 TFLOP/s a step
+/// either way (bench/gpu/h200-2026-11-29-i, call 5).
+constexpr int kMostCandidates = 32;
+int gemmCandidates() {
+  static const int n = [] {
+    const char *e = std::getenv("LOOM_GEMM_CANDIDATES");
+    int v = e ? std::atoi(e) : 8;
+    return v < 1 ? 8 : std::min(v, kMostCandidates);
+  }();
+  return n;
+}
 
 /// The process's tuning table (GemmTuning.h), loaded on first use and
 /// shared by every executor: simulated ranks and recomputed clones of a
@@ -291,10 +304,10 @@ public:
     cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &alB, sizeof alB);
     cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &alC, sizeof alC);
     cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &alC, sizeof alC);
-    cublasLtMatmulHeuristicResult_t results[kCandidates] = {};
+    cublasLtMatmulHeuristicResult_t results[kMostCandidates] = {};
     int found = 0;
     cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(handle_, p.desc, p.la, p.lb, p.lc, p.lc,
-                                                       pref, kCandidates, results, &found);
+                                                       pref, gemmCandidates(), results, &found);
     cublasLtMatmulPreferenceDestroy(pref);
     if (st != CUBLAS_STATUS_SUCCESS || found == 0) {
       err = cat("cuBLASLt has no algorithm for ", s.m, "x", s.k, (s.transA ? "^T" : ""), " times ",
