@@ -19,6 +19,8 @@
 #include "cuda/Fp8Amax.cuh"
 #include "cuda/Fp8Cuda.h"
 
+#include <array>
+#include <atomic>
 #include <cstdlib>
 #include <cstring>
 #include <vector>
@@ -282,7 +284,7 @@ __device__ inline double normTermOf(int kind, double g, float x, double mean, do
 // blockDim.x, ..., the columns and order of the packed loops, and the
 // arithmetic is theirs, so the results are the same bits. LayerNormGrad's
 // two means share one pair of barriers (blockSum2, the same tree). The
-// gradients' rows of up to 4,096 (eight whole columns a thread) take
+// gradients' rows of 1,024 to 2,048 (eight whole columns a thread) take
 // normGradStreamKernel below instead, which also adds the weight gradients'
 // partial column sums; the cached kernel and the column pass remain for
 // the rest and with LOOM_FUSED_NORM_GRAD=0. (Until 2026-11-28 rows of two
@@ -593,21 +595,34 @@ bool streamable(int64_t D) {
   return D % kPack == 0 && D >= 1024 && streamThreads(D) <= kStreamMaxThreads;
 }
 
+/// The blocks of normGradStreamKernel<kLayerNorm, kAdd> of `threads` that
+/// fit on an SM, asked of CUDA once per block size (every launch and every
+/// scratch estimate of a norm gradient needs it).
+template <bool kLayerNorm, bool kAdd> int streamBlocksPerSm(int threads) {
+  static std::array<std::atomic<int>, kStreamMaxThreads / 32 + 1> known{};
+  std::atomic<int> &slot = known[size_t(threads / 32)];
+  if (int n = slot.load(std::memory_order_relaxed)) return n;
+  int n = 0;
+  if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, normGradStreamKernel<kLayerNorm, kAdd>,
+                                                    threads, 0) != cudaSuccess || n < 1) {
+    cudaGetLastError(); // no device to ask (a scratch estimate without a GPU): not kept
+    return 1;
+  }
+  slot.store(n, std::memory_order_relaxed);
+  return n;
+}
+
 /// normGradStreamKernel's chunks for `rows` rows of D: as many as its
 /// blocks can be resident at once on 132 SMs (an H100 SXM's and an
 /// H200's; a fixed count rather than the device's, so the partials' order,
 /// and the bits, do not depend on which device runs them).
 ColumnChunks streamChunks(bool layerNorm, bool add, int64_t rows, int64_t D) {
   const int threads = streamThreads(D);
-  int perSm = 0;
-  auto occupancy = [&](auto kernel) {
-    cudaOccupancyMaxActiveBlocksPerMultiprocessor(&perSm, kernel, threads, 0);
-  };
-  layerNorm ? (add ? occupancy(normGradStreamKernel<true, true>)
-                   : occupancy(normGradStreamKernel<true, false>))
-            : (add ? occupancy(normGradStreamKernel<false, true>)
-                   : occupancy(normGradStreamKernel<false, false>));
-  const int64_t slots = 132 * int64_t(std::max(perSm, 1));
+  const int perSm = layerNorm ? (add ? streamBlocksPerSm<true, true>(threads)
+                                     : streamBlocksPerSm<true, false>(threads))
+                              : (add ? streamBlocksPerSm<false, true>(threads)
+                                     : streamBlocksPerSm<false, false>(threads));
+  const int64_t slots = 132 * int64_t(perSm);
   const int64_t chunk = std::max<int64_t>(1, (rows + slots - 1) / slots);
   return {chunk, (rows + chunk - 1) / chunk};
 }
