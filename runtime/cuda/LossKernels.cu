@@ -18,6 +18,17 @@ namespace loom::rt::cuda {
 namespace {
 
 constexpr int kLossThreads = 256;
+/// The gradient kernel's block, store hint and packs in flight per thread
+/// (crossEntropyGradKernel). Timed on an H200 (bench/gpu/ce_bench.cu, [8192,
+/// V] bf16, each form beside the kernel before, 2026-11-29): evict-first
+/// stores with four packs in flight run 1.00-1.04x the old kernel's time on
+/// 128,256- and 151,936-wide rows, where plain stores ran 0.89-0.94x; gpt2's
+/// 50,257-wide rows, read one element at a time before, now packed: 1.68 ->
+/// 0.645-0.670 ms. Blocks of 512 and 1024, or fewer blocks per SM (to find
+/// the row in L2 on its second read), were slower.
+constexpr int kLossGradThreads = 256;
+constexpr bool kLossGradStreaming = true;
+constexpr int kLossGradUnroll = 4;
 
 /// (m, s): a running max and the sum of exp(x - m) over what was seen.
 struct MaxSum {
@@ -36,8 +47,8 @@ __device__ inline MaxSum combine(MaxSum a, MaxSum b) {
 /// both) in one pass over the row (online softmax: a thread rescales its
 /// sum when its max grows). exp in fp32, the sum in fp64: one read of the
 /// logits instead of two, and no fp64 exp per element.
-/// With `packed` (V % 8 == 0, 16-byte aligned rows) a thread reads eight
-/// consecutive logits per 16-byte load (bf16) instead of one per 2 bytes.
+/// Over a row's packs (RowSplit) a thread reads eight consecutive logits
+/// per 16-byte load (bf16) instead of one per 2 bytes.
 __device__ inline void onlineAdd(MaxSum &t, float x) {
   if (x > t.m) {
     t.s = t.s * double(expf(t.m - x)) + 1.0;
@@ -70,15 +81,45 @@ __device__ inline void packAdd(MaxSum &t, const Pack &p) {
   t.s += double(((e[0] + e[1]) + (e[2] + e[3])) + ((e[4] + e[5]) + (e[6] + e[7])));
 }
 
-__device__ void rowMaxAndSum(FloatIn xs, int64_t row, int64_t V, bool packed, double *red,
+/// Row n of a [N, V] tensor (elements n V .. n V + V - 1) in three parts:
+/// `head` elements up to the first element index that is a multiple of 8,
+/// `packs` packs of eight from there (16-byte aligned when the tensor's base
+/// is), and the tail after them. Unaligned (a base off 16 bytes), the whole
+/// row is head. The split depends on the row's position, not on V % 8, so
+/// gpt2's 50,257-wide rows read packed too; it is the same for every tensor
+/// of the row's shape, whatever its dtype, so a bf16 and an f32 copy of the
+/// logits give the same sums.
+struct RowSplit {
+  int64_t head, packs;
+};
+
+__device__ inline RowSplit rowSplit(int64_t n, int64_t V, bool aligned) {
+  if (!aligned) return {V, 0};
+  int64_t head = (kPack - (n * V) % kPack) % kPack;
+  if (head > V) head = V;
+  return {head, (V - head) / kPack};
+}
+
+/// Packs read per thread before they are added (kUnroll): loads in flight
+/// while the exponentials of the ones before run.
+template <int kUnroll = 1>
+__device__ void rowMaxAndSum(FloatIn xs, int64_t row, int64_t V, bool aligned, double *red,
                              double &mx, double &sum) {
   MaxSum t{-INFINITY, 0.0};
-  if (packed) {
-    for (int64_t v = int64_t(threadIdx.x) * kPack; v < V; v += int64_t(blockDim.x) * kPack)
-      packAdd(t, load8(xs, row * V + v));
-  } else {
-    for (int64_t v = threadIdx.x; v < V; v += blockDim.x) onlineAdd(t, xs[row * V + v]);
+  const RowSplit sp = rowSplit(row, V, aligned);
+  const int64_t base = row * V, body = base + sp.head, T = blockDim.x;
+  for (int64_t v = threadIdx.x; v < sp.head; v += T) onlineAdd(t, xs[base + v]);
+  int64_t i = threadIdx.x;
+  for (; i + (kUnroll - 1) * T < sp.packs; i += kUnroll * T) {
+    Pack p[kUnroll];
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) p[u] = load8(xs, body + (i + u * T) * kPack);
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) packAdd(t, p[u]);
   }
+  for (; i < sp.packs; i += T) packAdd(t, load8(xs, body + i * kPack));
+  for (int64_t v = sp.head + sp.packs * kPack + threadIdx.x; v < V; v += T)
+    onlineAdd(t, xs[base + v]);
   for (int o = 16; o > 0; o >>= 1)
     t = combine(t, MaxSum{__shfl_xor_sync(0xffffffffu, t.m, o), __shfl_xor_sync(0xffffffffu, t.s, o)});
   // red holds 32 doubles: warp w's max as a double in red[w], its sum
@@ -113,13 +154,13 @@ __device__ inline double rowLossTerm(FloatIn x, int64_t n, int64_t V, int64_t t,
 }
 
 __global__ void crossEntropyRowKernel(FloatIn x, const void *targets, bool t64,
-                                      double *rowLoss, int64_t V, bool packed, DeviceError *err,
+                                      double *rowLoss, int64_t V, bool aligned, DeviceError *err,
                                       int instr) {
   __shared__ double red[32];
   int64_t n = blockIdx.x;
   int64_t t = indexAt(targets, t64, n);
   double mx, sum;
-  rowMaxAndSum(x, n, V, packed, red, mx, sum);
+  rowMaxAndSum(x, n, V, aligned, red, mx, sum);
   if (threadIdx.x == 0) {
     if (t < 0 || t >= V) {
       reportError(err, instr, 1, t, n, V);
@@ -138,15 +179,34 @@ __global__ void meanKernel(const double *terms, int64_t n, float *out) {
   if (threadIdx.x == 0) *out = float(n ? acc / double(n) : nan(""));
 }
 
+/// A pack stored with the evict-first hint (st.global.cs): the gradient is
+/// not read again by this kernel, and its lines should not push out the
+/// logits' lines that the gradient pass reads a second time.
+__device__ inline void store8Streaming(FloatOut y, int64_t i, const Pack &p) {
+  if (y.bf16) {
+    uint32_t w[4];
+    for (int k = 0; k < 4; ++k) w[k] = floatsToBf16x2(p.v[2 * k], p.v[2 * k + 1]);
+    __stcs(reinterpret_cast<uint4 *>(static_cast<uint16_t *>(y.p) + i), make_uint4(w[0], w[1], w[2], w[3]));
+  } else {
+    float4 *f = reinterpret_cast<float4 *>(static_cast<float *>(y.p) + i);
+    __stcs(f, make_float4(p.v[0], p.v[1], p.v[2], p.v[3]));
+    __stcs(f + 1, make_float4(p.v[4], p.v[5], p.v[6], p.v[7]));
+  }
+}
+
 /// dx of the loss, one block per row. With `rowLoss` (the fused loss of
 /// CrossEntropyGrad's second output) the block also stores its row's loss
-/// term, as crossEntropyRowKernel does from the same statistics: the
-/// launcher passes the same `packed` to rowMaxAndSum that the loss kernel
-/// would have, so both outputs keep their separate kernels' bits.
+/// term, as crossEntropyRowKernel does from the same statistics (the same
+/// RowSplit of x, whatever dx's alignment), so both outputs keep their
+/// separate kernels' bits. The row is read twice, for its statistics and
+/// for the gradient; the second read finds it in L2 when few rows are in
+/// flight at once (the launcher's block size; kStreaming stores the
+/// gradient evict-first).
+template <bool kStreaming, int kUnroll>
 __global__ void crossEntropyGradKernel(FloatIn x, const void *targets, bool t64,
                                        const float *dloss, FloatOut dx, double *rowLoss,
-                                       int64_t N, int64_t V, bool packed, DeviceError *err,
-                                       int instr) {
+                                       int64_t N, int64_t V, bool xAligned, bool dxAligned,
+                                       DeviceError *err, int instr) {
   __shared__ double red[32];
   int64_t n = blockIdx.x;
   int64_t t = indexAt(targets, t64, n);
@@ -158,23 +218,36 @@ __global__ void crossEntropyGradKernel(FloatIn x, const void *targets, bool t64,
     return;
   }
   double mx, sum;
-  rowMaxAndSum(x, n, V, packed, red, mx, sum);
+  rowMaxAndSum<kUnroll>(x, n, V, xAligned, red, mx, sum);
   if (rowLoss && threadIdx.x == 0) rowLoss[n] = rowLossTerm(x, n, V, t, mx, sum);
   // dx = (softmax - onehot) dloss / N, the softmax as exp(x - max) / sum.
   float factor = float(double(*dloss) / double(N)), inv = float(1.0 / sum), m = float(mx);
   auto grad = [&](float xv, int64_t v) {
     return (expf(xv - m) * inv - (v == t ? 1.f : 0.f)) * factor;
   };
-  if (packed) {
-    for (int64_t v = int64_t(threadIdx.x) * kPack; v < V; v += int64_t(blockDim.x) * kPack) {
-      Pack p = load8(x, n * V + v);
+  const RowSplit sp = rowSplit(n, V, xAligned && dxAligned);
+  const int64_t base = n * V, T = blockDim.x;
+  for (int64_t v = threadIdx.x; v < sp.head; v += T) dx.store(base + v, grad(x[base + v], v));
+  int64_t i = threadIdx.x;
+  auto gradPack = [&](Pack &p, int64_t j) { // j: the pack's first column
 #pragma unroll
-      for (int k = 0; k < kPack; ++k) p.v[k] = grad(p.v[k], v + k);
-      store8(dx, n * V + v, p);
-    }
-  } else {
-    for (int64_t v = threadIdx.x; v < V; v += blockDim.x) dx.store(n * V + v, grad(x[n * V + v], v));
+    for (int k = 0; k < kPack; ++k) p.v[k] = grad(p.v[k], j + k);
+    if constexpr (kStreaming) store8Streaming(dx, base + j, p);
+    else store8(dx, base + j, p);
+  };
+  for (; i + (kUnroll - 1) * T < sp.packs; i += kUnroll * T) {
+    Pack p[kUnroll];
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) p[u] = load8(x, base + sp.head + (i + u * T) * kPack);
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) gradPack(p[u], sp.head + (i + u * T) * kPack);
   }
+  for (; i < sp.packs; i += T) {
+    Pack p = load8(x, base + sp.head + i * kPack);
+    gradPack(p, sp.head + i * kPack);
+  }
+  for (int64_t v = sp.head + sp.packs * kPack + threadIdx.x; v < V; v += T)
+    dx.store(base + v, grad(x[base + v], v));
 }
 
 } // namespace
@@ -186,34 +259,28 @@ size_t lossScratchBytes(const Program &p, const Instr &I) {
   return embeddingGradScratchBytes(p, I);
 }
 
+/// A tensor whose rows RowSplit may read and write in packs.
+inline bool aligned16(const DevTensor &t) { return reinterpret_cast<uintptr_t>(t.data) % 16 == 0; }
+
 void launchCrossEntropy(const CudaCall &c, CudaContext &ctx) {
   int64_t N = c.in[0].shape()[0], V = c.in[0].shape()[1];
   auto *rowLoss = static_cast<double *>(ctx.scratch);
   if (N > 0)
     crossEntropyRowKernel<<<unsigned(N), kLossThreads, 0, ctx.stream>>>(
         floatIn(c.in[0]), c.in[1].data, c.in[1].dtype() == DType::I64, rowLoss, V,
-        rowsPackable(V, {&c.in[0]}), ctx.error, c.index);
+        aligned16(c.in[0]), ctx.error, c.index);
   meanKernel<<<1, 1024, 0, ctx.stream>>>(rowLoss, N, c.out[0].as<float>());
 }
 
 void launchCrossEntropyGrad(const CudaCall &c, CudaContext &ctx) {
   int64_t N = c.in[0].shape()[0], V = c.in[0].shape()[1];
-  bool packed = rowsPackable(V, {&c.in[0], &c.out[0]});
-  bool fused = c.out.size() == 2;
-  if (fused && packed != rowsPackable(V, {&c.in[0]})) {
-    // The loss kernel would read the rows packed and the gradient's could
-    // not (an unaligned gradient): the two statistics would differ in
-    // their last bits, so run the pair as two kernels.
-    CudaCall loss = c;
-    loss.out = {c.out[1]};
-    launchCrossEntropy(loss, ctx);
-    fused = false;
-  }
+  const bool fused = c.out.size() == 2;
   auto *rowLoss = fused ? static_cast<double *>(ctx.scratch) : nullptr;
   if (N > 0)
-    crossEntropyGradKernel<<<unsigned(N), kLossThreads, 0, ctx.stream>>>(
+    crossEntropyGradKernel<kLossGradStreaming, kLossGradUnroll><<<unsigned(N), kLossGradThreads, 0, ctx.stream>>>(
         floatIn(c.in[0]), c.in[1].data, c.in[1].dtype() == DType::I64, c.in[2].as<float>(),
-        floatOut(c.out[0]), rowLoss, N, V, packed, ctx.error, c.index);
+        floatOut(c.out[0]), rowLoss, N, V, aligned16(c.in[0]), aligned16(c.out[0]), ctx.error,
+        c.index);
   if (fused)
     meanKernel<<<1, 1024, 0, ctx.stream>>>(rowLoss, N, c.out[1].as<float>());
 }
