@@ -17,7 +17,12 @@
 // executor goes away, prints to stderr the time per opcode, its share, the
 // GEMMs' achieved TFLOP/s, and the device memory loom allocated;
 // LOOM_CUDA_PROFILE_FROM=K leaves the first K runs out of the sums (a late
-// step's kernels, not the average from the first). After each run the DeviceError slot is
+// step's kernels, not the average from the first). LOOM_CUDA_GRAPH_TIMING=1
+// keeps the graph and puts a CUDA event on each side of its launch; at exit
+// it prints the device time per replay and the GPU's idle time between one
+// replay's end and the next one's start (the host's share of a step: the
+// batch upload, the loss readback, the next launch), from the same
+// LOOM_CUDA_PROFILE_FROM run on. After each run the DeviceError slot is
 // read back; a data error (an id out of range) fails the run with the same
 // one-line message shape as the CPU backend.
 //===----------------------------------------------------------------------===//
@@ -132,6 +137,9 @@ public:
   }
 
   ~CudaExecutor() override {
+    printGraphTiming();
+    for (cudaEvent_t e : graphEvents_)
+      if (e) cudaEventDestroy(e);
     if (profile_)
       printProfile();
     for (cudaEvent_t e : events_) cudaEventDestroy(e);
@@ -245,6 +253,9 @@ public:
     // communicator may return before they are enqueued, which a graph
     // capture cannot wait for (and capture of them is untested).
     useGraph_ = !(g && std::strcmp(g, "0") == 0) && !profile_ && !comm_;
+    const char *gt = std::getenv("LOOM_CUDA_GRAPH_TIMING");
+    if (useGraph_ && gt && std::strcmp(gt, "1") == 0)
+      for (cudaEvent_t &ev : graphEvents_) cudaEventCreate(&ev);
     if (profile_) {
       events_.resize(2 * calls_.size());
       for (cudaEvent_t &ev : events_) cudaEventCreate(&ev);
@@ -384,7 +395,12 @@ public:
     } else {
       if (!graphExec_ && !capture(err))
         return false;
+      // The start event of this replay; last replay's end is the other
+      // slot of the pair, so the idle gap reads as end -> start.
+      cudaEvent_t *ev = graphEvents_[0] ? &graphEvents_[2 * (graphRuns_ & 1)] : nullptr;
+      if (ev) cudaEventRecord(ev[0], ctx_.stream);
       e = cudaGraphLaunch(graphExec_, ctx_.stream);
+      if (ev) cudaEventRecord(ev[1], ctx_.stream);
     }
     // With collectives in flight, wait through the communicator: it
     // notices a dead or hung peer where a stream synchronize never returns.
@@ -397,6 +413,19 @@ public:
       e = cudaStreamSynchronize(ctx_.stream);
     if (e != cudaSuccess)
       return fail(err, cudaErr("running the program on the GPU", e));
+    if (useGraph_ && graphEvents_[0]) {
+      const cudaEvent_t *ev = &graphEvents_[2 * (graphRuns_ & 1)];
+      const cudaEvent_t *last = &graphEvents_[2 * ((graphRuns_ + 1) & 1)];
+      float ms = 0, gap = 0;
+      cudaEventElapsedTime(&ms, ev[0], ev[1]);
+      if (graphRuns_ > profileFrom_) {
+        cudaEventElapsedTime(&gap, last[1], ev[0]);
+        graphMs_ += ms;
+        graphGapMs_ += gap;
+        ++graphTimedRuns_;
+      }
+      ++graphRuns_;
+    }
     if (profile_ && runsSeen_++ >= profileFrom_) {
       for (size_t i = 0; i < calls_.size(); ++i) {
         float ms = 0;
@@ -435,6 +464,16 @@ private:
       return fail(err, cudaErr("capturing the program into a CUDA graph", e));
     }
     return true;
+  }
+
+  /// LOOM_CUDA_GRAPH_TIMING: device time per replay and the idle time
+  /// between replays (runs after the first, from LOOM_CUDA_PROFILE_FROM on).
+  void printGraphTiming() const {
+    if (graphTimedRuns_ == 0) return;
+    double n = double(graphTimedRuns_);
+    std::fprintf(stderr, "loom cuda graph timing: %d replays (from run %d), %.3f ms per replay on the device, "
+                 "%.3f ms idle before each\n", graphTimedRuns_, std::max(1, profileFrom_),
+                 graphMs_ / n, graphGapMs_ / n);
   }
 
   /// Time per opcode over the profiled runs, largest first; GEMM FLOPs are
@@ -641,6 +680,10 @@ private:
   bool profile_ = false;
   std::vector<cudaEvent_t> events_; // start/stop per instruction (profiling)
   std::vector<double> opMs_;        // summed over profiled runs
+  // LOOM_CUDA_GRAPH_TIMING: start/end events of the last two replays.
+  cudaEvent_t graphEvents_[4] = {};
+  int graphRuns_ = 0, graphTimedRuns_ = 0;
+  double graphMs_ = 0, graphGapMs_ = 0;
   int profiledRuns_ = 0;
   int profileFrom_ = 0, runsSeen_ = 0; // LOOM_CUDA_PROFILE_FROM
   DeviceMemory allocated_;
