@@ -5,6 +5,7 @@
 //===----------------------------------------------------------------------===//
 #include "codegen/LowerToProgram.h"
 #include "codegen/ArenaPlanner.h"
+#include "codegen/FoldBiasGradients.h"
 #include "codegen/FoldCasts.h"
 #include "codegen/FoldNormGradRounding.h"
 #include "codegen/FoldWeightAmax.h"
@@ -570,6 +571,10 @@ bool ProgramBuilder::build(func::FuncOp func, std::string &err) {
     // (its A/B switch: the same bits either way).
     if (switchedOn("LOOM_FOLD_NORM_GRAD_ROUNDING"))
       foldNormGradRounding(p);
+    // LOOM_FOLD_BIAS_GRADIENTS=0 keeps the bias gradients' Reduce and Cast
+    // (the A/B switch; the CPU backend's bits are the same either way).
+    if (switchedOn("LOOM_FOLD_BIAS_GRADIENTS"))
+      foldBiasGradients(p);
     // LOOM_FOLD_WEIGHT_ROUNDING=0 keeps only this fold off (its A/B test).
     if (switchedOn("LOOM_FOLD_WEIGHT_ROUNDING")) {
       rt::Program before = p;

@@ -257,6 +257,20 @@ void addThirdInput(const KernelCall &c, T *out, ThreadPool &pool) {
   }
 }
 
+/// MatMul's second output (matMulSumsB): the column sums of B [k, n], as
+/// the Reduce and Cast it replaces computed them (NormKernels.cpp's
+/// reduceTyped: a double sum down each column in row order, stored as f32;
+/// then Cast's rounding to bf16), so folding them changes no bits here.
+void storeColumnSums(const float *b, int64_t k, int64_t n, uint16_t *sums, ThreadPool &pool) {
+  pool.parallelFor(n, 64, [&](int64_t begin, int64_t end) {
+    for (int64_t j = begin; j < end; ++j) {
+      double sum = 0;
+      for (int64_t r = 0; r < k; ++r) sum += double(b[r * n + j]);
+      sums[j] = floatToBf16(float(sum));
+    }
+  });
+}
+
 bool matMulBf16(const KernelCall &c, ThreadPool &pool, std::string &err) {
   bool f32Out = c.out[0].dtype() == DType::F32; // the accumulator, unrounded
   std::vector<float> a(size_t(c.in[0].numel())), b(size_t(c.in[1].numel()));
@@ -271,6 +285,8 @@ bool matMulBf16(const KernelCall &c, ThreadPool &pool, std::string &err) {
   if (!runMatMul(wide, pool, err))
     return false;
   addThirdInput(c, acc, pool);
+  if (matMulSumsB(*c.instr))
+    storeColumnSums(b.data(), c.in[1].shape()[0], c.in[1].shape()[1], c.out[1].as<uint16_t>(), pool);
   if (f32Out)
     return true;
   uint16_t *out = c.out[0].as<uint16_t>();

@@ -55,10 +55,14 @@ constexpr size_t kGemmWorkspaceBytes = size_t(32) << 20;
 /// One scratch block serves every instruction: the hungriest one's size.
 size_t scratchBytesOf(const Program &p) {
   size_t scratch = 256;
-  for (const Instr &I : p.instrs)
+  for (const Instr &I : p.instrs) {
     scratch = std::max<size_t>({scratch, lossScratchBytes(p, I), attentionScratchBytes(p, I),
                                 normScratchBytes(p, I), cudnnAttentionScratchEstimate(p, I),
                                 size_t(planGemmStaging(p, I).scratchBytes())});
+    if (I.op == OpCode::MatMul && matMulSumsB(I)) // a bias gradient's partial sums
+      scratch = std::max(scratch, columnSumsScratchBytes(p.buffers[I.in[1]].shape[0],
+                                                         p.buffers[I.in[1]].shape[1]));
+  }
   return scratch;
 }
 

@@ -83,6 +83,12 @@ void launchCast(const CudaCall &c, CudaContext &ctx);
 /// (rounding or widening as Cast does; a copy when the dtypes match), for
 /// launchers that stage operands through copies of another dtype.
 void castTensor(const DevTensor &from, const DevTensor &to, CudaContext &ctx);
+/// sums[j] = the sum of column j of b (bf16 [k, n], row-major) in f32,
+/// rounded once to bf16: a bias gradient where cuBLASLt's BGRADA epilogue
+/// does not run (MatMul.cpp). Deterministic: a fixed order per column.
+void columnSumsBf16(const uint16_t *b, int64_t k, int64_t n, uint16_t *sums, CudaContext &ctx);
+/// The scratch columnSumsBf16's packed form takes for a [k, n] matrix.
+size_t columnSumsScratchBytes(int64_t k, int64_t n);
 void launchActivationGrad(const CudaCall &c, CudaContext &ctx);
 void launchSwiGlu(const CudaCall &c, CudaContext &ctx);
 void launchSwiGluGrad(const CudaCall &c, CudaContext &ctx);
@@ -171,6 +177,7 @@ struct GemmSpec {
   bool fastBf16 = false; // f32 data, products on bf16 tensor cores (CUBLAS_COMPUTE_32F_FAST_16BF)
   bool bias = false;     // a bias vector over N (of the `out` dtype) in the epilogue
   bool accumulate = false; // D = A B + C: C an addend laid out as the result (beta = 1)
+  bool sumsB = false; // B's column sums over K (N values of `out`) in the epilogue (BGRADA)
   uint32_t alignA = 256, alignB = 256, alignC = 256; // bytes the pointers are aligned to
 };
 

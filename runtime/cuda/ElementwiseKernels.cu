@@ -889,10 +889,100 @@ void launchAdamW(const CudaCall &c, CudaContext &ctx) {
 }
 
 namespace {
+/// columnSumsBf16's simple form (any n, any alignment): a block of 32
+/// columns, eight threads down each (rows r, r + 8, ... in order), their
+/// eight partial sums added in a fixed order.
+constexpr int kSumCols = 32, kSumLanes = 8;
+
+__global__ void columnSumsBf16Kernel(const uint16_t *b, int64_t k, int64_t n, uint16_t *sums) {
+  __shared__ float part[kSumLanes][kSumCols];
+  const int64_t j = int64_t(blockIdx.x) * kSumCols + threadIdx.x;
+  float acc = 0;
+  if (j < n)
+    for (int64_t r = threadIdx.y; r < k; r += kSumLanes) acc += bf16ToFloat(b[r * n + j]);
+  part[threadIdx.y][threadIdx.x] = acc;
+  __syncthreads();
+  if (threadIdx.y == 0 && j < n) {
+    float total = part[0][threadIdx.x];
+    for (int l = 1; l < kSumLanes; ++l) total += part[l][threadIdx.x];
+    sums[j] = floatToBf16(total);
+  }
+}
+
+/// The packed form (n % 8 == 0, 16-byte aligned rows), in two passes so
+/// that narrow matrices still spread over every SM: the rows split into
+/// `chunks`; a block takes 256 columns (32 threads of eight, 16-byte
+/// loads) of one chunk, eight threads down each column group, and writes
+/// the chunk's f32 partial sums; the finish adds a column's chunks in
+/// order and rounds once. Deterministic: the same order every run.
+constexpr int kPackedSumLanes = 8;
+
+__global__ void columnPartialsBf16Kernel(const uint16_t *b, int64_t k, int64_t n,
+                                         int64_t rowsPerChunk, float *partial) {
+  __shared__ float part[kPackedSumLanes][32 * kPack];
+  const int64_t j = (int64_t(blockIdx.x) * 32 + threadIdx.x) * kPack;
+  const int64_t r0 = int64_t(blockIdx.y) * rowsPerChunk, r1 = min(k, r0 + rowsPerChunk);
+  float acc[kPack] = {};
+  if (j < n)
+    for (int64_t r = r0 + threadIdx.y; r < r1; r += kPackedSumLanes) {
+      Pack v = load8(FloatIn{b, true}, r * n + j);
+#pragma unroll
+      for (int q = 0; q < kPack; ++q) acc[q] += v.v[q];
+    }
+#pragma unroll
+  for (int q = 0; q < kPack; ++q) part[threadIdx.y][threadIdx.x * kPack + q] = acc[q];
+  __syncthreads();
+  // 256 threads, 256 columns of the block: one column each.
+  const int t = threadIdx.y * 32 + threadIdx.x;
+  const int64_t col = int64_t(blockIdx.x) * 32 * kPack + t;
+  if (col < n) {
+    float total = part[0][t];
+    for (int l = 1; l < kPackedSumLanes; ++l) total += part[l][t];
+    partial[int64_t(blockIdx.y) * n + col] = total;
+  }
+}
+
+__global__ void columnFinishBf16Kernel(const float *partial, int64_t chunks, int64_t n,
+                                       uint16_t *sums) {
+  LOOM_GRID_STRIDE(j, n) {
+    float total = partial[j];
+    for (int64_t c = 1; c < chunks; ++c) total += partial[c * n + j];
+    sums[j] = floatToBf16(total);
+  }
+}
+
+/// Row chunks for the packed form: about two blocks per SM of a 132-SM
+/// part, at least 64 rows a chunk.
+int64_t columnSumChunks(int64_t k, int64_t n) {
+  const int64_t colBlocks = (n + 32 * kPack - 1) / (32 * kPack);
+  return std::max<int64_t>(1, std::min<int64_t>((264 + colBlocks - 1) / colBlocks, k / 64));
+}
+
 __global__ void roundedCopyKernel(const float *x, FloatOut y, int64_t n) {
   LOOM_GRID_STRIDE(i, n) y.store(i, x[i]);
 }
 } // namespace
+
+size_t columnSumsScratchBytes(int64_t k, int64_t n) {
+  return size_t(columnSumChunks(k, n) * n) * sizeof(float);
+}
+
+void columnSumsBf16(const uint16_t *b, int64_t k, int64_t n, uint16_t *sums, CudaContext &ctx) {
+  if (n == 0) return;
+  const int64_t chunks = columnSumChunks(k, n);
+  if (n % kPack == 0 && reinterpret_cast<uintptr_t>(b) % 16 == 0 && ctx.scratch &&
+      ctx.scratchBytes >= columnSumsScratchBytes(k, n)) {
+    auto *partial = static_cast<float *>(ctx.scratch);
+    const int64_t rowsPerChunk = (k + chunks - 1) / chunks;
+    dim3 grid(unsigned((n + 32 * kPack - 1) / (32 * kPack)), unsigned(chunks));
+    columnPartialsBf16Kernel<<<grid, dim3(32, kPackedSumLanes), 0, ctx.stream>>>(b, k, n, rowsPerChunk,
+                                                                                 partial);
+    columnFinishBf16Kernel<<<gridFor(n), kThreads, 0, ctx.stream>>>(partial, chunks, n, sums);
+    return;
+  }
+  columnSumsBf16Kernel<<<unsigned((n + kSumCols - 1) / kSumCols), dim3(kSumCols, kSumLanes), 0,
+                         ctx.stream>>>(b, k, n, sums);
+}
 
 void launchRoundedCopy(const DevTensor &input, const DevTensor &copy, CudaContext &ctx) {
   int64_t n = input.numel();

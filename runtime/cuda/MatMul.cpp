@@ -33,6 +33,19 @@
 // to the f32 accumulator before the one conversion to the output type. The
 // bias pointer is an attribute of the descriptor, set before each call (one
 // descriptor per instruction, so a captured graph keeps its pointer).
+// A MatMul with B's column sums as a second output (matMulSumsB: a bias
+// gradient beside its weight gradient, codegen's foldBiasGradients) sums
+// them with columnSumsBf16 (ElementwiseKernels.cu) ahead of the product.
+// LOOM_GEMM_BIAS_GRAD_EPILOGUE=1 has cuBLASLt sum them in the product's
+// epilogue instead (CUBLASLT_EPILOGUE_BGRADA: cuBLASLt's A is our B, and
+// its sums over K are one value per row of C^T, our N, rounded once to
+// bf16 and written to the bias pointer), where the heuristic has an
+// algorithm with it and the product is not staged. The epilogue slowed
+// the product by about what the sums cost apart: on an H200
+// (bench/gpu/h200-2026-11-29-ii, call 7) gpt2-large's step took 113.79
+// ms of kernels with it and 113.26 with the kernel, qwen2.5-1.5b's 169.12
+// and 168.39 (the epilogue ahead on N = 256 and 1,536, the kernel on
+// 3,840 and 5,120).
 // A third input with the result's shape is an addend instead
 // (matMulAccumulates): cuBLASLt's C matrix, laid out as D, with beta = 1,
 // so D = A B + C is the f32 accumulator plus the addend rounded once.
@@ -83,6 +96,7 @@ struct LtPlan {
   cublasLtMatmulAlgo_t algo{};
   bool f64 = false;
   bool bias = false;
+  bool sumsB = false;
 };
 
 /// A MatMul instruction: one planned product issued once or per batch.
@@ -90,6 +104,7 @@ struct InstrPlan {
   int gemm = -1;
   bool zeroFill = false; // K == 0: the empty sum (or, with an addend, the addend)
   bool accumulate = false; // a third input of the result's shape (beta = 1)
+  bool sumsKernel = false; // B's column sums by columnSumsBf16, not the epilogue
   bool empty = false;    // M == 0 or N == 0
   struct Call {
     int64_t a, b, c; // element offsets of A, B and out for one call
@@ -206,7 +221,8 @@ std::string tuningKey(const GemmSpec &s, size_t workspaceBytes, int found) {
   return cat(device, "|", s.m, "x", s.n, "x", s.k, s.transA ? "tA" : "", s.transB ? "tB" : "",
              "|ld", s.lda, ",", s.ldb, ",", s.ldc, "|b", s.batch, ",", s.strideA, ",", s.strideB,
              ",", s.strideC, "|", dtypeName(s.in), "->", dtypeName(s.out), s.fastBf16 ? "|fast" : "",
-             s.bias ? "|bias" : "", s.accumulate ? "|acc" : "", "|al", s.alignA, ",", s.alignB,
+             s.bias ? "|bias" : "", s.accumulate ? "|acc" : "", s.sumsB ? "|bgrad" : "", "|al",
+             s.alignA, ",", s.alignB,
              ",", s.alignC, "|ws", workspaceBytes, "|n", found);
 }
 
@@ -272,9 +288,10 @@ public:
     cublasOperation_t opB = s.transA ? CUBLAS_OP_T : CUBLAS_OP_N;
     cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_TRANSA, &opA, sizeof opA);
     cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_TRANSB, &opB, sizeof opB);
-    if (s.bias) {
-      p.bias = true;
-      cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_BIAS;
+    if (s.bias || s.sumsB) {
+      p.bias = s.bias;
+      p.sumsB = s.sumsB;
+      cublasLtEpilogue_t epilogue = s.bias ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_BGRADA;
       cudaDataType_t biasType = out;
       cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue,
                                      sizeof epilogue);
@@ -312,7 +329,8 @@ public:
     if (st != CUBLAS_STATUS_SUCCESS || found == 0) {
       err = cat("cuBLASLt has no algorithm for ", s.m, "x", s.k, (s.transA ? "^T" : ""), " times ",
                 s.k, "x", s.n, (s.transB ? "^T" : ""), ", batch ", s.batch,
-                s.bias ? " with a bias epilogue" : "", " (status ", int(st), ")");
+                s.bias ? " with a bias epilogue" : "", s.sumsB ? " with a bias-gradient epilogue" : "",
+                " (status ", int(st), ")");
       cublasLtMatrixLayoutDestroy(p.la);
       cublasLtMatrixLayoutDestroy(p.lb);
       cublasLtMatrixLayoutDestroy(p.lc);
@@ -352,6 +370,9 @@ public:
 
   void launch(const CudaCall &c, CudaContext &ctx, void *workspace) override {
     InstrPlan &p = instrs_.at(c.index);
+    if (p.sumsKernel) // B is only read: the sums may come before the product
+      columnSumsBf16(c.in[1].as<uint16_t>(), c.in[1].shape()[0], c.in[1].shape()[1],
+                     c.out[1].as<uint16_t>(), ctx);
     if (p.empty) return;
     if (p.zeroFill) {
       if (p.accumulate)
@@ -369,6 +390,11 @@ public:
       const void *bias = c.in[2].data;
       cublasLtMatmulDescSetAttribute(gemms_[size_t(p.gemm)].desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER,
                                      &bias, sizeof bias);
+    }
+    if (gemms_[size_t(p.gemm)].sumsB) {
+      void *sums = c.out[1].data;
+      cublasLtMatmulDescSetAttribute(gemms_[size_t(p.gemm)].desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER,
+                                     &sums, sizeof sums);
     }
     if (p.staging.any()) { // one call (planGemmStaging); see the file comment
       const GemmStaging &g = p.staging;
@@ -445,7 +471,7 @@ private:
         (!s.bias || fillRandom(base + offBias, size_t(s.n) * outBytes, t.randomBlock(s.out))) &&
         (!s.accumulate || fillRandom(base + offAddend, nc * outBytes, t.randomBlock(s.out))) &&
         cudaEventCreate(&e0) == cudaSuccess && cudaEventCreate(&e1) == cudaSuccess) {
-      if (s.bias) {
+      if (s.bias || s.sumsB) { // the bias read, or the column sums written
         const void *bias = base + offBias;
         cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias,
                                        sizeof bias);
@@ -498,6 +524,7 @@ private:
     size_t ra = as.size(), rb = bs.size(), rc = cs.size();
     int64_t m = cs[rc - 2], n = cs[rc - 1], k = s.transA ? as[ra - 2] : as[ra - 1];
     InstrPlan &p = instrs_[index];
+    p.sumsKernel = matMulSumsB(I); // unless the epilogue takes them (below)
     p.inBytes = dtypeSize(A.dtype);
     p.outBytes = dtypeSize(C.dtype);
     if (m == 0 || n == 0) return p.empty = true;
@@ -580,6 +607,21 @@ private:
       if (g.a.staged) s.alignA = alignmentOf(0);
       if (g.b.staged) s.alignB = alignmentOf(0);
       if (g.out.staged) s.alignC = alignmentOf(0);
+    }
+    if (matMulSumsB(I)) {
+      // The kernel, or (asked for) the epilogue where cuBLASLt has it.
+      const char *e = std::getenv("LOOM_GEMM_BIAS_GRAD_EPILOGUE"); // read per executor
+      const bool epilogueOn = e && std::strcmp(e, "1") == 0;
+      s.sumsB = epilogueOn && !p.staging.any() && s.batch == 1 && p.calls.size() == 1;
+      if (s.sumsB) {
+        std::string refused;
+        p.gemm = plan(s, refused);
+        if (p.gemm >= 0) {
+          p.sumsKernel = false;
+          return true;
+        }
+        s.sumsB = false;
+      }
     }
     p.gemm = plan(s, err);
     return p.gemm >= 0;

@@ -146,8 +146,22 @@ std::string checkEmbedding(const OpView &v) {
 }
 
 std::string checkMatMul(const OpView &v, const Instr &I) {
-  if (std::string e = v.arity(2, 3, 1, 1, 2, 0); !e.empty())
+  if (std::string e = v.arity(2, 3, 1, 2, kAny, 0); !e.empty())
     return e;
+  if (I.ints.size() != 2 && I.ints.size() != 3)
+    return cat("takes 2 or 3 int attributes (transA, transB[, 1]), got ", I.ints.size());
+  if ((I.ints.size() == 3) != (I.out.size() == 2) || (I.ints.size() == 3 && I.ints[2] != 1))
+    return "a second output (B's column sums) comes with ints [transA, transB, 1], and only with it";
+  if (I.out.size() == 2) {
+    const BufferDesc &a = v.in(0), &b = v.in(1), &y = v.out(0), &sums = v.out(1);
+    if (I.in.size() != 2 || a.dtype != DType::BF16 || b.dtype != DType::BF16 ||
+        y.dtype != DType::BF16 || a.shape.size() != 2 || b.shape.size() != 2 || I.ints[1] != 0)
+      return "B's column sums need bf16 rank-2 operands, an untransposed B, a bf16 result and no "
+             "third input";
+    if (sums.dtype != DType::BF16 || sums.numElements() != b.shape[1])
+      return cat("B's column sums must be ", b.shape[1], " bf16 values, got ",
+                 shapeStr(sums.shape), " ", dtypeName(sums.dtype));
+  }
   if (I.in.size() == 3 && isMatMulAddend(v.in(2).shape)) { // beta = 1
     const BufferDesc &addend = v.in(2), &out = v.out();
     if (addend.shape != out.shape || addend.dtype != out.dtype)

@@ -44,7 +44,8 @@ ProgramStats programStats(const Program &p) {
       std::string third = matMulThirdInput(p, I);
       ++s.gemmKinds[cat(dtypeName(a), " x ", dtypeName(b), " -> ",
                         dtypeName(p.buffers[I.out[0]].dtype),
-                        third.empty() ? "" : " (+" + third + ")")];
+                        third.empty() ? "" : " (+" + third + ")",
+                        matMulSumsB(I) ? " (+B's column sums)" : "")];
       s.f32Gemms += a == DType::F32 && b == DType::F32;
     }
     if (I.op == OpCode::Attention || I.op == OpCode::AttentionGrad) {

@@ -287,6 +287,39 @@ TEST(CudaBackend, Bf16GemmsWithABiasEpilogue) {
   }
 }
 
+TEST(CudaBackend, WeightGradientGemmsSumBsColumns) {
+  // A bias's gradient from its weight-gradient GEMM (matMulSumsB, codegen's
+  // foldBiasGradients): dW = x^T dy and the column sums of dy, by
+  // columnSumsBf16 (its packed two-pass form, and its simple form for N =
+  // 4001) and, with LOOM_GEMM_BIAS_GRAD_EPILOGUE=1, in cuBLASLt's BGRADA
+  // epilogue; against the CPU's sums (a double sum, rounded to f32, then
+  // to bf16). K = 512 and 8192 token rows, N from 40 to 4001 (staged by
+  // GemmStaging: the kernel either way).
+  REQUIRE_GPU();
+  Rng rng;
+  for (const char *epilogue : {"0", "1"})
+    for (const MatMulCase &c : {MatMulCase{{512, 48}, {512, 40}, {48, 40}, true, false},
+                                MatMulCase{{8192, 64}, {8192, 1280}, {64, 1280}, true, false},
+                                MatMulCase{{512, 264}, {512, 4001}, {264, 4001}, true, false}}) {
+      SCOPED_TRACE(std::string("epilogue ") + epilogue + ", N " + std::to_string(c.out.back()));
+      setenv("LOOM_GEMM_BIAS_GRAD_EPILOGUE", epilogue, 1);
+      ProgramBuilder b;
+      std::vector<Bytes> inputs;
+      uint32_t x = bf16Input(b, inputs, rng, c.a), dy = bf16Input(b, inputs, rng, c.b);
+      uint32_t dw = b.temp(DType::BF16, c.out), db = b.temp(DType::BF16, {1, c.out.back()});
+      b.instr(OpCode::MatMul, {x, dy}, {dw, db}, {1, 0, 1});
+      b.instr(OpCode::Cast, {dw}, {b.output(DType::F32, c.out)});
+      b.instr(OpCode::Cast, {db}, {b.output(DType::F32, {1, c.out.back()})});
+      ASSERT_EQ(b.p.validate(), "");
+      ASSERT_TRUE(matMulSumsB(b.p.instrs[0]));
+      // Widened: a bf16 step (2^-8 relative) apart where two f32 sums in
+      // different orders round to neighbours; sums of up to 8192 terms of
+      // either sign, so an absolute slack too.
+      expectSameOnGpu(b.p, inputs, 1e-2, 5e-2);
+    }
+  unsetenv("LOOM_GEMM_BIAS_GRAD_EPILOGUE");
+}
+
 TEST(CudaBackend, GemmsWithAnAddend) {
   // A gradient sum in the GEMM (beta = 1, C the addend laid out as D):
   // bf16 operands with an f32 result and f32 products, against the CPU's

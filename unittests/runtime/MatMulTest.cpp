@@ -263,6 +263,53 @@ TEST(MatMul, AddendMustHaveTheResultsShapeAndAWideDtype) {
       << b.p.validate();
 }
 
+TEST(MatMul, ColumnSumsOfBAreTheReduceAndCastTheyReplace) {
+  // A second output with ints [transA, transB, 1]: B's column sums,
+  // rounded to bf16, the bits of Reduce (sum over rows, f32) then Cast.
+  Rng rng;
+  const int64_t K = 37, M = 5, N = 11;
+  std::vector<Bytes> inputs = {bf16StorageBytes(rng.uniform(K * M)),
+                               bf16StorageBytes(rng.uniform(K * N))};
+  ProgramBuilder fused;
+  uint32_t x = fused.input(DType::BF16, {K, M}), dy = fused.input(DType::BF16, {K, N});
+  fused.instr(OpCode::MatMul, {x, dy},
+              {fused.output(DType::BF16, {M, N}), fused.output(DType::BF16, {1, N})}, {1, 0, 1});
+  ASSERT_EQ(fused.p.validate(), "");
+  ProgramBuilder apart;
+  x = apart.input(DType::BF16, {K, M}), dy = apart.input(DType::BF16, {K, N});
+  uint32_t sums = apart.temp(DType::F32, {1, N});
+  apart.instr(OpCode::MatMul, {x, dy}, {apart.output(DType::BF16, {M, N})}, {1, 0});
+  apart.instr(OpCode::Reduce, {dy}, {sums}, {0, 0});
+  apart.instr(OpCode::Cast, {sums}, {apart.output(DType::BF16, {1, N})});
+  ASSERT_EQ(apart.p.validate(), "");
+  RunResult a = runProgram(fused.p, inputs), b = runProgram(apart.p, inputs);
+  ASSERT_TRUE(a.ok && b.ok) << a.err << b.err;
+  EXPECT_EQ(a.outputs, b.outputs);
+}
+
+TEST(MatMul, ColumnSumsNeedTheirFlagAndABf16WeightGradient) {
+  ProgramBuilder b;
+  uint32_t x = b.input(DType::BF16, {8, 3}), dy = b.input(DType::BF16, {8, 5});
+  uint32_t dw = b.output(DType::BF16, {3, 5}), db = b.output(DType::BF16, {5});
+  b.instr(OpCode::MatMul, {x, dy}, {dw, db}, {1, 0});
+  EXPECT_NE(b.p.validate().find("a second output (B's column sums) comes with ints [transA, transB, 1]"),
+            std::string::npos)
+      << b.p.validate();
+  b.p.instrs[0].ints = {1, 0, 1};
+  EXPECT_EQ(b.p.validate(), "");
+  b.p.buffers[db].shape = {4};
+  b.p.buffers[db].bytes = 8;
+  EXPECT_NE(b.p.validate().find("B's column sums must be 5 bf16 values, got [4] bf16"),
+            std::string::npos)
+      << b.p.validate();
+  b.p.buffers[db].shape = {5};
+  b.p.buffers[db].bytes = 10;
+  b.p.instrs[0].in = {dy, dy};
+  b.p.instrs[0].ints = {1, 1, 1};
+  EXPECT_NE(b.p.validate().find("need bf16 rank-2 operands, an untransposed B"), std::string::npos)
+      << b.p.validate();
+}
+
 TEST(MatMul, BiasMustBeAVectorOfTheResultDtype) {
   ProgramBuilder b;
   uint32_t a = b.input(DType::BF16, {3, 8}), w = b.input(DType::BF16, {8, 5});

@@ -74,6 +74,10 @@ enum class OpCode : uint16_t {
   // A third input with the result's shape and dtype instead is an addend
   // (f32 or f64): out = addend + product, the f32 accumulator plus
   // the addend rounded once (a GEMM with beta = 1; matMulAccumulates()).
+  // ints [transA, transB, 1] add a second output: the column sums of B
+  // (bf16 [K, N], rank-2 operands, no third input, a bf16 result), N
+  // values of bf16, each rounded from an f32 sum (a bias's gradient from
+  // its weight-gradient GEMM; matMulSumsB(), codegen's foldBiasGradients).
   MatMul = 2,
   // Elementwise binary with broadcasting: in: a, b -> out.
   Add = 10, Sub = 11, Mul = 12, Div = 13, Pow = 14, Max = 15, Min = 16,
@@ -433,6 +437,9 @@ struct Program {
 inline bool isMatMulAddend(const std::vector<int64_t> &third) { return third.size() >= 2; }
 /// True when MatMul `I` has an addend rather than a bias vector.
 bool matMulAccumulates(const Program &p, const Instr &I);
+/// True when MatMul `I` also stores the column sums of its B operand as a
+/// second output (ints [transA, transB, 1]).
+inline bool matMulSumsB(const Instr &I) { return I.ints.size() == 3 && I.out.size() == 2; }
 /// What MatMul `I`'s third input is, for reports: "addend", "bias", or ""
 /// when it has none (or `I` is no MatMul).
 const char *matMulThirdInput(const Program &p, const Instr &I);

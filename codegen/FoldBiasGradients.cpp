@@ -1,0 +1,159 @@
+//===- FoldBiasGradients.cpp - Bias gradients from the weight-gradient GEMM ===//
+//
+// Part of loom, under the Apache License v2.0.
+//
+// Conditions, per Reduce R: s = Reduce(d, sum over every dim but the last)
+// followed by C: g = Cast(s: f32 -> bf16):
+//  - d is bf16 and s f32 (the bias gradient's column sums), s has one
+//    element per column of d, s is read by C alone and is no program
+//    output; g is a Temp of s's element count and no program output;
+//  - some MatMul M has bf16 operands and a bf16 result, two inputs (no
+//    bias, no addend), rank-2 operands, B not transposed ([K, N]), and B
+//    holds d's bytes under d's rows (d itself, or d through same-dtype
+//    reshapes either way, with N = d's last dim);
+//  - M has one output yet. M now writes g: earlier than C did when M
+//    comes first. When it comes later, the readers of g before it (the
+//    bias's AdamW: the optimizer runs interleaved with the backward) move
+//    to just after M, in their order, if nothing else up to M reads what
+//    they write (before placement every buffer has one writer, so what
+//    they read is unchanged by the move).
+// M then writes g as its second output; R and C go, and s with them.
+//===----------------------------------------------------------------------===//
+#include "codegen/FoldBiasGradients.h"
+#include "codegen/FoldCasts.h"
+
+#include <algorithm>
+#include <vector>
+
+namespace loom {
+namespace {
+
+using rt::DType;
+using rt::OpCode;
+
+/// The buffer whose bytes `id` holds: through same-dtype Casts of equal
+/// element count (reshapes, not yet views), back to where they start.
+uint32_t sourceOf(const rt::Program &p, const std::vector<int64_t> &writer, uint32_t id) {
+  while (writer[id] >= 0) {
+    const rt::Instr &W = p.instrs[size_t(writer[id])];
+    if (W.op != OpCode::Cast || W.in.size() != 1)
+      break;
+    const rt::BufferDesc &from = p.buffers[W.in[0]], &to = p.buffers[id];
+    if (from.dtype != to.dtype || from.numElements() != to.numElements())
+      break;
+    id = W.in[0];
+  }
+  return id;
+}
+
+/// Whether Reduce `R` sums every dim of its input but the last.
+bool sumsColumns(const rt::Program &p, const rt::Instr &R) {
+  const std::vector<int64_t> &x = p.buffers[R.in[0]].shape;
+  if (R.ints.size() != x.size() || R.ints[0] != 0 || x.size() < 2)
+    return false;
+  for (size_t k = 1; k < R.ints.size(); ++k)
+    if (R.ints[k] != int64_t(k - 1))
+      return false;
+  return true;
+}
+
+} // namespace
+
+int64_t foldBiasGradients(rt::Program &p) {
+  const size_t n = p.instrs.size();
+  std::vector<int64_t> writer(p.buffers.size(), -1);
+  std::vector<std::vector<size_t>> readers(p.buffers.size());
+  for (size_t i = 0; i < n; ++i) {
+    for (uint32_t id : p.instrs[i].out) writer[id] = int64_t(i);
+    for (uint32_t id : p.instrs[i].in) readers[id].push_back(i);
+  }
+  std::vector<bool> isOutput(p.buffers.size(), false);
+  for (uint32_t id : p.outputs) isOutput[id] = true;
+  // The weight-gradient GEMMs by the source of their B operand.
+  std::vector<std::vector<size_t>> gemmsOfB(p.buffers.size());
+  for (size_t i = 0; i < n; ++i) {
+    const rt::Instr &M = p.instrs[i];
+    if (M.op != OpCode::MatMul || M.in.size() != 2 || M.out.size() != 1 || M.ints.size() != 2 ||
+        M.ints[1] != 0)
+      continue;
+    const rt::BufferDesc &a = p.buffers[M.in[0]], &b = p.buffers[M.in[1]], &y = p.buffers[M.out[0]];
+    if (a.dtype != DType::BF16 || b.dtype != DType::BF16 || y.dtype != DType::BF16 ||
+        a.shape.size() != 2 || b.shape.size() != 2)
+      continue;
+    gemmsOfB[sourceOf(p, writer, M.in[1])].push_back(i);
+  }
+
+  // The new order: each folded Reduce and Cast dropped; a reader of g that
+  // ran before M (the bias's AdamW, interleaved with the backward) moved to
+  // just after M, when nothing in between reads what it writes.
+  std::vector<bool> removed(n, false);
+  std::vector<std::vector<size_t>> after(n); // instructions moved to just after M
+  std::vector<bool> moved(n, false);
+  int64_t folded = 0;
+  for (size_t r = 0; r < n; ++r) {
+    const rt::Instr &R = p.instrs[r];
+    if (R.op != OpCode::Reduce || R.in.size() != 1 || R.out.size() != 1 || !sumsColumns(p, R))
+      continue;
+    const uint32_t d = R.in[0], s = R.out[0];
+    const rt::BufferDesc &dd = p.buffers[d], &sd = p.buffers[s];
+    if (dd.dtype != DType::BF16 || sd.dtype != DType::F32 || isOutput[s] ||
+        sd.numElements() != dd.shape.back() || readers[s].size() != 1)
+      continue;
+    const size_t c = readers[s][0];
+    const rt::Instr &C = p.instrs[c];
+    if (C.op != OpCode::Cast || C.in.size() != 1 || C.out.size() != 1)
+      continue;
+    const uint32_t g = C.out[0];
+    const rt::BufferDesc &gd = p.buffers[g];
+    if (gd.dtype != DType::BF16 || gd.kind != rt::BufferKind::Temp || isOutput[g] ||
+        gd.numElements() != sd.numElements())
+      continue;
+    for (size_t m : gemmsOfB[sourceOf(p, writer, d)]) {
+      rt::Instr &M = p.instrs[m];
+      if (removed[m] || moved[m] || M.out.size() != 1 ||
+          p.buffers[M.in[1]].shape.back() != dd.shape.back())
+        continue;
+      // g's readers that ran before M, to move after it: none already moved
+      // or removed, and nothing else up to M reads their results.
+      std::vector<size_t> early;
+      for (size_t i : readers[g])
+        if (i < m) early.push_back(i);
+      std::sort(early.begin(), early.end());
+      bool movable = true;
+      for (size_t i : early) {
+        movable = movable && !moved[i] && !removed[i] && after[i].empty();
+        for (size_t j = i + 1; j <= m && movable; ++j) {
+          if (std::binary_search(early.begin(), early.end(), j))
+            continue;
+          for (uint32_t id : p.instrs[j].in)
+            for (uint32_t o : p.instrs[i].out) movable = movable && id != o;
+        }
+      }
+      if (!movable)
+        continue;
+      M.out.push_back(g);
+      M.ints.push_back(1);
+      removed[r] = removed[c] = true;
+      for (size_t i : early) {
+        moved[i] = true;
+        after[m].push_back(i);
+      }
+      ++folded;
+      break;
+    }
+  }
+  if (!folded)
+    return 0;
+  std::vector<rt::Instr> order;
+  for (size_t i = 0; i < n; ++i) {
+    if (removed[i] || moved[i])
+      continue;
+    order.push_back(std::move(p.instrs[i]));
+    for (size_t j : after[i]) order.push_back(std::move(p.instrs[j]));
+  }
+  p.instrs = std::move(order);
+  dropUnusedBuffers(p);
+  return folded;
+}
+
+} // namespace loom
