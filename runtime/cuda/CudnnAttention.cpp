@@ -38,7 +38,9 @@
 
 #include <dlfcn.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <deque>
@@ -508,7 +510,7 @@ public:
         buildForward(g, s);
       Desc graph = g.graph(handle_);
       Desc chosen;
-      if (pickEngine(graph, chosen, p.refused)) {
+      if (pickEngine(graph, chosen, backward, p.refused)) {
         int64_t engineBytes = 0;
         api().getAttribute(chosen.get(), CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE,
                            CUDNN_TYPE_INT64, 1, nullptr, &engineBytes);
@@ -567,9 +569,13 @@ private:
   }
 
   /// The first engine configuration cuDNN's heuristics rank that finalizes
-  /// into a plan for this device.
-  bool pickEngine(const Desc &graph, Desc &plan, std::string &why) {
+  /// into a plan for this device. LOOM_CUDNN_ENGINE=k takes the k-th one
+  /// that finalizes instead (0 is the default) and reports on stderr how
+  /// many the heuristics ranked and finalized: for timing the alternatives.
+  bool pickEngine(const Desc &graph, Desc &plan, bool backward, std::string &why) {
     std::string tried;
+    const char *pick = std::getenv("LOOM_CUDNN_ENGINE");
+    const int64_t want = pick ? std::max(0, std::atoi(pick)) : 0;
     for (cudnnBackendHeurMode_t mode : {CUDNN_HEUR_MODE_A, CUDNN_HEUR_MODE_FALLBACK}) {
       Desc heur(CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR);
       cudnnBackendDescriptor_t gd = graph.get();
@@ -591,18 +597,28 @@ private:
                              CUDNN_TYPE_BACKEND_DESCRIPTOR, count, &got, raw.data()) !=
           CUDNN_STATUS_SUCCESS)
         continue;
-      for (int64_t i = 0; i < got; ++i) {
+      std::vector<Desc> finalized;
+      for (int64_t i = 0; i < got && (pick || finalized.empty()); ++i) {
         Desc candidate(CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR);
         candidate.set(CUDNN_ATTR_EXECUTION_PLAN_HANDLE, CUDNN_TYPE_HANDLE, 1, &handle_)
             .set(CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG, raw[size_t(i)]);
         cudnnStatus_t st = api().finalize(candidate.get());
         if (st == CUDNN_STATUS_SUCCESS) {
-          plan = std::move(candidate);
-          return true;
+          finalized.push_back(std::move(candidate));
+          continue;
         }
         char detail[256] = "";
         api().lastError(detail, sizeof detail);
         tried = std::string(api().errorString(st)) + (*detail ? std::string(": ") + detail : "");
+      }
+      if (pick)
+        std::fprintf(stderr, "loom cudnn attention %s: heuristics mode %s ranked %lld engine configs, "
+                     "%zu finalize; taking #%lld\n", backward ? "backward" : "forward",
+                     mode == CUDNN_HEUR_MODE_A ? "A" : "fallback", (long long)got, finalized.size(),
+                     (long long)std::min<int64_t>(want, int64_t(finalized.size()) - 1));
+      if (!finalized.empty()) {
+        plan = std::move(finalized[size_t(std::min<int64_t>(want, int64_t(finalized.size()) - 1))]);
+        return true;
       }
     }
     why = "no cuDNN engine runs this attention graph" + (tried.empty() ? "" : " (" + tried + ")");
