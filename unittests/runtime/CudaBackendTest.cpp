@@ -908,9 +908,10 @@ TEST(CudaBackend, CrossEntropyGradWithLossIsThePair) {
   // CrossEntropyGrad with the loss as a second output (one pass of row
   // statistics for both, loom.cross_entropy_with_grad) gives the bits of
   // CrossEntropy and CrossEntropyGrad run apart: bf16 and f32 logits, rows
-  // read packed (V % 8 == 0) and one at a time, and a gradient that cannot
-  // be stored packed (rows off 16-byte alignment: the launcher runs the
-  // pair apart).
+  // of 4096 (all packs) and 3001 (a head and tail around the packs,
+  // RowSplit), and a gradient that cannot be stored packed (rows off
+  // 16-byte alignment: stored one element at a time, while the statistics
+  // still read x's packs).
   REQUIRE_GPU();
   Rng rng;
   for (int64_t V : {4096, 3001})
