@@ -61,14 +61,10 @@ bool sumsColumns(const rt::Program &p, const rt::Instr &R) {
 
 int64_t foldBiasGradients(rt::Program &p) {
   const size_t n = p.instrs.size();
-  std::vector<int64_t> writer(p.buffers.size(), -1);
-  std::vector<std::vector<size_t>> readers(p.buffers.size());
-  for (size_t i = 0; i < n; ++i) {
-    for (uint32_t id : p.instrs[i].out) writer[id] = int64_t(i);
-    for (uint32_t id : p.instrs[i].in) readers[id].push_back(i);
-  }
-  std::vector<bool> isOutput(p.buffers.size(), false);
-  for (uint32_t id : p.outputs) isOutput[id] = true;
+  const BufferUses uses(p);
+  const std::vector<int64_t> &writer = uses.writer;
+  const std::vector<std::vector<size_t>> &readers = uses.readers;
+  const std::vector<bool> &isOutput = uses.isOutput;
   // The weight-gradient GEMMs by the source of their B operand.
   std::vector<std::vector<size_t>> gemmsOfB(p.buffers.size());
   for (size_t i = 0; i < n; ++i) {

@@ -94,6 +94,15 @@ bool foldOne(rt::Program &p, size_t i, const Uses &u, std::vector<bool> &removed
 
 } // namespace
 
+BufferUses::BufferUses(const rt::Program &p)
+    : writer(p.buffers.size(), -1), readers(p.buffers.size()), isOutput(p.buffers.size(), false) {
+  for (size_t i = 0; i < p.instrs.size(); ++i) {
+    for (uint32_t id : p.instrs[i].out) writer[id] = int64_t(i);
+    for (uint32_t id : p.instrs[i].in) readers[id].push_back(i);
+  }
+  for (uint32_t id : p.outputs) isOutput[id] = true;
+}
+
 /// Drops buffers no instruction, calling list, update or view names; renumbers.
 void dropUnusedBuffers(rt::Program &p) {
   std::vector<bool> used(p.buffers.size(), false);

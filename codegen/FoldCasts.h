@@ -30,6 +30,16 @@ int64_t foldBf16Casts(rt::Program &p);
 /// renumbers the rest (after rewrites that leave some unreferenced).
 void dropUnusedBuffers(rt::Program &p);
 
+/// Who writes and who reads each buffer of a program, and which buffers
+/// are program outputs: the tables the folds on lowered programs start
+/// from (a snapshot: rewrites do not update it).
+struct BufferUses {
+  std::vector<int64_t> writer;              // the last instruction writing it, or -1
+  std::vector<std::vector<size_t>> readers; // instructions reading it, in program order
+  std::vector<bool> isOutput;               // named in Program::outputs
+  explicit BufferUses(const rt::Program &p);
+};
+
 } // namespace loom
 
 #endif

@@ -15,6 +15,7 @@
 // ran after N, and nothing else writes y.
 //===----------------------------------------------------------------------===//
 #include "codegen/FoldNormGradRounding.h"
+#include "codegen/FoldCasts.h"
 
 #include <vector>
 
@@ -49,14 +50,10 @@ bool readByGemms(const rt::Program &p, const std::vector<std::vector<size_t>> &r
 
 int64_t foldNormGradRounding(rt::Program &p) {
   size_t n = p.instrs.size();
-  std::vector<int64_t> writer(p.buffers.size(), -1);
-  std::vector<std::vector<size_t>> readers(p.buffers.size());
-  for (size_t i = 0; i < n; ++i) {
-    for (uint32_t id : p.instrs[i].out) writer[id] = int64_t(i);
-    for (uint32_t id : p.instrs[i].in) readers[id].push_back(i);
-  }
-  std::vector<bool> isOutput(p.buffers.size(), false);
-  for (uint32_t id : p.outputs) isOutput[id] = true;
+  const BufferUses uses(p);
+  const std::vector<int64_t> &writer = uses.writer;
+  const std::vector<std::vector<size_t>> &readers = uses.readers;
+  const std::vector<bool> &isOutput = uses.isOutput;
 
   std::vector<bool> removed(n, false);
   int64_t folded = 0;
