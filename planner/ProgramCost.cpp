@@ -104,6 +104,8 @@ InstrWork describeInstr(const rt::Program &p, const rt::Instr &I) {
              : out.dtype == DType::F32                   ? GemmRate::Bf16F32Out
                                                          : GemmRate::Bf16;
     w.stagingBytes = double(rt::planGemmStaging(p, I).copyBytes());
+    if (I.op == OpCode::MatMul && rt::matMulSumsB(I))
+      w.columnSumBytes = double(p.buffers[I.in[1]].bytes + p.buffers[I.out[1]].bytes);
     return w;
   }
   if (I.op == OpCode::Attention || I.op == OpCode::AttentionGrad) {
@@ -178,12 +180,16 @@ double instrSeconds(const InstrWork &w, const HardwareProfile &hw, std::string *
     // A skinny product is bound by its bytes instead. A product run padded
     // (GemmStaging.h) adds its row-by-row copies, priced at the calibrated
     // figure of the nearest such copy, Concat's pieces.
-    double staging = 0;
-    if (w.stagingBytes > 0) {
-      auto it = hw.classBandwidth.find("concat");
-      staging = w.stagingBytes / (it != hw.classBandwidth.end() ? it->second : hw.hbmBandwidth);
-    }
-    return std::max(w.flops / (peak * eff), w.bytes / hw.hbmBandwidth) + staging;
+    auto classRate = [&](const char *cls) {
+      auto it = hw.classBandwidth.find(cls);
+      return it != hw.classBandwidth.end() ? it->second : hw.hbmBandwidth;
+    };
+    double staging = w.stagingBytes > 0 ? w.stagingBytes / classRate("concat") : 0;
+    // A bias's gradient summed beside its weight gradient (the CUDA
+    // backend's columnSumsBf16 pass over B): at the column sums' own
+    // calibrated figure, Reduce's.
+    double sums = w.columnSumBytes > 0 ? w.columnSumBytes / classRate("reduce") : 0;
+    return std::max(w.flops / (peak * eff), w.bytes / hw.hbmBandwidth) + staging + sums;
   }
   case InstrKind::Attention: {
     // The table of the nearest calibrated head dim, else the default one.

@@ -50,6 +50,7 @@ struct InstrWork {
   double headDim = 0;    // attention: the head dim (which calibrated table)
   bool backward = false; // attention_grad
   double stagingBytes = 0; // GEMM: the CUDA backend's padded-row copies (GemmStaging.h)
+  double columnSumBytes = 0; // GEMM: B read again for its column sums, and the sums (matMulSumsB)
 };
 
 /// The opcode class of an instruction: the opcode's name, and for GEMMs

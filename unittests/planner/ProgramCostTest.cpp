@@ -124,6 +124,27 @@ TEST(PlannerProgramCost, GemmsByResultDtype) {
   EXPECT_TRUE(t.fallbacks().empty());
 }
 
+TEST(PlannerProgramCost, ColumnSumsBesideAGemmAtReducesBandwidth) {
+  // A weight gradient that also sums its B operand's columns (a bias's
+  // gradient, matMulSumsB): the product, plus B read again and the sums
+  // written at Reduce's calibrated figure.
+  using rt::DType;
+  Builder b;
+  uint32_t x = b.buf(DType::BF16, {1024, 1024}), dy = b.buf(DType::BF16, {1024, 2048});
+  b.instr(rt::OpCode::MatMul, {x, dy},
+          {b.buf(DType::BF16, {1024, 2048}), b.buf(DType::BF16, {1, 2048})}, {1, 0, 1});
+  std::vector<InstrWork> work = describeProgram(b.p);
+  ASSERT_EQ(work.size(), 1u);
+  const double sumBytes = 1024.0 * 2048 * 2 + 2048 * 2;
+  EXPECT_EQ(work[0].columnSumBytes, sumBytes);
+  HardwareProfile hw = roundProfile();
+  hw.classBandwidth["reduce"] = 1000e9;
+  const double flops = 2.0 * 1024 * 2048 * 1024;
+  ProgramTime t = priceProgram(work, hw);
+  EXPECT_NEAR(t.classes.at("matmul bf16").seconds, flops / (1000e12 * 0.5) + sumBytes / 1000e9,
+              1e-12);
+}
+
 TEST(PlannerProgramCost, TokenGridPricesTrainingShapes) {
   using rt::DType;
   Builder b;
