@@ -12,11 +12,13 @@
 //    holds d's bytes under d's rows (d itself, or d through same-dtype
 //    reshapes either way, with N = d's last dim);
 //  - M has one output yet. M now writes g: earlier than C did when M
-//    comes first. When it comes later, the readers of g before it (the
-//    bias's AdamW: the optimizer runs interleaved with the backward) move
-//    to just after M, in their order, if nothing else up to M reads what
-//    they write (before placement every buffer has one writer, so what
-//    they read is unchanged by the move).
+//    comes first. When it comes later, what depends on g and ran before M
+//    (the bias's AdamW: the optimizer runs interleaved with the backward;
+//    under FSDP the sums' widening cast and reduce-scatter too) moves to
+//    just after M, in its order, unless M itself depends on it (before
+//    placement every buffer has one writer, so what the moved
+//    instructions read is unchanged by the move, and every later reader
+//    of what they write is moved with them).
 // M then writes g as its second output; R and C go, and s with them.
 //===----------------------------------------------------------------------===//
 #include "codegen/FoldBiasGradients.h"
@@ -109,22 +111,23 @@ int64_t foldBiasGradients(rt::Program &p) {
       if (removed[m] || moved[m] || M.out.size() != 1 ||
           p.buffers[M.in[1]].shape.back() != dd.shape.back())
         continue;
-      // g's readers that ran before M, to move after it: none already moved
-      // or removed, and nothing else up to M reads their results.
+      // What depends on g and ran before M (the bias's AdamW; under FSDP
+      // also the widening cast and the reduce-scatter of the sums), to
+      // move after it: none already moved or removed or given followers,
+      // and M itself not among them (every reader of a moved result up to
+      // M is moved too, by construction).
       std::vector<size_t> early;
-      for (size_t i : readers[g])
-        if (i < m) early.push_back(i);
-      std::sort(early.begin(), early.end());
-      bool movable = true;
-      for (size_t i : early) {
-        movable = movable && !moved[i] && !removed[i] && after[i].empty();
-        for (size_t j = i + 1; j <= m && movable; ++j) {
-          if (std::binary_search(early.begin(), early.end(), j))
-            continue;
-          for (uint32_t id : p.instrs[j].in)
-            for (uint32_t o : p.instrs[i].out) movable = movable && id != o;
-        }
+      std::vector<bool> tainted(p.buffers.size(), false);
+      tainted[g] = true;
+      for (size_t i = c + 1; i < m; ++i) {
+        const rt::Instr &J = p.instrs[i];
+        if (!std::any_of(J.in.begin(), J.in.end(), [&](uint32_t id) { return tainted[id]; }))
+          continue;
+        early.push_back(i);
+        for (uint32_t o : J.out) tainted[o] = true;
       }
+      bool movable = std::none_of(M.in.begin(), M.in.end(), [&](uint32_t id) { return tainted[id]; });
+      for (size_t i : early) movable = movable && !moved[i] && !removed[i] && after[i].empty();
       if (!movable)
         continue;
       M.out.push_back(g);
