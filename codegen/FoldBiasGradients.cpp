@@ -15,10 +15,11 @@
 //    comes first. When it comes later, what depends on g and ran before M
 //    (the bias's AdamW: the optimizer runs interleaved with the backward;
 //    under FSDP the sums' widening cast and reduce-scatter too) moves to
-//    just after M, in its order, unless M itself depends on it (before
-//    placement every buffer has one writer, so what the moved
-//    instructions read is unchanged by the move, and every later reader
-//    of what they write is moved with them).
+//    just after M, in its order, unless M itself depends on it or an
+//    instruction left in between overwrites in place (Program::updates)
+//    what a moved one reads (otherwise every buffer has one writer before
+//    placement, so what the moved instructions read is unchanged by the
+//    move, and every later reader of what they write is moved with them).
 // M then writes g as its second output; R and C go, and s with them.
 //===----------------------------------------------------------------------===//
 #include "codegen/FoldBiasGradients.h"
@@ -81,9 +82,13 @@ int64_t foldBiasGradients(rt::Program &p) {
     gemmsOfB[sourceOf(p, writer, M.in[1])].push_back(i);
   }
 
-  // The new order: each folded Reduce and Cast dropped; a reader of g that
-  // ran before M (the bias's AdamW, interleaved with the backward) moved to
-  // just after M, when nothing in between reads what it writes.
+  // Per buffer, the instruction that overwrites its bytes in place
+  // (Program::updates: AdamW's new parameter and moments), or -1.
+  std::vector<int64_t> updatedBy(p.buffers.size(), -1);
+  for (const rt::InPlaceUpdate &u : p.updates) updatedBy[u.input] = writer[u.output];
+
+  // The new order: each folded Reduce and Cast dropped; what depends on g
+  // and ran before M moved to just after M.
   std::vector<bool> removed(n, false);
   std::vector<std::vector<size_t>> after(n); // instructions moved to just after M
   std::vector<bool> moved(n, false);
@@ -127,7 +132,16 @@ int64_t foldBiasGradients(rt::Program &p) {
         for (uint32_t o : J.out) tainted[o] = true;
       }
       bool movable = std::none_of(M.in.begin(), M.in.end(), [&](uint32_t id) { return tainted[id]; });
-      for (size_t i : early) movable = movable && !moved[i] && !removed[i] && after[i].empty();
+      for (size_t i : early) {
+        movable = movable && !moved[i] && !removed[i] && after[i].empty();
+        // Nor may one of them, moved, read bytes that an instruction left
+        // behind overwrites in place before M.
+        for (uint32_t id : p.instrs[i].in) {
+          const int64_t w = updatedBy[id];
+          movable = movable && !(w > int64_t(i) && w <= int64_t(m) &&
+                                 !std::binary_search(early.begin(), early.end(), size_t(w)));
+        }
+      }
       if (!movable)
         continue;
       M.out.push_back(g);

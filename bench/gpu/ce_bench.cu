@@ -16,6 +16,7 @@
 //   ./ceb [N]
 //===----------------------------------------------------------------------===//
 #include "cuda/LossKernels.cu"
+#include "BenchTiming.cuh"
 
 #include <cmath>
 #include <cstdio>
@@ -31,14 +32,6 @@ size_t embeddingGradScratchBytes(const Program &, const Instr &) { return 0; }
 
 using namespace loom::rt::cuda;
 
-#define CHECK(x)                                                                                 \
-  do {                                                                                           \
-    cudaError_t e_ = (x);                                                                        \
-    if (e_ != cudaSuccess) {                                                                     \
-      fprintf(stderr, "%s: %s\n", #x, cudaGetErrorString(e_));                                   \
-      exit(1);                                                                                   \
-    }                                                                                            \
-  } while (0)
 
 __global__ void fillLogits(uint16_t *b, int64_t n, uint32_t seed) {
   LOOM_GRID_STRIDE(i, n) {
@@ -50,21 +43,6 @@ __global__ void fillLogits(uint16_t *b, int64_t n, uint32_t seed) {
   }
 }
 
-template <typename F> float timeMs(F &&launch, int reps = 20) {
-  cudaEvent_t a, b;
-  CHECK(cudaEventCreate(&a));
-  CHECK(cudaEventCreate(&b));
-  launch();
-  launch();
-  CHECK(cudaEventRecord(a));
-  for (int r = 0; r < reps; ++r) launch();
-  CHECK(cudaEventRecord(b));
-  CHECK(cudaEventSynchronize(b));
-  float ms = 0;
-  CHECK(cudaEventElapsedTime(&ms, a, b));
-  CHECK(cudaGetLastError());
-  return ms / reps;
-}
 
 int main(int argc, char **argv) {
   const int64_t N = argc > 1 ? atoll(argv[1]) : 8192;

@@ -30,6 +30,7 @@
 //   float     the same formula in f32 (what cpu/AdamWMath.h now computes)
 //===----------------------------------------------------------------------===//
 #include "cuda/CudaCommon.cuh"
+#include "BenchTiming.cuh"
 #define LOOM_CERT_FN __device__ inline
 #include "cuda/CertifiedActivations.h"
 
@@ -41,14 +42,6 @@ namespace certified = loom::rt::certified;
 
 using DeviceMath = certified::CudaMath;
 
-#define CHECK(x)                                                                                 \
-  do {                                                                                           \
-    cudaError_t e_ = (x);                                                                        \
-    if (e_ != cudaSuccess) {                                                                     \
-      fprintf(stderr, "%s: %s\n", #x, cudaGetErrorString(e_));                                   \
-      exit(1);                                                                                   \
-    }                                                                                            \
-  } while (0)
 
 // Normal samples by hash and Box-Muller, scaled.
 __device__ float normalAt(uint64_t i, uint32_t seed) {
@@ -322,21 +315,6 @@ __global__ void queuedKernelU(FloatIn g, FloatIn u, FloatIn dy, FloatOut dg, Flo
 
 //===--- Timing -----------------------------------------------------------===//
 
-template <typename F> float timeMs(F &&launch, int reps = 20) {
-  cudaEvent_t a, b;
-  CHECK(cudaEventCreate(&a));
-  CHECK(cudaEventCreate(&b));
-  launch();
-  launch();
-  CHECK(cudaEventRecord(a));
-  for (int r = 0; r < reps; ++r) launch();
-  CHECK(cudaEventRecord(b));
-  CHECK(cudaEventSynchronize(b));
-  float ms;
-  CHECK(cudaEventElapsedTime(&ms, a, b));
-  CHECK(cudaGetLastError());
-  return ms / reps;
-}
 
 int main(int argc, char **argv) {
   int64_t rows = argc > 1 ? atoll(argv[1]) : 8192, cols = argc > 2 ? atoll(argv[2]) : 8192;

@@ -14,6 +14,7 @@
 //     -I runtime bench/gpu/norm_bench.cu -o nb && ./nb [rows D]
 //===----------------------------------------------------------------------===//
 #include "cuda/NormKernels.cu"
+#include "BenchTiming.cuh"
 
 #include <cstdio>
 
@@ -30,14 +31,6 @@ void castTensor(const DevTensor &, const DevTensor &, CudaContext &) {}
 
 using namespace loom::rt::cuda;
 
-#define CHECK(x)                                                                                 \
-  do {                                                                                           \
-    cudaError_t e_ = (x);                                                                        \
-    if (e_ != cudaSuccess) {                                                                     \
-      fprintf(stderr, "%s: %s\n", #x, cudaGetErrorString(e_));                                   \
-      exit(1);                                                                                   \
-    }                                                                                            \
-  } while (0)
 
 __global__ void fill(float *p, uint16_t *b, int64_t n, uint32_t seed) {
   LOOM_GRID_STRIDE(i, n) {
@@ -51,21 +44,9 @@ __global__ void fill(float *p, uint16_t *b, int64_t n, uint32_t seed) {
   }
 }
 
-template <typename F> float timeMs(F &&launch, int reps = 50) {
-  cudaEvent_t a, b;
-  CHECK(cudaEventCreate(&a));
-  CHECK(cudaEventCreate(&b));
-  launch();
-  launch();
-  CHECK(cudaEventRecord(a));
-  for (int r = 0; r < reps; ++r) launch();
-  CHECK(cudaEventRecord(b));
-  CHECK(cudaEventSynchronize(b));
-  float ms;
-  CHECK(cudaEventElapsedTime(&ms, a, b));
-  CHECK(cudaGetLastError());
-  return ms / reps;
-}
+
+/// The kernels here are short: 50 launches a figure, not BenchTiming's 20.
+template <typename F> float timeFifty(F &&launch) { return timeMs(launch, 50); }
 
 int main(int argc, char **argv) {
   int64_t rows = argc > 1 ? atoll(argv[1]) : 8192, D = argc > 2 ? atoll(argv[2]) : 2048;
@@ -122,20 +103,20 @@ int main(int argc, char **argv) {
       if (ln) add ? go(normGradStreamKernel<true, true>) : go(normGradStreamKernel<true, false>);
       else add ? go(normGradStreamKernel<false, true>) : go(normGradStreamKernel<false, false>);
     };
-    float tStream = timeMs([&] { stream(sc); });
+    float tStream = timeFifty([&] { stream(sc); });
     report(what, tStream);
     for (int64_t chunk : {16, 32, 64}) {
       ColumnChunks c{chunk, (rows + chunk - 1) / chunk};
       snprintf(what, sizeof what, "  stream, %lld-row chunks", (long long)chunk);
-      report(what, timeMs([&] { stream(c); }));
+      report(what, timeFifty([&] { stream(c); }));
     }
-    float tFinish = timeMs([&] {
+    float tFinish = timeFifty([&] {
       for (int set = 0; set < (ln ? 2 : 1); ++set)
         columnFinishKernel<<<finishBlocks(D), kRowThreads>>>(set ? partialB : partial,
                                                              set ? db : dw, sc.count, D);
     });
     report("  + finish", tFinish);
-    float tRow = timeMs([&] {
+    float tRow = timeFifty([&] {
       auto go = [&](auto kernel) {
         kernel<<<unsigned(rows), kRowThreads>>>(FloatIn{x, false}, w, FloatIn{dy, true},
                                                  FloatOut{dx, false}, a, stats, D, 1e-5, nullptr,
@@ -146,12 +127,12 @@ int main(int argc, char **argv) {
       else ln ? go(normGradCachedKernel<true, 4>) : go(normGradCachedKernel<false, 4>);
     });
     report("two-pass: row kernel (cached)", tRow);
-    float tCols = timeMs([&] {
+    float tCols = timeFifty([&] {
       launchColumnPartialPacked(ln ? 1 : 0, FloatIn{x, false}, FloatIn{dy, true}, stats, partial,
                                 ln ? partialB : nullptr, rows, D, ch, 0);
     });
     report("two-pass: column partials", tCols);
-    float tFinish2 = timeMs([&] {
+    float tFinish2 = timeFifty([&] {
       for (int set = 0; set < (ln ? 2 : 1); ++set)
         columnFinishKernel<<<finishBlocks(D), kRowThreads>>>(set ? partialB : partial,
                                                              set ? db : dw, ch.count, D);

@@ -257,18 +257,23 @@ void addThirdInput(const KernelCall &c, T *out, ThreadPool &pool) {
   }
 }
 
-/// MatMul's second output (matMulSumsB): the column sums of B [k, n], as
-/// the Reduce and Cast it replaces computed them (NormKernels.cpp's
-/// reduceTyped: a double sum down each column in row order, stored as f32;
-/// then Cast's rounding to bf16), so folding them changes no bits here.
-void storeColumnSums(const float *b, int64_t k, int64_t n, uint16_t *sums, ThreadPool &pool) {
-  pool.parallelFor(n, 64, [&](int64_t begin, int64_t end) {
-    for (int64_t j = begin; j < end; ++j) {
-      double sum = 0;
-      for (int64_t r = 0; r < k; ++r) sum += double(b[r * n + j]);
-      sums[j] = floatToBf16(float(sum));
-    }
-  });
+/// MatMul's second output (matMulSumsB): the column sums of B (`b`, the
+/// operand widened to f32), by the Reduce they replace (sum over rows, f32)
+/// and then Cast's rounding to bf16, so folding them changes no bits here.
+bool storeColumnSums(const KernelCall &c, const float *b, ThreadPool &pool, std::string &err) {
+  const int64_t n = c.in[1].shape()[1];
+  BufferDesc wide = *c.in[1].desc, sumsDesc;
+  wide.dtype = DType::F32;
+  sumsDesc.dtype = DType::F32;
+  sumsDesc.shape = {1, n};
+  std::vector<float> sums(static_cast<size_t>(n));
+  const Instr reduce{OpCode::Reduce, {}, {}, {0, 0}, {}}; // sum over axis 0
+  KernelCall call{&reduce, {Tensor{const_cast<float *>(b), &wide}}, {Tensor{sums.data(), &sumsDesc}}};
+  if (!runReduce(call, pool, err))
+    return false;
+  uint16_t *out = c.out[1].as<uint16_t>();
+  for (int64_t j = 0; j < n; ++j) out[j] = floatToBf16(sums[size_t(j)]);
+  return true;
 }
 
 bool matMulBf16(const KernelCall &c, ThreadPool &pool, std::string &err) {
@@ -285,8 +290,8 @@ bool matMulBf16(const KernelCall &c, ThreadPool &pool, std::string &err) {
   if (!runMatMul(wide, pool, err))
     return false;
   addThirdInput(c, acc, pool);
-  if (matMulSumsB(*c.instr))
-    storeColumnSums(b.data(), c.in[1].shape()[0], c.in[1].shape()[1], c.out[1].as<uint16_t>(), pool);
+  if (matMulSumsB(*c.instr) && !storeColumnSums(c, b.data(), pool, err))
+    return false;
   if (f32Out)
     return true;
   uint16_t *out = c.out[0].as<uint16_t>();

@@ -422,7 +422,7 @@ public:
       const cudaEvent_t *last = &graphEvents_[2 * ((graphRuns_ + 1) & 1)];
       float ms = 0, gap = 0;
       cudaEventElapsedTime(&ms, ev[0], ev[1]);
-      if (graphRuns_ > profileFrom_) {
+      if (graphRuns_ >= std::max(1, profileFrom_)) { // run 0 has no gap before it
         cudaEventElapsedTime(&gap, last[1], ev[0]);
         graphMs_ += ms;
         graphGapMs_ += gap;

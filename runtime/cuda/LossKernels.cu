@@ -100,24 +100,35 @@ __device__ inline RowSplit rowSplit(int64_t n, int64_t V, bool aligned) {
   return {head, (V - head) / kPack};
 }
 
-/// Packs read per thread before they are added (kUnroll): loads in flight
-/// while the exponentials of the ones before run.
+/// body(pack, j) over this thread's packs of a row's RowSplit (the packs
+/// starting at element `first`, j the pack's first column after the head),
+/// in the same order for any kUnroll: kUnroll packs are loaded before the
+/// first of them is used, so their loads are in flight together.
+template <int kUnroll, typename Body>
+__device__ inline void eachRowPack(FloatIn x, int64_t first, int64_t packs, Body &&body) {
+  const int64_t T = blockDim.x;
+  int64_t i = threadIdx.x;
+  for (; i + (kUnroll - 1) * T < packs; i += kUnroll * T) {
+    Pack p[kUnroll];
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) p[u] = load8(x, first + (i + u * T) * kPack);
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) body(p[u], (i + u * T) * kPack);
+  }
+  for (; i < packs; i += T) {
+    Pack p = load8(x, first + i * kPack);
+    body(p, i * kPack);
+  }
+}
+
 template <int kUnroll = 1>
 __device__ void rowMaxAndSum(FloatIn xs, int64_t row, int64_t V, bool aligned, double *red,
                              double &mx, double &sum) {
   MaxSum t{-INFINITY, 0.0};
   const RowSplit sp = rowSplit(row, V, aligned);
-  const int64_t base = row * V, body = base + sp.head, T = blockDim.x;
+  const int64_t base = row * V, T = blockDim.x;
   for (int64_t v = threadIdx.x; v < sp.head; v += T) onlineAdd(t, xs[base + v]);
-  int64_t i = threadIdx.x;
-  for (; i + (kUnroll - 1) * T < sp.packs; i += kUnroll * T) {
-    Pack p[kUnroll];
-#pragma unroll
-    for (int u = 0; u < kUnroll; ++u) p[u] = load8(xs, body + (i + u * T) * kPack);
-#pragma unroll
-    for (int u = 0; u < kUnroll; ++u) packAdd(t, p[u]);
-  }
-  for (; i < sp.packs; i += T) packAdd(t, load8(xs, body + i * kPack));
+  eachRowPack<kUnroll>(xs, base + sp.head, sp.packs, [&](const Pack &p, int64_t) { packAdd(t, p); });
   for (int64_t v = sp.head + sp.packs * kPack + threadIdx.x; v < V; v += T)
     onlineAdd(t, xs[base + v]);
   for (int o = 16; o > 0; o >>= 1)
@@ -199,9 +210,9 @@ __device__ inline void store8Streaming(FloatOut y, int64_t i, const Pack &p) {
 /// term, as crossEntropyRowKernel does from the same statistics (the same
 /// RowSplit of x, whatever dx's alignment), so both outputs keep their
 /// separate kernels' bits. The row is read twice, for its statistics and
-/// for the gradient; the second read finds it in L2 when few rows are in
-/// flight at once (the launcher's block size; kStreaming stores the
-/// gradient evict-first).
+/// for the gradient (at 256 blocks an SM's worth of rows in flight, the
+/// second read comes from HBM: fewer blocks lost more bandwidth than L2
+/// saved); kStreaming stores the gradient evict-first.
 template <bool kStreaming, int kUnroll>
 __global__ void crossEntropyGradKernel(FloatIn x, const void *targets, bool t64,
                                        const float *dloss, FloatOut dx, double *rowLoss,
@@ -228,24 +239,13 @@ __global__ void crossEntropyGradKernel(FloatIn x, const void *targets, bool t64,
   const RowSplit sp = rowSplit(n, V, xAligned && dxAligned);
   const int64_t base = n * V, T = blockDim.x;
   for (int64_t v = threadIdx.x; v < sp.head; v += T) dx.store(base + v, grad(x[base + v], v));
-  int64_t i = threadIdx.x;
-  auto gradPack = [&](Pack &p, int64_t j) { // j: the pack's first column
+  eachRowPack<kUnroll>(x, base + sp.head, sp.packs, [&](Pack &p, int64_t j) {
+    const int64_t col = sp.head + j; // the pack's first column in the row
 #pragma unroll
-    for (int k = 0; k < kPack; ++k) p.v[k] = grad(p.v[k], j + k);
-    if constexpr (kStreaming) store8Streaming(dx, base + j, p);
-    else store8(dx, base + j, p);
-  };
-  for (; i + (kUnroll - 1) * T < sp.packs; i += kUnroll * T) {
-    Pack p[kUnroll];
-#pragma unroll
-    for (int u = 0; u < kUnroll; ++u) p[u] = load8(x, base + sp.head + (i + u * T) * kPack);
-#pragma unroll
-    for (int u = 0; u < kUnroll; ++u) gradPack(p[u], sp.head + (i + u * T) * kPack);
-  }
-  for (; i < sp.packs; i += T) {
-    Pack p = load8(x, base + sp.head + i * kPack);
-    gradPack(p, sp.head + i * kPack);
-  }
+    for (int k = 0; k < kPack; ++k) p.v[k] = grad(p.v[k], col + k);
+    if constexpr (kStreaming) store8Streaming(dx, base + col, p);
+    else store8(dx, base + col, p);
+  });
   for (int64_t v = sp.head + sp.packs * kPack + threadIdx.x; v < V; v += T)
     dx.store(base + v, grad(x[base + v], v));
 }
