@@ -4,6 +4,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "planner/ProgramCost.h"
+#include "loom/runtime/AdamWGroups.h"
 #include "loom/runtime/AttentionLayout.h"
 #include "loom/runtime/GemmStaging.h"
 
@@ -133,6 +134,9 @@ std::vector<InstrWork> describeProgram(const rt::Program &p) {
   std::vector<InstrWork> work;
   work.reserve(p.instrs.size());
   for (const rt::Instr &I : p.instrs) work.push_back(describeInstr(p, I));
+  // The CUDA backend runs each group of small AdamWs as one launch.
+  for (const rt::AdamWGroup &g : rt::smallAdamWGroups(p))
+    for (size_t k = 1; k < g.members.size(); ++k) work[g.members[k]].sharesLaunch = true;
   return work;
 }
 
@@ -230,7 +234,7 @@ double instrSeconds(const InstrWork &w, const HardwareProfile &hw, std::string *
   say(own ? std::string("calibrated ") + (alias ? std::string(aliasOf) + " " : "") + gbps(bw)
           : "copy bandwidth " + gbps(bw),
       !own);
-  return w.bytes / bw + hw.kernelOverhead;
+  return w.bytes / bw + (w.sharesLaunch ? 0.0 : hw.kernelOverhead);
 }
 
 ProgramTime priceProgram(const std::vector<InstrWork> &work, const HardwareProfile &hw) {

@@ -51,6 +51,8 @@ struct InstrWork {
   bool backward = false; // attention_grad
   double stagingBytes = 0; // GEMM: the CUDA backend's padded-row copies (GemmStaging.h)
   double columnSumBytes = 0; // GEMM: B read again for its column sums, and the sums (matMulSumsB)
+  bool sharesLaunch = false; // a small AdamW run in its group's launch (AdamWGroups.h): no
+                             // launch overhead of its own
 };
 
 /// The opcode class of an instruction: the opcode's name, and for GEMMs

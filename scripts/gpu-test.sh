@@ -50,9 +50,10 @@
 #    same exported weights as --ac none, fp32 and bf16; ac-llama-<plan>,
 #    the same under dp_shard=2 and tp=2 as simulated ranks on the GPU;
 #  - per model: the bf16 curve with autocast's casts left unfolded
-#    (LOOM_FOLD_CASTS=0), and the one with the gradient norm and clip left
-#    unfused (LOOM_FUSE_GRAD_CLIP=0), have exactly the same losses and grad
-#    norms as the LOOM_CUDNN=0 curve;
+#    (LOOM_FOLD_CASTS=0), the one with the gradient norm and clip left
+#    unfused (LOOM_FUSE_GRAD_CLIP=0), and the one with each small AdamW
+#    launched alone (LOOM_GROUP_ADAMW=0), have exactly the same losses and
+#    grad norms as the LOOM_CUDNN=0 curve;
 #  - per model (scripts/gpu-test-pp.sh): pp-<m>-cuda, pipeline plans (pp=2
 #    and pp=4 under every schedule, pp=2 with dp_shard/tp/dp_replicate=2)
 #    as simulated ranks on the GPU, fp32, 20 steps, within 1e-5 of the
@@ -71,7 +72,8 @@ SEQPAR_PLANS="1 cp=2 cp=2,cp_rotate=ring cp=4 cp=4,cp_rotate=ring cp=2,tp=2 tp=2
 for m in llama qwen2 gpt2; do
   checks+=("spmd-$m-cuda" "spmd-$m-cpu-vs-cuda" "seqpar-$m-cuda")
   for v in static dynamic dynamic-noopt; do checks+=("grads-$m-$v"); done
-  checks+=("curve-$m-fp32" "curve-$m-bf16" "curve-$m-bf16-loomattn" "fold-$m-bf16" "gradclip-$m-bf16")
+  checks+=("curve-$m-fp32" "curve-$m-bf16" "curve-$m-bf16-loomattn" "fold-$m-bf16" "gradclip-$m-bf16"
+           "groupadamw-$m-bf16")
   checks+=("ac-$m-fp32" "ac-$m-bf16")
 done
 checks+=("ac-llama-dp_shard=2" "ac-llama-tp=2")
@@ -196,9 +198,10 @@ for m in llama qwen2 gpt2; do
       report "curve-$m-$run" FAIL "$(tail -1 "$OUT/curve-$m-$run.log")"
     fi
   done
-  # Neither folding the casts nor fusing the gradient clipping may change a
-  # bit of the bf16 run: each switched off, against the LOOM_CUDNN=0 run.
-  for ab in fold:LOOM_FOLD_CASTS gradclip:LOOM_FUSE_GRAD_CLIP; do
+  # Neither folding the casts, nor fusing the gradient clipping, nor
+  # launching the small AdamWs together (AdamWGroups.h) may change a bit of
+  # the bf16 run: each switched off, against the LOOM_CUDNN=0 run.
+  for ab in fold:LOOM_FOLD_CASTS gradclip:LOOM_FUSE_GRAD_CLIP groupadamw:LOOM_GROUP_ADAMW; do
     name=${ab%%:*} var=${ab#*:}
     jl="$OUT/curve-$m-bf16-no-$name.jsonl"
     rm -f "$jl"

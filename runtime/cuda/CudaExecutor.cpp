@@ -32,6 +32,7 @@
 #include "cuda/Fp8Cuda.h"
 #include "cuda/StreamCommunicator.h"
 #include "lib/Diagnostics.h"
+#include "loom/runtime/AdamWGroups.h"
 #include "loom/runtime/GemmStaging.h"
 #include "loom/runtime/RoundedCopies.h"
 
@@ -248,6 +249,8 @@ public:
         return false;
       planCollectiveJoins();
     }
+    if (!planAdamWGroups(err))
+      return false;
     const char *g = std::getenv("LOOM_CUDA_GRAPH");
     const char *prof = std::getenv("LOOM_CUDA_PROFILE");
     profile_ = prof && std::strcmp(prof, "1") == 0;
@@ -267,7 +270,7 @@ public:
     }
     allocated_.arena = arenaBytes;
     allocated_.constants = p.constants.size();
-    allocated_.workspace = scratch + kGemmWorkspaceBytes;
+    allocated_.workspace = scratch + kGemmWorkspaceBytes + adamwGroupBytes_;
     allocated_.communication = comm_ ? comm_->deviceBytes(rank_) : 0;
     if ((e = cudaDeviceSynchronize()) != cudaSuccess)
       return fail(err, cudaErr("setting up the CUDA executor", e));
@@ -390,7 +393,7 @@ public:
                             c.out[0].shape(), c.in[0].as<float>(), c.out[0].as<float>(),
                             ctx_.stream, why))
           return fail(err, cat("instr ", c.index, " (", opcodeName(c.instr->op), "): ", why));
-        launch(c, ctx_, workspace_);
+        issue(c);
         if (profile_) cudaEventRecord(events_[2 * size_t(c.index) + 1], ctx_.stream);
         if ((e = cudaGetLastError()) != cudaSuccess)
           return fail(err, cat("instr ", c.index, " (", opcodeName(c.instr->op), "): ",
@@ -455,11 +458,48 @@ private:
     return false;
   }
 
+  /// Small AdamWs as one launch per group (AdamWGroups.h). Not with
+  /// collectives (smallAdamWGroups leaves those programs alone: their joins
+  /// are planned per instruction). LOOM_GROUP_ADAMW=0 launches each AdamW
+  /// on its own: the A/B switch.
+  bool planAdamWGroups(std::string &err) {
+    adamwGroupOf_.assign(calls_.size(), kUngrouped);
+    const char *env = std::getenv("LOOM_GROUP_ADAMW");
+    if (env && std::strcmp(env, "0") == 0)
+      return true;
+    for (const AdamWGroup &g : smallAdamWGroups(*program_)) {
+      std::vector<const CudaCall *> members;
+      for (size_t i : g.members) {
+        members.push_back(&calls_[i]);
+        adamwGroupOf_[i] = kLaunchedWithGroup;
+      }
+      auto launch = AdamWGroupLaunch::create(members, err);
+      if (!launch)
+        return false;
+      adamwGroupBytes_ += launch->deviceBytes();
+      adamwGroupOf_[g.members.front()] = int(adamwGroups_.size());
+      adamwGroupedInstrs_ += int(g.members.size());
+      adamwGroups_.push_back(std::move(launch));
+    }
+    return true;
+  }
+
+  /// Launches call `c`: a group's launch at its first member, nothing at
+  /// the others, else its own kernels.
+  void issue(const CudaCall &c) {
+    int g = adamwGroupOf_.empty() ? kUngrouped : adamwGroupOf_[size_t(c.index)];
+    if (g == kLaunchedWithGroup)
+      return;
+    if (g >= 0)
+      return adamwGroups_[size_t(g)]->launch(ctx_);
+    launch(c, ctx_, workspace_);
+  }
+
   bool capture(std::string &err) {
     cudaError_t e = cudaStreamBeginCapture(ctx_.stream, cudaStreamCaptureModeThreadLocal);
     if (e != cudaSuccess)
       return fail(err, cudaErr("starting the CUDA graph capture", e));
-    for (const CudaCall &c : calls_) launch(c, ctx_, workspace_);
+    for (const CudaCall &c : calls_) issue(c);
     e = cudaStreamEndCapture(ctx_.stream, &graph_);
     if (e == cudaSuccess)
       e = cudaGraphInstantiate(&graphExec_, graph_, 0);
@@ -511,6 +551,9 @@ private:
       std::fprintf(stderr, "  attention: %d instructions on cuDNN %zu's fused engines, the rest on loom's\n",
                    int(std::count_if(cudnnPlans_.begin(), cudnnPlans_.end(), [](int id) { return id >= 0; })),
                    cudnn_->version());
+    if (!adamwGroups_.empty())
+      std::fprintf(stderr, "  adamw: %d small instructions in %zu grouped launches, timed at each group's first\n",
+                   adamwGroupedInstrs_, adamwGroups_.size());
     std::fprintf(stderr, "  %-22s %6s %12s %7s\n", "opcode", "instrs", "ms/run", "share");
     for (const auto &[ms, name] : rows)
       std::fprintf(stderr, "  %-22s %6d %12.3f %6.1f%%\n", name.c_str(), byOp.at(name).second,
@@ -679,6 +722,13 @@ private:
   std::vector<CudaCall> calls_;
   bool useGraph_ = true;
   StaleRoundedCopies staleCopies_{*program_}; // AdamW's bf16 copies and amaxes to refresh
+  // Per instruction: its small-AdamW group's index where the group
+  // launches, kLaunchedWithGroup at the group's other members.
+  static constexpr int kUngrouped = -1, kLaunchedWithGroup = -2;
+  std::vector<int> adamwGroupOf_;
+  std::vector<std::unique_ptr<AdamWGroupLaunch>> adamwGroups_;
+  int adamwGroupedInstrs_ = 0;
+  size_t adamwGroupBytes_ = 0; // their device tables
   std::unique_ptr<CudnnAttention> cudnn_;
   std::vector<int> cudnnPlans_;
   bool profile_ = false;

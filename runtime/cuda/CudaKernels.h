@@ -95,6 +95,26 @@ void launchSwiGluGrad(const CudaCall &c, CudaContext &ctx);
 void launchAdamW(const CudaCall &c, CudaContext &ctx);
 /// Rounds an f32 parameter into its bf16 copy before a run (RoundedCopies.h).
 void launchRoundedCopy(const DevTensor &input, const DevTensor &copy, CudaContext &ctx);
+/// Small AdamW instructions run as one launch (loom/runtime/AdamWGroups.h):
+/// the members' operands in a device table made once, when the executor is
+/// created. Each element is updated as launchAdamW updates it.
+class AdamWGroupLaunch {
+public:
+  /// The table of `members` (AdamW calls sharing floats and scalars), or
+  /// null with `err` set when the device memory cannot be had.
+  static std::unique_ptr<AdamWGroupLaunch> create(const std::vector<const CudaCall *> &members,
+                                                  std::string &err);
+  ~AdamWGroupLaunch();
+  void launch(CudaContext &ctx) const;
+  size_t deviceBytes() const { return bytes_; }
+
+private:
+  AdamWGroupLaunch() = default;
+  const CudaCall *first_ = nullptr; // lr, step, scale and floats (the same in every member)
+  void *table_ = nullptr;           // entries, then blocks
+  size_t bytes_ = 0, entries_ = 0;
+  int blocks_ = 0;
+};
 // MovementKernels.cu
 void launchTranspose(const CudaCall &c, CudaContext &ctx);
 void launchSlice(const CudaCall &c, CudaContext &ctx);

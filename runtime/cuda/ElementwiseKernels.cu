@@ -741,6 +741,42 @@ __global__ void adamwPackedKernel(const float *p, FloatIn g, const float *m, con
   flushAmax(amaxBits, amax);
 }
 
+/// One member of a small-AdamW group (AdamWGroupLaunch): adamwKernel's
+/// operands.
+struct AdamWGroupEntry {
+  const float *p, *m, *v;
+  FloatIn g;
+  float *po, *mo, *vo;
+  FloatOut copy; // p == null: none
+  int64_t n;
+};
+
+/// A block's share of the group: `kAdamWGroupChunk` elements of one member
+/// from `begin` (the last chunk of a member may be shorter).
+struct AdamWGroupBlock {
+  int64_t entry, begin;
+};
+constexpr int64_t kAdamWGroupChunk = 4 * kThreads;
+
+/// adamwKernel's loop body over a table: each block takes one chunk of one
+/// member, so the launch spreads every member over the SMs at once.
+__global__ void adamwGroupKernel(const AdamWGroupEntry *entries, const AdamWGroupBlock *blocks,
+                                 const float *lrPtr, const float *stepPtr, const float *scalePtr,
+                                 double b1, double b2, double eps, double wd) {
+  const AdamWGroupBlock b = blocks[blockIdx.x];
+  const AdamWGroupEntry e = entries[b.entry];
+  AdamWStep s = adamwStep(lrPtr, stepPtr, scalePtr, b1, b2, eps, wd);
+  const int64_t end = min(e.n, b.begin + kAdamWGroupChunk);
+  for (int64_t i = b.begin + threadIdx.x; i < end; i += blockDim.x) {
+    float pi = e.p[i], mi = e.m[i], vi = e.v[i];
+    adamwUpdate(s, e.g[i], pi, mi, vi);
+    e.po[i] = pi;
+    e.mo[i] = mi;
+    e.vo[i] = vi;
+    if (e.copy.p) e.copy.store(i, pi);
+  }
+}
+
 } // namespace
 
 void launchBinary(const CudaCall &c, CudaContext &ctx) {
@@ -886,6 +922,53 @@ void launchAdamW(const CudaCall &c, CudaContext &ctx) {
       c.in[0].as<float>(), floatIn(c.in[1]), c.in[2].as<float>(), c.in[3].as<float>(),
       c.in[4].as<float>(), c.in[5].as<float>(), scale, c.out[0].as<float>(),
       c.out[1].as<float>(), c.out[2].as<float>(), copy, amax, n, f[0], f[1], f[2], f[3]);
+}
+
+std::unique_ptr<AdamWGroupLaunch>
+AdamWGroupLaunch::create(const std::vector<const CudaCall *> &members, std::string &err) {
+  std::vector<AdamWGroupEntry> entries;
+  std::vector<AdamWGroupBlock> blocks;
+  for (const CudaCall *c : members) {
+    const int64_t n = c->in[0].numel();
+    entries.push_back({c->in[0].as<float>(), c->in[2].as<float>(), c->in[3].as<float>(),
+                       floatIn(c->in[1]), c->out[0].as<float>(), c->out[1].as<float>(),
+                       c->out[2].as<float>(),
+                       adamwKeepsCopy(*c->instr) ? floatOut(c->out[3]) : FloatOut{}, n});
+    for (int64_t begin = 0; begin < n; begin += kAdamWGroupChunk)
+      blocks.push_back({int64_t(entries.size() - 1), begin});
+  }
+  std::unique_ptr<AdamWGroupLaunch> g(new AdamWGroupLaunch);
+  g->first_ = members.front();
+  g->entries_ = entries.size();
+  g->blocks_ = int(blocks.size());
+  const size_t entryBytes = entries.size() * sizeof(AdamWGroupEntry);
+  g->bytes_ = entryBytes + blocks.size() * sizeof(AdamWGroupBlock);
+  cudaError_t e = cudaMalloc(&g->table_, g->bytes_);
+  if (e == cudaSuccess)
+    e = cudaMemcpy(g->table_, entries.data(), entryBytes, cudaMemcpyHostToDevice);
+  if (e == cudaSuccess)
+    e = cudaMemcpy(static_cast<uint8_t *>(g->table_) + entryBytes, blocks.data(),
+                   g->bytes_ - entryBytes, cudaMemcpyHostToDevice);
+  if (e != cudaSuccess) {
+    err = std::string("cannot set up a grouped AdamW launch: ") + cudaGetErrorString(e);
+    return nullptr;
+  }
+  return g;
+}
+
+AdamWGroupLaunch::~AdamWGroupLaunch() {
+  if (table_) cudaFree(table_);
+}
+
+void AdamWGroupLaunch::launch(CudaContext &ctx) const {
+  if (blocks_ == 0) return;
+  const CudaCall &c = *first_;
+  const std::vector<double> &f = c.instr->floats;
+  const float *scale = c.in.size() > 6 ? c.in[6].as<float>() : nullptr;
+  auto *entries = static_cast<const AdamWGroupEntry *>(table_);
+  auto *blocks = reinterpret_cast<const AdamWGroupBlock *>(entries + entries_);
+  adamwGroupKernel<<<unsigned(blocks_), kThreads, 0, ctx.stream>>>(
+      entries, blocks, c.in[4].as<float>(), c.in[5].as<float>(), scale, f[0], f[1], f[2], f[3]);
 }
 
 namespace {

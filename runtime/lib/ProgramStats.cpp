@@ -4,6 +4,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "loom/runtime/ProgramStats.h"
+#include "loom/runtime/AdamWGroups.h"
 #include "loom/runtime/FusedAttentionEligibility.h"
 #include "lib/Diagnostics.h"
 
@@ -18,6 +19,10 @@ ProgramStats programStats(const Program &p) {
   ProgramStats s;
   s.instrs = int64_t(p.instrs.size());
   s.views = int64_t(p.views.size());
+  for (const AdamWGroup &g : smallAdamWGroups(p)) {
+    s.groupedAdamWs += int64_t(g.members.size());
+    ++s.adamwGroups;
+  }
   std::vector<int64_t> writer(p.buffers.size(), -1);
   std::vector<std::vector<int64_t>> readers(p.buffers.size());
   std::vector<uint32_t> base = viewBases(p);
@@ -119,6 +124,9 @@ std::string formatProgramStats(const ProgramStats &s) {
   }
   out += "instructions per opcode:\n";
   appendSorted(out, s.perOpcode, "  ");
+  if (s.adamwGroups)
+    out += cat("small adamw instructions: ", s.groupedAdamWs, " in ", s.adamwGroups,
+               " grouped CUDA launches\n");
   if (!s.fp8ScaleSources.empty()) {
     out += "fp8_scale inputs:\n";
     appendSorted(out, s.fp8ScaleSources, "  ");

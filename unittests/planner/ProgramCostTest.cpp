@@ -81,6 +81,36 @@ TEST(PlannerProgramCost, AdamWIsBytesOverItsClassBandwidthPlusALaunch) {
   EXPECT_TRUE(t.fallbacks().empty());
 }
 
+// Small AdamWs over shared scalars run as one CUDA launch (AdamWGroups.h):
+// their bytes each, one launch between them. A large one keeps its own.
+TEST(PlannerProgramCost, SmallAdamWsShareOneLaunch) {
+  using rt::DType;
+  Builder b;
+  uint64_t end = 0;
+  auto v = [&](int64_t n) { // laid out one after another: no two share bytes
+    uint32_t id = b.buf(DType::F32, {n});
+    b.p.buffers[id].offset = end;
+    end += b.p.buffers[id].bytes;
+    return id;
+  };
+  uint32_t lr = v(1), step = v(1);
+  b.p.buffers[lr].shape = b.p.buffers[step].shape = {};
+  const std::vector<int64_t> sizes = {1280, 5120, int64_t(1) << 20, 1280};
+  for (int64_t n : sizes)
+    b.instr(rt::OpCode::AdamW, {v(n), v(n), v(n), v(n), lr, step}, {v(n), v(n), v(n)});
+  std::vector<InstrWork> work = describeProgram(b.p);
+  ASSERT_EQ(work.size(), 4u);
+  EXPECT_FALSE(work[0].sharesLaunch);
+  EXPECT_TRUE(work[1].sharesLaunch);
+  EXPECT_FALSE(work[2].sharesLaunch); // 2^20 elements: not small
+  EXPECT_TRUE(work[3].sharesLaunch);
+  HardwareProfile hw = roundProfile();
+  hw.classBandwidth["adamw"] = 1500e9;
+  double bytes = 0;
+  for (int64_t n : sizes) bytes += 7.0 * 4 * double(n) + 8;
+  EXPECT_NEAR(priceProgram(work, hw).seconds, bytes / 1500e9 + 2 * 2e-6, 1e-12);
+}
+
 TEST(PlannerProgramCost, OldProfileFallsBackToTheCopyBandwidth) {
   const int64_t n = 1 << 20;
   std::vector<InstrWork> work = describeProgram(adamw(n));
