@@ -6,6 +6,7 @@
 #include "codegen/LowerToProgram.h"
 #include "codegen/ArenaPlanner.h"
 #include "codegen/FoldBiasGradients.h"
+#include "codegen/JoinSiblingInputGradients.h"
 #include "codegen/FoldCasts.h"
 #include "codegen/FoldNormGradRounding.h"
 #include "codegen/FoldWeightAmax.h"
@@ -95,13 +96,19 @@ void placeBuffers(rt::Program &p) {
   // A view is not placed: its base stays live until the view's last read.
   std::vector<uint32_t> base = rt::viewBases(p);
   for (int64_t i = 0; i < end; ++i) {
-    for (uint32_t id : p.instrs[i].out) first[id] = i;
+    for (uint32_t id : p.instrs[i].out) {
+      first[id] = i;
+      // A column block's base lives from the first write of any block.
+      if (base[id] != id && first[base[id]] < 0)
+        first[base[id]] = i;
+    }
     for (uint32_t id : p.instrs[i].in) last[id] = last[base[id]] = i;
   }
-  // AdamW's rounded copies and amaxes keep their bytes from one run to the next.
+  // AdamW's rounded copies and amaxes keep their bytes from one run to the
+  // next (a copy that is a column block: its base).
   for (const rt::RoundedCopy &c : rt::roundedCopies(p)) {
-    first[c.copy] = -1;
-    last[c.copy] = end;
+    first[c.copy] = first[base[c.copy]] = -1;
+    last[c.copy] = last[base[c.copy]] = end;
   }
   std::vector<Lifetime> lifetimes;
   std::vector<uint32_t> placed;
@@ -122,7 +129,10 @@ void placeBuffers(rt::Program &p) {
   std::vector<uint64_t> offsets = planArena(lifetimes, kAlignment, p.arenaBytes);
   for (size_t k = 0; k < placed.size(); ++k) p.buffers[placed[k]].offset = offsets[k];
   for (const rt::InPlaceUpdate &u : p.updates) p.buffers[u.output].offset = p.buffers[u.input].offset;
-  for (const rt::BufferView &v : p.views) p.buffers[v.view].offset = p.buffers[v.base].offset;
+  for (const rt::BufferView &v : p.views)
+    p.buffers[v.view].offset =
+        p.buffers[v.base].offset +
+        (v.column > 0 ? uint64_t(v.column) * rt::dtypeSize(p.buffers[v.view].dtype) : 0);
 }
 
 class ProgramBuilder {
@@ -562,6 +572,7 @@ bool ProgramBuilder::build(func::FuncOp func, std::string &err) {
   }
   planInPlaceUpdates(func, ret);
   std::optional<rt::Program> withCasts; // the step before foldWeightRounding
+  const bool joinOn = switchedOn("LOOM_JOIN_SIBLING_GRADS");
   // LOOM_FOLD_CASTS=0 keeps every cast instruction: an A/B switch for
   // timing the fold and checking that it changes no bits.
   if (switchedOn("LOOM_FOLD_CASTS")) {
@@ -582,6 +593,12 @@ bool ProgramBuilder::build(func::FuncOp func, std::string &err) {
         withCasts = std::move(before);
     }
     makeReshapeViews(p);
+    // Sibling projections' input gradients as one GEMM, whether the weights'
+    // bf16 roundings are AdamW's copies or casts (below): the choice between
+    // those changes no bit, and must not change whether this joins.
+    // LOOM_JOIN_SIBLING_GRADS=0 keeps one GEMM per sibling (the A/B switch).
+    if (joinOn)
+      joinSiblingInputGradients(p);
   }
   // After the folds and views: the instruction writing an amax's input is
   // the one that stores its bytes. LOOM_FUSE_FP8_AMAX=0 keeps every Fp8Amax
@@ -603,6 +620,8 @@ bool ProgramBuilder::build(func::FuncOp func, std::string &err) {
   // its casts: a step ~1% faster is not worth more than 1% of the memory.
   if (withCasts) {
     makeReshapeViews(*withCasts);
+    if (joinOn)
+      joinSiblingInputGradients(*withCasts);
     if (fuseAmaxOn)
       fuseFp8Amax(*withCasts);
     if (weightAmaxOn)

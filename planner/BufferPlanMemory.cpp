@@ -85,14 +85,23 @@ bool bufferPlanMemory(const rt::Program &p, MemoryBreakdown &out, std::string &e
   for (const rt::Instr &in : p.instrs) {
     bool all = !in.in.empty() && std::all_of(in.in.begin(), in.in.end(),
                                              [&](uint32_t id) { return fromWeights[id]; });
-    for (uint32_t id : in.out) fromWeights[id] = all && role[id] == Role::Other;
+    for (uint32_t id : in.out) {
+      fromWeights[id] = all && role[id] == Role::Other;
+      // Sibling weights' copies side by side (column blocks): their base.
+      if (base[id] != id && fromWeights[id])
+        fromWeights[base[id]] = true;
+    }
   }
 
   int64_t end = int64_t(p.instrs.size());
   std::vector<int64_t> first(n, -1), last(n, -1);
   // Reading a view keeps its base live, as the arena planner does.
   for (int64_t i = 0; i < end; ++i) {
-    for (uint32_t id : p.instrs[i].out) first[id] = i;
+    for (uint32_t id : p.instrs[i].out) {
+      first[id] = i;
+      if (base[id] != id && first[base[id]] < 0) // a column block's base: from its first write
+        first[base[id]] = i;
+    }
     for (uint32_t id : p.instrs[i].in) last[id] = last[base[id]] = i;
   }
   auto liveAt = [&](size_t id, int64_t t) {

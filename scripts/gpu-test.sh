@@ -20,7 +20,7 @@
 #    bf16 within 2e-2 of PyTorch's recorded curves (except steps where
 #    PyTorch's fp32 and bf16 runs differ by more than that: GPT-2's 43-44);
 #  - per model: the bf16 curve on loom's own attention kernels
-#    (LOOM_CUDNN=0) within the same bound; cuDNN's attention backward adds
+#    (LOOM_CUDNN=0, sibling input-gradient GEMMs apart) within the same bound; cuDNN's attention backward adds
 #    dQ with atomics, so bit-for-bit checks run on loom's kernels:
 #  - device-ranks: DeviceMemoryCommunicator.* (every collective of simulated
 #    ranks on one GPU equals the CPU's bit for bit, overlap, a failing rank,
@@ -185,9 +185,12 @@ for m in llama qwen2 gpt2; do
     # bf16: steps where PyTorch's own fp32 and bf16 runs disagree by more
     # than the bound are chaotic and not bounded (check_curve.py).
     [ $prec = bf16 ] && bound=2e-2 extra=(--skip-unstable 2e-2)
-    cudnn=1
-    [ $run = bf16-loomattn ] && cudnn=0
-    if env LOOM_CUDNN=$cudnn "$LOOM" train "$FIX/$m.dynamic.onnx" --backend cuda --data "$FIX/corpus.u16.bin" --batch 4 \
+    cudnn=1 join=1
+    # The A/B runs below compare bits against this one: the unfolded casts
+    # keep the sibling GEMMs apart, so it keeps them apart too (the joined
+    # step is the cuDNN curve's).
+    [ $run = bf16-loomattn ] && cudnn=0 join=0
+    if env LOOM_CUDNN=$cudnn LOOM_JOIN_SIBLING_GRADS=$join "$LOOM" train "$FIX/$m.dynamic.onnx" --backend cuda --data "$FIX/corpus.u16.bin" --batch 4 \
         --seq 64 --steps 50 --batching fixture --warmup 5 --precision $prec \
         --init-weights "$FIX/$m.init.safetensors" --log "$jl" > "$OUT/curve-$m-$run.log" 2>&1; then
       res=$(python3 test/integration/Inputs/check_curve.py "$jl" "$FIX/reference.json" $m $prec \
@@ -206,7 +209,7 @@ for m in llama qwen2 gpt2; do
     jl="$OUT/curve-$m-bf16-no-$name.jsonl"
     rm -f "$jl"
     res=
-    if env "$var=0" LOOM_CUDNN=0 "$LOOM" train "$FIX/$m.dynamic.onnx" --backend cuda --data "$FIX/corpus.u16.bin" \
+    if env "$var=0" LOOM_CUDNN=0 LOOM_JOIN_SIBLING_GRADS=0 "$LOOM" train "$FIX/$m.dynamic.onnx" --backend cuda --data "$FIX/corpus.u16.bin" \
         --batch 4 --seq 64 --steps 50 --batching fixture --warmup 5 --precision bf16 \
         --init-weights "$FIX/$m.init.safetensors" --log "$jl" > "$OUT/curve-$m-bf16-no-$name.log" 2>&1 &&
        res=$(python3 -c "

@@ -172,7 +172,39 @@ bool dispatch(const KernelCall &c, ThreadPool &pool, std::string &err) {
 /// rounding. The CUDA backend reads and writes bf16 inside its kernels.
 struct Staging {
   std::vector<KernelCall> widen, narrow; // Casts around the f32 call
+  // Column blocks (BufferView) the call reads or writes as contiguous
+  // copies: each block and its copy, gathered before and scattered after.
+  std::vector<std::pair<Tensor, Tensor>> gather, scatter;
 };
+
+/// Copies a column block's rows (desc->rowPitch apart) out of or into
+/// contiguous bytes.
+void moveColumnBlock(const Tensor &block, uint8_t *packed, bool intoBlock) {
+  const BufferDesc &d = *block.desc;
+  if (d.numElements() == 0)
+    return;
+  const size_t es = dtypeSize(d.dtype), row = size_t(d.shape.back()) * es;
+  const size_t pitch = size_t(d.rowPitch) * es;
+  const int64_t rows = d.numElements() / d.shape.back();
+  auto *b = static_cast<uint8_t *>(block.data);
+  for (int64_t r = 0; r < rows; ++r) {
+    uint8_t *strided = b + size_t(r) * pitch, *dense = packed + size_t(r) * row;
+    if (intoBlock)
+      std::memcpy(strided, dense, row);
+    else
+      std::memcpy(dense, strided, row);
+  }
+}
+
+/// Bytes of contiguous scratch for the column blocks `I` touches.
+uint64_t blockBytes(const Program &p, const Instr &I) {
+  uint64_t bytes = 0;
+  for (const auto *ids : {&I.in, &I.out})
+    for (uint32_t id : *ids)
+      if (p.buffers[id].rowPitch)
+        bytes += (p.buffers[id].bytes + 63) / 64 * 64;
+  return bytes;
+}
 
 /// A transpose between equal dtypes moves raw words: nothing to stage.
 bool needsStaging(const Program &p, const Instr &I) {
@@ -203,12 +235,18 @@ public:
     for (const Instr &I : program_->instrs)
       scratchBytes = std::max(scratchBytes, stagingBytes(*program_, I));
     scratch_.resize(scratchBytes / 4 + 16); // floats, plus room to align to 64 bytes
+    uint64_t blocks = 0;
+    for (const Instr &I : program_->instrs) blocks = std::max(blocks, blockBytes(*program_, I));
+    for (const RoundedCopy &r : roundedCopies(*program_))
+      blocks = std::max(blocks, program_->buffers[r.copy].bytes);
+    blockScratch_.resize(blocks / 8 + 16); // words, plus room to align to 64 bytes
     for (const Instr &I : program_->instrs) {
       KernelCall call;
       call.instr = &I;
       for (uint32_t id : I.in) call.in.push_back(tensor(id));
       for (uint32_t id : I.out) call.out.push_back(tensor(id));
       staging_.emplace_back();
+      stageColumnBlocks(call, staging_.back());
       if (needsStaging(*program_, I))
         stage(call, staging_.back());
       calls_.push_back(std::move(call));
@@ -238,15 +276,21 @@ public:
       KernelCall refresh; // round(input), or max |input| as Fp8Amax finds it
       refresh.in = {tensor(r.input)};
       refresh.out = {tensor(r.copy)};
+      Staging blocks; // a copy that is a column block: through contiguous scratch
+      stageColumnBlocks(refresh, blocks);
       std::string why;
       if (r.kind == RoundedCopy::Amax)
         runFp8Amax(refresh, pool_, why);
       else
         runCast(refresh, pool_, why);
+      for (const auto &[block, packed] : blocks.scatter)
+        moveColumnBlock(block, packed.as<uint8_t>(), true);
     }
     for (size_t i = 0; i < calls_.size(); ++i) {
       std::string why;
       const KernelCall &c = calls_[i];
+      for (const auto &[block, packed] : staging_[i].gather)
+        moveColumnBlock(block, packed.as<uint8_t>(), false);
       for (const KernelCall &w : staging_[i].widen) runCast(w, pool_, why);
       bool ok = isCollectiveOp(c.instr->op)
                     ? comm_->collective(rank_, *c.instr, c.in[0].shape(), c.out[0].shape(),
@@ -257,6 +301,9 @@ public:
         for (const KernelCall &n : staging_[i].narrow) runCast(n, pool_, why);
       if (ok && fusedAmaxCount(*c.instr)) // after the narrowing: the amax of what is stored
         runFusedAmax(c, staging_[i].narrow, pool_);
+      if (ok)
+        for (const auto &[block, packed] : staging_[i].scatter)
+          moveColumnBlock(block, packed.as<uint8_t>(), true);
       if (!ok) {
         err = cat("instr ", i, " (", opcodeName(calls_[i].instr->op), "): ", why);
         return false;
@@ -291,6 +338,27 @@ private:
     return true;
   }
 
+  /// Points the column-block operands of `call` at contiguous copies in
+  /// blockScratch_ (shared by every call: one runs at a time) and records
+  /// the gathers and scatters around it.
+  void stageColumnBlocks(KernelCall &call, Staging &st) {
+    auto *base = reinterpret_cast<uint8_t *>(blockScratch_.data());
+    base += (64 - reinterpret_cast<uintptr_t>(base) % 64) % 64;
+    uint64_t at = 0;
+    auto repoint = [&](Tensor &t, bool output) {
+      if (!t.desc->rowPitch)
+        return;
+      BufferDesc &d = stagedDescs_.emplace_back(*t.desc);
+      d.rowPitch = 0;
+      Tensor packed{base + at, &d};
+      at += (d.bytes + 63) / 64 * 64;
+      (output ? st.scatter : st.gather).push_back({t, packed});
+      t = packed;
+    };
+    for (Tensor &t : call.in) repoint(t, false);
+    for (Tensor &t : call.out) repoint(t, true);
+  }
+
   /// Points the bf16 operands of `call` at f32 scratch and records the
   /// Casts that fill (inputs) and drain (outputs) it.
   void stage(KernelCall &call, Staging &st) {
@@ -318,6 +386,7 @@ private:
 
   ThreadPool pool_;
   std::vector<float> scratch_;           // f32 copies of staged bf16 operands
+  std::vector<uint64_t> blockScratch_;   // contiguous copies of column blocks
   std::deque<BufferDesc> stagedDescs_;   // their descriptions (stable addresses)
   std::vector<Staging> staging_;         // per instruction
   uint8_t *arena_;

@@ -21,6 +21,7 @@
 
 #include "cpu/Strided.h"
 #include "cuda/CudaKernels.h"
+#include "loom/runtime/RowDivision.h"
 
 #include <cstdint>
 #include <initializer_list>
@@ -186,18 +187,32 @@ struct FloatIn {
   }
 };
 
-/// An f32 result stored as f32 or rounded to bf16 (as Cast rounds).
+/// An f32 result stored as f32 or rounded to bf16 (as Cast rounds), in a
+/// column block (BufferView) where `pitch` is set: element i of its rows
+/// of `cols` lands at (i / cols) * pitch + i % cols.
 struct FloatOut {
   void *p = nullptr;
   bool bf16 = false;
+  int64_t pitch = 0;  // 0: contiguous
+  RowDivision row{};  // by the block's columns (RowDivision.h)
+  __device__ int64_t at(int64_t i) const {
+    if (!pitch) return i;
+    const int64_t r = divideRow(i, row);
+    return r * pitch + (i - r * int64_t(row.d));
+  }
   __device__ void store(int64_t i, float v) const {
+    i = at(i);
     if (bf16) static_cast<uint16_t *>(p)[i] = floatToBf16(v);
     else static_cast<float *>(p)[i] = v;
   }
 };
 
 inline FloatIn floatIn(const DevTensor &t) { return {t.data, t.dtype() == DType::BF16}; }
-inline FloatOut floatOut(const DevTensor &t) { return {t.data, t.dtype() == DType::BF16}; }
+inline FloatOut floatOut(const DevTensor &t) {
+  const int64_t pitch = t.desc->rowPitch;
+  return {t.data, t.dtype() == DType::BF16, pitch,
+          pitch ? rowDivision(uint64_t(t.shape().back())) : RowDivision{}};
+}
 
 /// Records a data error unless an earlier one is already recorded.
 __device__ inline void reportError(DeviceError *e, int instr, int what, long long value,
@@ -249,6 +264,7 @@ __device__ inline Pack load8(FloatIn x, int64_t i) {
 }
 
 __device__ inline void store8(FloatOut y, int64_t i, const Pack &p) {
+  i = y.at(i); // a pack stays in one row of a column block (packable)
   if (y.bf16) {
     uint32_t words[4];
     for (int k = 0; k < 4; ++k) words[k] = floatsToBf16x2(p.v[2 * k], p.v[2 * k + 1]);
@@ -266,7 +282,8 @@ inline bool packable(int64_t n, std::initializer_list<const DevTensor *> ts) {
   if (n % kPack)
     return false;
   for (const DevTensor *t : ts)
-    if (t->numel() != n || reinterpret_cast<uintptr_t>(t->data) % 16)
+    if (t->numel() != n || reinterpret_cast<uintptr_t>(t->data) % 16 ||
+        (t->desc->rowPitch && (t->shape().back() % kPack || t->desc->rowPitch % kPack)))
       return false;
   return true;
 }

@@ -406,6 +406,11 @@ __global__ void castBf16ToF32Kernel(const uint16_t *x, float *y, int64_t n) {
   LOOM_GRID_STRIDE(i, n) y[i] = bf16ToFloat(x[i]);
 }
 
+/// Either of the two, one element a thread, into any FloatOut (a column block).
+__global__ void castFloatKernel(FloatIn x, FloatOut y, int64_t n) {
+  LOOM_GRID_STRIDE(i, n) y.store(i, x[i]);
+}
+
 /// Either of the two, 8 elements at a time (f32 FloatIn/FloatOut on one side).
 __global__ void castPackedKernel(FloatIn x, FloatOut y, int64_t n) {
   LOOM_PACK_STRIDE(i, n) store8(y, i, load8(x, i));
@@ -830,6 +835,18 @@ void launchCast(const CudaCall &c, CudaContext &ctx) { castTensor(c.in[0], c.out
 void castTensor(const DevTensor &x, const DevTensor &y, CudaContext &ctx) {
   int64_t n = y.numel();
   if (n == 0) return;
+  if (y.desc->rowPitch) { // a column block (Program.h): f32 and bf16 only (columnBlockSlot)
+    if (x.dtype() == y.dtype()) {
+      const size_t es = dtypeSize(y.dtype()), row = size_t(y.shape().back()) * es;
+      cudaMemcpy2DAsync(y.data, size_t(y.desc->rowPitch) * es, x.data, row, row, size_t(n) * es / row,
+                        cudaMemcpyDeviceToDevice, ctx.stream);
+    } else if (packable(n, {&x, &y})) {
+      castPackedKernel<<<packGrid(n), kThreads, 0, ctx.stream>>>(floatIn(x), floatOut(y), n);
+    } else {
+      castFloatKernel<<<gridFor(n), kThreads, 0, ctx.stream>>>(floatIn(x), floatOut(y), n);
+    }
+    return;
+  }
   if (x.dtype() == y.dtype()) { // a reshape or a copy
     cudaMemcpyAsync(y.data, x.data, x.desc->bytes, cudaMemcpyDeviceToDevice, ctx.stream);
   } else if (((x.dtype() == DType::F32 && y.dtype() == DType::BF16) ||

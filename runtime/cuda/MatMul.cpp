@@ -571,8 +571,15 @@ private:
           p.calls.push_back({offA[size_t(i)], offB[size_t(i)], i * m * n});
       }
     }
-    s.lda = as[ra - 1];
-    s.ldb = bs[rb - 1];
+    // A column block (BufferView) is read in place: its rows are its
+    // row pitch apart, which is what the leading dimension says. Only as
+    // one product (a folded batch or none): batch strides assume dense rows.
+    if ((A.rowPitch || B.rowPitch) && (p.calls.size() != 1 || s.batch != 1)) {
+      err = "a column-block operand of a batched product";
+      return false;
+    }
+    s.lda = A.rowPitch ? A.rowPitch : as[ra - 1];
+    s.ldb = B.rowPitch ? B.rowPitch : bs[rb - 1];
     s.ldc = n;
     s.in = A.dtype;
     s.out = C.dtype;
@@ -592,6 +599,13 @@ private:
       s.alignC = std::min(s.alignC, alignmentOf(uint64_t(s.strideC) * p.outBytes));
     }
     p.staging = planGemmStaging(prog, I);
+    // A column block is read in place, so it may not be the padded copy,
+    // nor read past its K rows when padding widens K.
+    if (p.staging.any() && ((A.rowPitch && (p.staging.a.staged || p.staging.k != k)) ||
+                            (B.rowPitch && (p.staging.b.staged || p.staging.k != k)))) {
+      err = "a column-block operand whose rows need staging";
+      return false;
+    }
     if (p.staging.any()) {
       if (p.calls.size() != 1 || s.batch != 1) {
         err = "a staged product must be one call (GemmStaging.cpp and planInstr disagree)";

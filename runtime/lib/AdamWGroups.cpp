@@ -14,26 +14,18 @@
 namespace loom::rt {
 namespace {
 
-struct Range {
-  uint64_t from = 0, to = 0;
-};
-
-bool overlaps(Range a, Range b) { return a.from < b.to && b.from < a.to; }
-
-/// What an instruction reads and writes, as arena byte ranges (constants
-/// are never written, so they take no part).
+/// What an instruction reads and writes (buffer ids; overlaps are decided
+/// on their arena bytes, buffersOverlap).
 struct Touches {
-  std::vector<Range> reads, writes;
+  std::vector<uint32_t> reads, writes;
 };
 
 class Grouper {
 public:
   explicit Grouper(const Program &p) : p_(p), touches_(p.instrs.size()) {
     for (size_t i = 0; i < p.instrs.size(); ++i) {
-      for (uint32_t id : p.instrs[i].in)
-        if (Range r = range(id); r.to > r.from) touches_[i].reads.push_back(r);
-      for (uint32_t id : p.instrs[i].out)
-        if (Range r = range(id); r.to > r.from) touches_[i].writes.push_back(r);
+      touches_[i].reads = p.instrs[i].in;
+      touches_[i].writes = p.instrs[i].out;
     }
   }
 
@@ -63,16 +55,10 @@ public:
   }
 
 private:
-  Range range(uint32_t id) const {
-    const BufferDesc &b = p_.buffers[id];
-    if (b.kind == BufferKind::Constant) return {};
-    return {b.offset, b.offset + b.bytes};
-  }
-
-  static bool anyOverlap(const std::vector<Range> &a, const std::vector<Range> &b) {
-    for (Range x : a)
-      for (Range y : b)
-        if (overlaps(x, y)) return true;
+  bool anyOverlap(const std::vector<uint32_t> &a, const std::vector<uint32_t> &b) const {
+    for (uint32_t x : a)
+      for (uint32_t y : b)
+        if (buffersOverlap(p_.buffers[x], p_.buffers[y])) return true;
     return false;
   }
 

@@ -102,6 +102,7 @@ std::string encodeTables(const Program &p) {
   for (const BufferView &v : p.views) {
     e.u32(v.view);
     e.u32(v.base);
+    e.i64(v.column); // since version 5
   }
   e.u64(p.constants.size());
   return e.bytes;
@@ -230,7 +231,7 @@ private:
 
 /// Parses the tables and the constant blob (everything after the header and
 /// before the checksum). Returns "" or which part is malformed.
-std::string decodeBody(Decoder &d, uint64_t bodyStart, Program &p) {
+std::string decodeBody(Decoder &d, uint64_t bodyStart, uint32_t version, Program &p) {
   p.arenaBytes = d.u64();
   // A buffer record is at least 26 bytes: name length, dtype, kind, rank,
   // offset, bytes.
@@ -270,14 +271,22 @@ std::string decodeBody(Decoder &d, uint64_t bodyStart, Program &p) {
     u.input = d.u32();
     return u;
   });
-  p.views = d.list<BufferView>(8, [&] {
+  p.views = d.list<BufferView>(version >= 5 ? 16 : 8, [&] {
     BufferView v;
     v.view = d.u32();
     v.base = d.u32();
+    if (version >= 5)
+      v.column = d.i64();
     return v;
   });
   if (!d.ok())
     return "input/output lists";
+  // A column block's row pitch is its base's last dim (validate() checks
+  // the rest of where it sits).
+  for (const BufferView &v : p.views)
+    if (v.column >= 0 && v.view < p.buffers.size() && v.base < p.buffers.size() &&
+        !p.buffers[v.base].shape.empty())
+      p.buffers[v.view].rowPitch = p.buffers[v.base].shape.back();
   // The blob starts at the next multiple of 64 in the file, so a reader
   // that maps the file sees aligned constants.
   uint64_t nConstants = d.u64();
@@ -389,7 +398,7 @@ bool readArtifact(const std::string &path, Program &p, std::string &err) {
 
   Decoder d(f.data() + kHeaderBytes, n - 8 - kHeaderBytes);
   p = Program();
-  if (std::string bad = decodeBody(d, kHeaderBytes, p); !bad.empty())
+  if (std::string bad = decodeBody(d, kHeaderBytes, version, p); !bad.empty())
     return fail("malformed " + bad);
   if (std::string invalid = p.validate(); !invalid.empty())
     return fail("invalid program: " + invalid);

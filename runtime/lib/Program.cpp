@@ -161,8 +161,11 @@ std::string checkBuffer(const Program &p, uint32_t id) {
                dtypeName(b.dtype), " size ", es);
   bool constant = b.kind == BufferKind::Constant;
   uint64_t limit = constant ? p.constants.size() : p.arenaBytes;
-  if (b.offset > limit || b.bytes > limit - b.offset)
-    return cat(label, ": bytes [", b.offset, ", +", b.bytes, ") outside the ",
+  if (b.rowPitch < 0 || (b.rowPitch && (constant || b.shape.empty() || b.rowPitch < b.shape.back())))
+    return cat(label, ": row pitch ", b.rowPitch, " for shape ", shapeStr(b.shape));
+  uint64_t span = spanBytes(b);
+  if (b.offset > limit || span > limit - b.offset)
+    return cat(label, ": bytes [", b.offset, ", +", span, ") outside the ",
                constant ? "constant blob" : "arena", " of ", limit, " bytes");
   return "";
 }
@@ -188,10 +191,28 @@ std::string checkCallingList(const Program &p, const std::vector<uint32_t> &ids,
 
 bool inArena(const BufferDesc &b) { return b.kind != BufferKind::Constant; }
 
-bool overlap(const BufferDesc &a, const BufferDesc &b) {
-  return inArena(a) && inArena(b) && a.bytes && b.bytes &&
-         a.offset < b.offset + b.bytes && b.offset < a.offset + a.bytes;
+} // namespace
+
+bool buffersOverlap(const BufferDesc &a, const BufferDesc &b) {
+  if (!inArena(a) || !inArena(b) || !a.bytes || !b.bytes)
+    return false;
+  uint64_t sa = spanBytes(a), sb = spanBytes(b);
+  if (!(a.offset < b.offset + sb && b.offset < a.offset + sa))
+    return false;
+  // Column blocks of one pitch (siblings in one base) share bytes only
+  // where their columns meet within a row.
+  if (a.rowPitch && a.rowPitch == b.rowPitch && a.dtype == b.dtype) {
+    uint64_t es = dtypeSize(a.dtype), period = uint64_t(a.rowPitch) * es;
+    uint64_t wa = uint64_t(a.shape.back()) * es, wb = uint64_t(b.shape.back()) * es;
+    uint64_t d = (b.offset % period + period - a.offset % period) % period;
+    return d < wa || d + wb > period;
+  }
+  return true;
 }
+
+namespace {
+
+bool overlap(const BufferDesc &a, const BufferDesc &b) { return buffersOverlap(a, b); }
 
 /// True when output `o` of `I` may share input `in`'s bytes: AdamW's
 /// outputs p', m', v' over its inputs p, m, v (an elementwise kernel reads
@@ -236,8 +257,25 @@ std::string checkInstrIds(const Program &p, const Instr &I) {
   return "";
 }
 
-/// Stage 2c: each view names exactly its base's bytes, one level deep, and
-/// nothing writes it or hands it to the caller.
+/// Where column block `v` must sit in its base (BufferView), or why not.
+std::string checkColumnBlock(const Program &p, const BufferView &v) {
+  const BufferDesc &vb = p.buffers[v.view], &bb = p.buffers[v.base];
+  std::string what = cat("column block ", bufferLabel(p, v.view), " of ", bufferLabel(p, v.base));
+  if (vb.dtype != bb.dtype || vb.shape.empty() || bb.shape.empty() || bb.rowPitch != 0)
+    return what + ": needs the base's dtype, both ranked, a contiguous base";
+  int64_t W = bb.shape.back(), w = vb.shape.back();
+  if (w <= 0 || W <= 0 || vb.numElements() / w != bb.numElements() / W || v.column > W - w)
+    return cat(what, ": ", shapeStr(vb.shape), " from column ", v.column, " is not rows of ",
+               shapeStr(bb.shape));
+  if (vb.rowPitch != W || vb.offset != bb.offset + uint64_t(v.column) * dtypeSize(vb.dtype))
+    return cat(what, ": row pitch ", vb.rowPitch, " and offset ", vb.offset, " are not ", W, " and ",
+               bb.offset + uint64_t(v.column) * dtypeSize(vb.dtype));
+  return "";
+}
+
+/// Stage 2c: each view names its base's bytes (exactly, for a reshape),
+/// one level deep; nothing writes a reshape view and only the slots
+/// columnBlockSlot() names touch a column block.
 std::string checkViews(const Program &p) {
   std::vector<bool> isView(p.buffers.size(), false);
   for (const BufferView &v : p.views) {
@@ -247,9 +285,14 @@ std::string checkViews(const Program &p) {
     if (v.view == v.base || vb.kind != BufferKind::Temp || bb.kind != BufferKind::Temp)
       return cat("view ", bufferLabel(p, v.view), " of ", bufferLabel(p, v.base),
                  ": needs two distinct temps");
-    if (vb.dtype != bb.dtype || vb.bytes != bb.bytes || vb.offset != bb.offset)
+    if (v.column >= 0) {
+      if (std::string e = checkColumnBlock(p, v); !e.empty())
+        return e;
+    } else if (vb.dtype != bb.dtype || vb.bytes != bb.bytes || vb.offset != bb.offset ||
+               vb.rowPitch != 0) {
       return cat("view ", bufferLabel(p, v.view), " does not occupy exactly the bytes of ",
                  bufferLabel(p, v.base));
+    }
     if (isView[v.view])
       return cat("views name ", bufferLabel(p, v.view), " twice");
     isView[v.view] = true;
@@ -257,11 +300,26 @@ std::string checkViews(const Program &p) {
   for (const BufferView &v : p.views)
     if (isView[v.base])
       return cat("view ", bufferLabel(p, v.view), " has a view as its base");
-  for (size_t i = 0; i < p.instrs.size(); ++i)
-    for (uint32_t id : p.instrs[i].out)
-      if (id < isView.size() && isView[id])
-        return cat("instr ", i, " (", opcodeName(p.instrs[i].op), "): writes ",
-                   bufferLabel(p, id), ", which is a view");
+  std::vector<bool> isBlock(p.buffers.size(), false);
+  for (const BufferView &v : p.views) isBlock[v.view] = v.column >= 0;
+  for (uint32_t id = 0; id < p.buffers.size(); ++id)
+    if (p.buffers[id].rowPitch && !isBlock[id])
+      return cat(bufferLabel(p, id), " has a row pitch but is no column block");
+  for (size_t i = 0; i < p.instrs.size(); ++i) {
+    const Instr &I = p.instrs[i];
+    for (bool output : {false, true}) {
+      const std::vector<uint32_t> &ids = output ? I.out : I.in;
+      for (size_t k = 0; k < ids.size(); ++k) {
+        uint32_t id = ids[k];
+        if (id >= isView.size() || !isView[id])
+          continue;
+        if (isBlock[id] ? !columnBlockSlot(p, I, output, k) : output)
+          return cat("instr ", i, " (", opcodeName(I.op), "): ", output ? "writes " : "reads ",
+                     bufferLabel(p, id), ", which is a ", isBlock[id] ? "column block" : "view",
+                     isBlock[id] ? ", in a slot that takes none" : "");
+      }
+    }
+  }
   return "";
 }
 
@@ -281,7 +339,7 @@ public:
         writer[id] = -1;
       if (inArena(p_.buffers[id]) && p_.buffers[id].bytes)
         byOffset.push_back(id);
-      maxBytes = std::max(maxBytes, p_.buffers[id].bytes);
+      maxBytes = std::max(maxBytes, spanBytes(p_.buffers[id]));
     }
     std::sort(byOffset.begin(), byOffset.end(), [&](uint32_t a, uint32_t b) {
       return p_.buffers[a].offset < p_.buffers[b].offset;
@@ -301,18 +359,22 @@ public:
   }
 
   /// `id` holds its value before the run (a rounded copy, RoundedCopies.h).
-  void setBeforeRun(uint32_t id) { writer[id] = -1; }
+  void setBeforeRun(uint32_t id) { writer[base[id]] = -1; }
 
+  /// A write of `id`; a column block's counts as its base's (one writer of
+  /// each sibling block suffices for a read of the base).
   void write(uint32_t id, int64_t instr) {
-    writer[id] = instr;
-    clobberedBy[id] = kNever;
+    uint32_t b = base[id];
+    writer[b] = instr;
+    clobberedBy[b] = kNever;
     const BufferDesc &w = p_.buffers[id];
-    // Buffers overlapping w start in (w.offset - maxBytes, w.offset + w.bytes).
+    uint64_t span = spanBytes(w);
+    // Buffers overlapping w start in (w.offset - maxBytes, w.offset + span).
     uint64_t lo = w.offset > maxBytes ? w.offset - maxBytes : 0;
     auto it = std::lower_bound(byOffset.begin(), byOffset.end(), lo,
                                [&](uint32_t b, uint64_t off) { return p_.buffers[b].offset < off; });
-    for (; it != byOffset.end() && p_.buffers[*it].offset < w.offset + w.bytes; ++it)
-      if (*it != id && base[*it] == *it && writer[*it] != kNever && overlap(w, p_.buffers[*it]))
+    for (; it != byOffset.end() && p_.buffers[*it].offset < w.offset + span; ++it)
+      if (*it != b && base[*it] == *it && writer[*it] != kNever && overlap(w, p_.buffers[*it]))
         clobberedBy[*it] = instr;
   }
 
@@ -326,6 +388,28 @@ private:
 };
 
 } // namespace
+
+uint64_t spanBytes(const BufferDesc &b) {
+  if (!b.rowPitch || b.shape.empty() || b.bytes == 0)
+    return b.bytes;
+  uint64_t cols = uint64_t(b.shape.back()), rows = uint64_t(b.numElements()) / cols;
+  return ((rows - 1) * uint64_t(b.rowPitch) + cols) * dtypeSize(b.dtype);
+}
+
+bool columnBlockSlot(const Program &p, const Instr &I, bool output, size_t slot) {
+  auto floatish = [&](uint32_t id) {
+    return id < p.buffers.size() &&
+           (p.buffers[id].dtype == DType::F32 || p.buffers[id].dtype == DType::BF16);
+  };
+  switch (I.op) {
+  case OpCode::AdamW: return output && slot == 3 && adamwKeepsCopy(I);
+  case OpCode::SwiGluGrad: return output && slot < 2;
+  case OpCode::Cast:
+    return output && slot == 0 && I.in.size() == 1 && floatish(I.in[0]) && floatish(I.out[0]);
+  case OpCode::MatMul: return !output && (slot == 0 || (slot == 1 && !matMulSumsB(I)));
+  default: return false;
+  }
+}
 
 std::vector<uint32_t> viewBases(const Program &p) {
   std::vector<uint32_t> base(p.buffers.size());

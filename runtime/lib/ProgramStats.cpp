@@ -18,7 +18,7 @@ namespace loom::rt {
 ProgramStats programStats(const Program &p) {
   ProgramStats s;
   s.instrs = int64_t(p.instrs.size());
-  s.views = int64_t(p.views.size());
+  for (const BufferView &v : p.views) ++(v.column >= 0 ? s.columnBlocks : s.views);
   for (const AdamWGroup &g : smallAdamWGroups(p)) {
     s.groupedAdamWs += int64_t(g.members.size());
     ++s.adamwGroups;
@@ -82,7 +82,7 @@ ProgramStats programStats(const Program &p) {
                            : p.buffers[src].kind == BufferKind::Constant ? "constant"
                                                                          : "input";
     std::set<std::string> consumers; // sorted, so equal neighbourhoods share a key
-    for (int64_t r : readers[dst]) consumers.insert(opcodeName(p.instrs[r].op));
+    for (int64_t r : readers[base[dst]]) consumers.insert(opcodeName(p.instrs[r].op));
     if (p.buffers[dst].kind == BufferKind::Output)
       consumers.insert("output");
     std::string users;
@@ -112,7 +112,9 @@ void appendSorted(std::string &out, const std::map<std::string, int64_t> &m, con
 
 std::string formatProgramStats(const ProgramStats &s) {
   std::string out = cat("program: ", s.instrs, " instructions, ", s.converting,
-                        " converting casts, ", s.views, " reshape views\n");
+                        " converting casts, ", s.views, " reshape views",
+                        s.columnBlocks ? cat(", ", s.columnBlocks, " column blocks") : std::string(),
+                        "\n");
   int64_t gemms = 0;
   for (auto &[k, n] : s.gemmKinds) gemms += n;
   out += cat("matmuls: ", gemms, " (", s.f32Gemms, " with f32 operands)\n");

@@ -58,8 +58,10 @@ std::string checkRoundedCopies(const Program &p) {
       if (id < writers.size())
         ++writers[id];
   std::vector<bool> isView(p.buffers.size(), false);
+  // A reshape view is never written; a column block may be the copy
+  // (sibling weights side by side, BufferView).
   for (const BufferView &v : p.views)
-    if (v.view < isView.size())
+    if (v.view < isView.size() && v.column < 0)
       isView[v.view] = true;
   for (size_t i = 0; i < p.instrs.size(); ++i) {
     const Instr &I = p.instrs[i];
@@ -80,7 +82,7 @@ std::string checkRoundedCopies(const Program &p) {
                            label(p, I.in[0]));
       const BufferDesc &copy = p.buffers[id];
       if (copy.kind != BufferKind::Temp || isView[id])
-        return where + cat("the ", what, " ", label(p, id), " must be a temporary that is no view");
+        return where + cat("the ", what, " ", label(p, id), " must be a temporary that is no reshape view");
       if (writers[id] != 1)
         return where + cat("the ", what, " ", label(p, id), " has ", writers[id],
                            " writers, not AdamW alone");

@@ -192,9 +192,9 @@ TEST_F(Artifact, UnknownVersionIsRefusedByNumber) {
   Rng rng;
   std::string file = path("m.loom");
   Bytes b = written(file, rng);
-  b[8] = 5; // u32 version, little-endian, right after the magic
+  b[8] = 6; // u32 version, little-endian, right after the magic
   spit(file, b);
-  expectRefused(file, "unsupported artifact version 5 (this loom reads 4)");
+  expectRefused(file, "unsupported artifact version 6 (this loom reads 4 to 5)");
 }
 
 TEST_F(Artifact, BadMagicAndTrailingDataAreRefused) {

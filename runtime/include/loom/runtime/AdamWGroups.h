@@ -21,7 +21,8 @@
 // stands, so each later member moves up to there. It may when nothing in
 // between writes the bytes it reads or touches the bytes it writes, and
 // when no other member writes bytes it reads or writes (the members run
-// concurrently). Bytes are arena ranges, so reuse of a slot by a later
+// concurrently). Bytes are arena bytes (a column block its columns,
+// buffersOverlap), so reuse of a slot by a later
 // buffer counts. Programs with collectives are not grouped: their joins
 // are planned per instruction (CudaExecutor).
 //===----------------------------------------------------------------------===//

@@ -23,7 +23,7 @@ namespace loom::rt {
 /// and attention_grad its o and lse inputs. An older file's attention
 /// instructions cannot be read as version 4's (its backward has no saved
 /// statistics to read), so this reader refuses everything before 4.
-constexpr uint32_t kArtifactVersion = 4;
+constexpr uint32_t kArtifactVersion = 5;
 constexpr uint32_t kOldestArtifactVersion = 4;
 
 /// Serializes `p` to `path` atomically (temp file in the same directory, then

@@ -50,6 +50,11 @@ struct BufferDesc {
   uint64_t offset = 0;        // arena offset (Input/Output/Temp) or offset in
                               // Program::constants (Constant)
   uint64_t bytes = 0;         // numElements * dtypeSize
+  // A column block of a wider base (a BufferView with a column): the rows
+  // of shape.back() elements start rowPitch elements apart, the first at
+  // `offset`. 0: contiguous. Set with the view (and by the artifact reader
+  // from it); see BufferView.
+  int64_t rowPitch = 0;
 
   int64_t numElements() const {
     int64_t n = 1;
@@ -405,15 +410,38 @@ struct InPlaceUpdate {
   uint32_t input = 0;  // buffer id of the Input it updates
 };
 
-/// A buffer that names another buffer's bytes under its own shape (a
-/// reshape that costs nothing): same dtype, byte count and arena offset as
-/// its base. No instruction writes a view; reading it reads the base, so
-/// the base must stay live while the view is read. Both are Temp buffers,
-/// and a base is never itself a view.
+/// A buffer that names another buffer's bytes. Both are Temp buffers, a
+/// base is never itself a view, and the base stays live while any of its
+/// views is read or written. Two kinds:
+///  - a reshape (column < 0): the base's bytes under the view's own shape
+///    (same dtype, byte count and arena offset). No instruction writes it.
+///  - a column block (column >= 0): the base is [rows, W] (its leading
+///    dims flattened), the view [rows, w] (its own leading dims, the same
+///    rows), w <= W - column; view element (r, c) is base element
+///    (r, column + c), so its rows are W apart (BufferDesc::rowPitch = W)
+///    from offset = the base's + column elements. Sibling projections'
+///    operands side by side, so that one GEMM reads them as one matrix
+///    (codegen's joinSiblingInputGradients). Only the instruction slots
+///    columnBlockSlot() names may read or write one.
 struct BufferView {
-  uint32_t view = 0; // buffer id of the view
-  uint32_t base = 0; // buffer id whose bytes it names
+  uint32_t view = 0;   // buffer id of the view
+  uint32_t base = 0;   // buffer id whose bytes it names
+  int64_t column = -1; // a column block's first column in its base; -1: a reshape
 };
+
+/// The bytes from a buffer's first element to the end of its last: its
+/// byte count, or for a column block the span of its pitched rows.
+uint64_t spanBytes(const BufferDesc &b);
+
+/// Whether two arena buffers share a byte: their spans meet and, for two
+/// column blocks of one pitch, their columns do (constants never do).
+bool buffersOverlap(const BufferDesc &a, const BufferDesc &b);
+
+/// Whether operand `slot` of `I` (an output when `output`) may be a column
+/// block: AdamW's rounded copy (out 3), SwiGluGrad's two outputs, a Cast's
+/// result between f32 and bf16 (a weight's rounding), and MatMul's A and B
+/// (not a B whose column sums it also stores).
+bool columnBlockSlot(const Program &p, const Instr &I, bool output, size_t slot);
 
 struct Program {
   std::vector<BufferDesc> buffers;

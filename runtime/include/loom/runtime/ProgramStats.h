@@ -51,6 +51,7 @@ struct ProgramStats {
   int64_t instrs = 0;
   int64_t converting = 0; // casts whose dtypes differ
   int64_t views = 0;      // reshapes that name their source's bytes (no copy)
+  int64_t columnBlocks = 0; // sibling operands side by side in a joined base
   // Small AdamWs the CUDA backend launches together (AdamWGroups.h): the
   // instructions and their launches.
   int64_t groupedAdamWs = 0, adamwGroups = 0;
