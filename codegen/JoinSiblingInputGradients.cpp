@@ -135,8 +135,7 @@ private:
       int64_t width = g.shape.back();
       // The same rows; 16-byte aligned blocks for the packed kernels.
       if (width % 8 || p.buffers[I.in[0]].shape.back() != width ||
-          !std::equal(g.shape.begin(), g.shape.end() - 1, g0.shape.begin(), g0.shape.end() - 1) ||
-          g.shape.size() != g0.shape.size())
+          !std::equal(g.shape.begin(), g.shape.end() - 1, g0.shape.begin(), g0.shape.end() - 1))
         return false;
       if (w.shape.size() != 2 || w.shape[1] != width || w.shape[0] != w0.shape[0] ||
           !views[c].empty() || p.buffers[I.out[0]].dtype != p.buffers[first.out[0]].dtype)
@@ -144,7 +143,7 @@ private:
       for (const Use &u : writers[a])
         if (p.instrs[u.instr].op != OpCode::SwiGluGrad) return false;
       if (!slotsTakeBlocks(a) || !slotsTakeBlocks(c) || writtenBetween(a, from, to) ||
-          writtenBetween(c, from, to) || writers[c][0].instr == to)
+          writtenBetween(c, from, to))
         return false;
     }
     return true;

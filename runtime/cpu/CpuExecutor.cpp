@@ -24,6 +24,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <deque>
+#include <map>
 #include <cstring>
 
 namespace loom::rt {
@@ -240,6 +241,14 @@ public:
     for (const RoundedCopy &r : roundedCopies(*program_))
       blocks = std::max(blocks, program_->buffers[r.copy].bytes);
     blockScratch_.resize(blocks / 8 + 16); // words, plus room to align to 64 bytes
+    // Each kept copy's refresh, round(input) or max |input| (a copy that is
+    // a column block goes through contiguous scratch, scattered after).
+    for (const RoundedCopy &r : roundedCopies(*program_)) {
+      Refresh &f = refreshes_[r.copy];
+      f.call.in = {tensor(r.input)};
+      f.call.out = {tensor(r.copy)};
+      stageColumnBlocks(f.call, f.blocks);
+    }
     for (const Instr &I : program_->instrs) {
       KernelCall call;
       call.instr = &I;
@@ -273,17 +282,13 @@ public:
 
   bool run(std::string &err) override {
     for (const RoundedCopy &r : staleCopies_.take()) {
-      KernelCall refresh; // round(input), or max |input| as Fp8Amax finds it
-      refresh.in = {tensor(r.input)};
-      refresh.out = {tensor(r.copy)};
-      Staging blocks; // a copy that is a column block: through contiguous scratch
-      stageColumnBlocks(refresh, blocks);
+      const Refresh &f = refreshes_.at(r.copy);
       std::string why;
       if (r.kind == RoundedCopy::Amax)
-        runFp8Amax(refresh, pool_, why);
+        runFp8Amax(f.call, pool_, why);
       else
-        runCast(refresh, pool_, why);
-      for (const auto &[block, packed] : blocks.scatter)
+        runCast(f.call, pool_, why);
+      for (const auto &[block, packed] : f.blocks.scatter)
         moveColumnBlock(block, packed.as<uint8_t>(), true);
     }
     for (size_t i = 0; i < calls_.size(); ++i) {
@@ -394,6 +399,11 @@ private:
   int rank_;
   std::vector<KernelCall> calls_;
   StaleRoundedCopies staleCopies_; // AdamW's bf16 copies and amaxes to refresh
+  struct Refresh {
+    KernelCall call;
+    Staging blocks;
+  };
+  std::map<uint32_t, Refresh> refreshes_; // per kept copy's buffer id
 };
 
 } // namespace

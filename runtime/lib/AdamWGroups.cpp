@@ -14,20 +14,9 @@
 namespace loom::rt {
 namespace {
 
-/// What an instruction reads and writes (buffer ids; overlaps are decided
-/// on their arena bytes, buffersOverlap).
-struct Touches {
-  std::vector<uint32_t> reads, writes;
-};
-
 class Grouper {
 public:
-  explicit Grouper(const Program &p) : p_(p), touches_(p.instrs.size()) {
-    for (size_t i = 0; i < p.instrs.size(); ++i) {
-      touches_[i].reads = p.instrs[i].in;
-      touches_[i].writes = p.instrs[i].out;
-    }
-  }
+  explicit Grouper(const Program &p) : p_(p) {}
 
   std::vector<AdamWGroup> run(int64_t maxElements) {
     // The group each key has open: floats, lr, step and scale (or none).
@@ -62,32 +51,32 @@ private:
     return false;
   }
 
-  /// Whether instruction j may move up to the group's first member and run
-  /// beside its members.
+  /// Whether instructions a and b may not swap or run side by side: one
+  /// writes bytes the other reads or writes (arena bytes, buffersOverlap).
+  bool conflict(size_t a, size_t b) const {
+    const Instr &A = p_.instrs[a], &B = p_.instrs[b];
+    return anyOverlap(A.out, B.in) || anyOverlap(A.out, B.out) || anyOverlap(A.in, B.out);
+  }
+
+  /// Whether instruction j may move up to the group's first member (past
+  /// every other instruction in between) and run beside its members.
   bool canJoin(const AdamWGroup &g, size_t j) const {
-    const Touches &tj = touches_[j];
     size_t m = 1; // the next member after the first, walked along
     for (size_t k = g.members.front() + 1; k < j; ++k) {
       if (m < g.members.size() && g.members[m] == k) {
         ++m;
         continue;
       }
-      const Touches &tk = touches_[k];
-      if (anyOverlap(tk.writes, tj.reads) || anyOverlap(tk.writes, tj.writes) ||
-          anyOverlap(tk.reads, tj.writes))
+      if (conflict(k, j))
         return false;
     }
-    for (size_t a : g.members) {
-      const Touches &ta = touches_[a];
-      if (anyOverlap(ta.writes, tj.reads) || anyOverlap(ta.writes, tj.writes) ||
-          anyOverlap(ta.reads, tj.writes))
+    for (size_t a : g.members)
+      if (conflict(a, j))
         return false;
-    }
     return true;
   }
 
   const Program &p_;
-  std::vector<Touches> touches_;
 };
 
 } // namespace

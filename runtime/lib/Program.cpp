@@ -212,8 +212,6 @@ bool buffersOverlap(const BufferDesc &a, const BufferDesc &b) {
 
 namespace {
 
-bool overlap(const BufferDesc &a, const BufferDesc &b) { return buffersOverlap(a, b); }
-
 /// True when output `o` of `I` may share input `in`'s bytes: AdamW's
 /// outputs p', m', v' over its inputs p, m, v (an elementwise kernel reads
 /// element i before writing it), declared as an InPlaceUpdate of the
@@ -246,11 +244,11 @@ std::string checkInstrIds(const Program &p, const Instr &I) {
   for (size_t o = 0; o < I.out.size(); ++o) {
     const BufferDesc &ob = p.buffers[I.out[o]];
     for (uint32_t id : I.in)
-      if ((id == I.out[o] || overlap(ob, p.buffers[id])) && !inPlaceAllowed(p, I, o, id))
+      if ((id == I.out[o] || buffersOverlap(ob, p.buffers[id])) && !inPlaceAllowed(p, I, o, id))
         return cat("output ", bufferLabel(p, I.out[o]), " overlaps input ",
                    bufferLabel(p, id), " in the arena");
     for (size_t o2 = 0; o2 < o; ++o2)
-      if (I.out[o2] == I.out[o] || overlap(ob, p.buffers[I.out[o2]]))
+      if (I.out[o2] == I.out[o] || buffersOverlap(ob, p.buffers[I.out[o2]]))
         return cat("outputs ", bufferLabel(p, I.out[o2]), " and ",
                    bufferLabel(p, I.out[o]), " overlap in the arena");
   }
@@ -374,7 +372,7 @@ public:
     auto it = std::lower_bound(byOffset.begin(), byOffset.end(), lo,
                                [&](uint32_t b, uint64_t off) { return p_.buffers[b].offset < off; });
     for (; it != byOffset.end() && p_.buffers[*it].offset < w.offset + span; ++it)
-      if (*it != b && base[*it] == *it && writer[*it] != kNever && overlap(w, p_.buffers[*it]))
+      if (*it != b && base[*it] == *it && writer[*it] != kNever && buffersOverlap(w, p_.buffers[*it]))
         clobberedBy[*it] = instr;
   }
 
